@@ -1,0 +1,9 @@
+module github.com/uagate/gateway
+
+go 1.26
+
+require (
+	github.com/goccy/go-json v0.10.5 // indirect
+	github.com/gopcua/opcua v0.8.0 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+)

@@ -1,0 +1,249 @@
+package pooling
+
+import "sync/atomic"
+
+// DefaultCapacity is the number of idle objects a Pool keeps when NewPool is
+// given no capacity: the bound the .NET stack uses per notification type,
+// enough to cover a PublishResponse burst without retaining much memory.
+const DefaultCapacity = 1024
+
+// States of Header.state. The zero value means "in use" so that an object
+// made with new(T) or a composite literal, outside any pool, can still be
+// handed to Put.
+const (
+	stateInUse    uint32 = 0
+	stateReturned uint32 = 1
+)
+
+// probeSlack is how far above the idle count Get looks for objects. Racing
+// Get and Put calls can leave an object a few slots above the count; looking
+// a little higher finds it again without scanning the whole array.
+const probeSlack = 8
+
+// cacheLinePad keeps the hot words of one pool off the cache lines of its
+// neighbours (the class pools of a BufferPool are allocated side by side).
+type cacheLinePad struct{ _ [64]byte }
+
+// Header is embedded in every pooled type. It records whether the object is
+// out with an owner or back in a pool, which is what makes a second Put of
+// the same object a harmless no-op. The pool manages it; types embedding it
+// must not touch it, but a reset function may zero it along with the rest of
+// the struct.
+type Header struct {
+	state atomic.Uint32
+}
+
+// PoolHeader returns h. Embedding Header gives a pointer to the embedding
+// struct this method, so the pointer satisfies Pooled.
+func (h *Header) PoolHeader() *Header { return h }
+
+// release marks the object as returned. It fails when the object was already
+// returned, which is how double Puts are caught.
+func (h *Header) release() bool {
+	return h.state.CompareAndSwap(stateInUse, stateReturned)
+}
+
+// Pooled is implemented by pointers to structs that embed Header.
+type Pooled interface {
+	PoolHeader() *Header
+}
+
+// PoolStats is a snapshot of a pool's counters. Counters are read one at a
+// time while the pool is in use, so a snapshot may be off by the operations
+// in flight; at rest Hits == Puts - Idle.
+type PoolStats struct {
+	Capacity   int    // most idle objects the pool keeps
+	Idle       int    // objects waiting in the pool now
+	Hits       uint64 // Gets served from the pool
+	Misses     uint64 // Gets that had to allocate
+	Puts       uint64 // objects taken back and kept
+	Drops      uint64 // objects given back while the pool was full, left to the GC
+	DoublePuts uint64 // Puts of an object that was already returned, ignored
+}
+
+// Pool is a bounded, lock-free pool of *T. Unlike sync.Pool it never empties
+// on GC and never grows past its capacity, so the memory it retains is known
+// and its counters say whether the capacity fits the load.
+//
+// The design follows the .NET stack's object pool: one fast slot plus an
+// array of slots, each taken and filled with compare-and-swap. An idle count
+// serves as a hint of where the occupied slots end, so that Get and Put touch
+// one or two slots in the common case instead of scanning the array. Neither
+// Get nor Put ever blocks or waits for another goroutine.
+//
+// Create pools with NewPool. A Pool must not be copied after first use.
+type Pool[T any, P interface {
+	*T
+	Pooled
+}] struct {
+	_     cacheLinePad
+	fast  atomic.Pointer[T]
+	idle  atomic.Int64 // objects in slots, not counting fast
+	slots []atomic.Pointer[T]
+	reset func(P)
+
+	hits       atomic.Uint64
+	misses     atomic.Uint64
+	puts       atomic.Uint64
+	drops      atomic.Uint64
+	doublePuts atomic.Uint64
+	_          cacheLinePad
+}
+
+// NewPool returns a pool that keeps at most capacity idle objects; capacity
+// <= 0 means DefaultCapacity. P is inferred, so NewPool[Msg](0, resetMsg)
+// builds a pool of *Msg.
+//
+// reset, when not nil, runs on every accepted Put before the object can be
+// seen by another goroutine, also when the pool turns out to be full, so it
+// is the place to scrub secrets as well as to drop references the object
+// would otherwise keep alive. It must leave the object as a fresh one would
+// look: zero every field, though it may keep the capacity of slices (reslice
+// to [:0]). Writing *p = T{} is fine, the pool restores its Header afterwards.
+func NewPool[T any, P interface {
+	*T
+	Pooled
+}](capacity int, reset func(P)) *Pool[T, P] {
+	if capacity <= 0 {
+		capacity = DefaultCapacity
+	}
+	return &Pool[T, P]{
+		slots: make([]atomic.Pointer[T], capacity-1), // the fast slot holds the last one
+		reset: reset,
+	}
+}
+
+// Get hands the caller an object that is now theirs alone: taken from the
+// pool when one is idle, otherwise freshly allocated. A pooled object was
+// reset on Put, so it looks like a new one apart from retained slice capacity.
+// The caller owns it until it calls Put, and should call Put when done (a
+// forgotten object is simply collected by the GC).
+func (p *Pool[T, P]) Get() P {
+	if x := p.fast.Load(); x != nil && p.fast.CompareAndSwap(x, nil) {
+		return p.hand(x)
+	}
+	if x := p.takeSlot(); x != nil {
+		return p.hand(x)
+	}
+	p.misses.Add(1)
+	return P(new(T))
+}
+
+func (p *Pool[T, P]) hand(x *T) P {
+	// The slot CAS made us the only holder, so a plain store suffices.
+	P(x).PoolHeader().state.Store(stateInUse)
+	p.hits.Add(1)
+	return P(x)
+}
+
+// takeSlot empties one occupied slot. It looks first where the idle count
+// says the last occupied slot is, so that the common case is one probe, then
+// down to the bottom, then a little above for objects racing calls left there.
+func (p *Pool[T, P]) takeSlot() *T {
+	n := int(p.idle.Load())
+	if n <= 0 {
+		return nil
+	}
+	n = min(n, len(p.slots))
+	for i := n - 1; i >= 0; i-- {
+		if x := p.take(i); x != nil {
+			return x
+		}
+	}
+	for i, hi := n, min(n+probeSlack, len(p.slots)); i < hi; i++ {
+		if x := p.take(i); x != nil {
+			return x
+		}
+	}
+	return nil
+}
+
+func (p *Pool[T, P]) take(i int) *T {
+	s := &p.slots[i]
+	if x := s.Load(); x != nil && s.CompareAndSwap(x, nil) {
+		p.idle.Add(-1)
+		return x
+	}
+	return nil
+}
+
+// Put gives x back. From the moment Put is called the pool owns x: the caller
+// must not read or write it again, nor keep references to it or into its
+// slices, because the next Get may hand it to another goroutine. Put resets x,
+// keeps it if there is room, and otherwise drops it for the GC. Putting an
+// object that is already back in the pool is a counted no-op, so a defer plus
+// an explicit Put on the same path does no harm; putting an object after the
+// pool handed it to someone else cannot be detected and is a bug. Put(nil)
+// does nothing. Put never blocks.
+func (p *Pool[T, P]) Put(x P) {
+	p.put(x, p.reset)
+}
+
+// put is Put with a reset chosen by the caller; BufferPool uses it to clear
+// buffers that may hold secrets only when asked to.
+func (p *Pool[T, P]) put(x P, reset func(P)) {
+	if x == nil {
+		return
+	}
+	h := x.PoolHeader()
+	if !h.release() {
+		p.doublePuts.Add(1)
+		return
+	}
+	if reset != nil {
+		reset(x)
+		// reset may have zeroed the Header with the rest of the struct.
+		h.state.Store(stateReturned)
+	}
+	ptr := (*T)(x)
+	if p.fast.Load() == nil && p.fast.CompareAndSwap(nil, ptr) {
+		p.puts.Add(1)
+		return
+	}
+	if p.storeSlot(ptr) {
+		p.puts.Add(1)
+		return
+	}
+	p.drops.Add(1)
+}
+
+// storeSlot fills one empty slot, starting where the idle count says the
+// first empty one is and wrapping around once, because racing Gets can leave
+// holes below that point.
+func (p *Pool[T, P]) storeSlot(x *T) bool {
+	n := int(p.idle.Load())
+	if n >= len(p.slots) {
+		return false
+	}
+	n = max(n, 0)
+	for i := n; i < len(p.slots); i++ {
+		if p.slots[i].CompareAndSwap(nil, x) {
+			p.idle.Add(1)
+			return true
+		}
+	}
+	for i := 0; i < n; i++ {
+		if p.slots[i].CompareAndSwap(nil, x) {
+			p.idle.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+// Stats returns a snapshot of the pool's counters.
+func (p *Pool[T, P]) Stats() PoolStats {
+	idle := int(p.idle.Load())
+	if p.fast.Load() != nil {
+		idle++
+	}
+	return PoolStats{
+		Capacity:   len(p.slots) + 1,
+		Idle:       idle,
+		Hits:       p.hits.Load(),
+		Misses:     p.misses.Load(),
+		Puts:       p.puts.Load(),
+		Drops:      p.drops.Load(),
+		DoublePuts: p.doublePuts.Load(),
+	}
+}
