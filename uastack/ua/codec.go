@@ -239,7 +239,7 @@ func (d *Decoder) ReadByteStringInto(dst []byte) []byte {
 	if p == nil {
 		return nil
 	}
-	if cap(dst) < n {
+	if dst == nil || cap(dst) < n {
 		dst = make([]byte, n)
 	}
 	dst = dst[:n]

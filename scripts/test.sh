@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what it needs, then vet, staticcheck,
+# race-enabled tests and short bounded fuzz runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.tools/bin:$PATH"
+
+step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
+
+step "tools"
+make -s tools
+if [ -x scripts/install-node-opcua.sh ]; then
+  step "node-opcua peer"
+  ./scripts/install-node-opcua.sh
+fi
+
+step "go vet"
+go vet ./...
+
+step "staticcheck"
+staticcheck ./...
+
+step "go test -race"
+go test -race -count=1 -timeout 20m ./...
+
+step "fuzz (${FUZZTIME:-10s} per target)"
+FUZZTIME="${FUZZTIME:-10s}" ./scripts/fuzz.sh
+
+step "done"
