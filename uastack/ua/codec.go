@@ -468,7 +468,7 @@ func (e *Encoder) WriteBoolean(v bool) {
 }
 
 func (e *Encoder) WriteSByte(v int8)            { e.b = append(e.b, byte(v)) }
-func (e *Encoder) WriteUInt8(v byte)             { e.b = append(e.b, v) }
+func (e *Encoder) WriteUInt8(v byte)            { e.b = append(e.b, v) }
 func (e *Encoder) WriteInt16(v int16)           { e.b = binary.LittleEndian.AppendUint16(e.b, uint16(v)) }
 func (e *Encoder) WriteUInt16(v uint16)         { e.b = binary.LittleEndian.AppendUint16(e.b, v) }
 func (e *Encoder) WriteInt32(v int32)           { e.b = binary.LittleEndian.AppendUint32(e.b, uint32(v)) }
