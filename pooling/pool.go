@@ -15,11 +15,6 @@ const (
 	stateReturned uint32 = 1
 )
 
-// probeSlack is how far above the idle count Get looks for objects. Racing
-// Get and Put calls can leave an object a few slots above the count; looking
-// a little higher finds it again without scanning the whole array.
-const probeSlack = 8
-
 // cacheLinePad keeps the hot words of one pool off the cache lines of its
 // neighbours (the class pools of a BufferPool are allocated side by side).
 type cacheLinePad struct{ _ [64]byte }
@@ -30,7 +25,10 @@ type cacheLinePad struct{ _ [64]byte }
 // must not touch it, but a reset function may zero it along with the rest of
 // the struct.
 type Header struct {
-	state atomic.Uint32
+	// A plain word used through sync/atomic functions rather than atomic.Uint32:
+	// pooled values such as MonitoredItemNotification live by value in slices and
+	// are copied, which atomic's noCopy marker would make go vet reject.
+	state uint32
 }
 
 // PoolHeader returns h. Embedding Header gives a pointer to the embedding
@@ -40,7 +38,7 @@ func (h *Header) PoolHeader() *Header { return h }
 // release marks the object as returned. It fails when the object was already
 // returned, which is how double Puts are caught.
 func (h *Header) release() bool {
-	return h.state.CompareAndSwap(stateInUse, stateReturned)
+	return atomic.CompareAndSwapUint32(&h.state, stateInUse, stateReturned)
 }
 
 // Pooled is implemented by pointers to structs that embed Header.
@@ -130,15 +128,18 @@ func (p *Pool[T, P]) Get() P {
 }
 
 func (p *Pool[T, P]) hand(x *T) P {
-	// The slot CAS made us the only holder, so a plain store suffices.
-	P(x).PoolHeader().state.Store(stateInUse)
+	// The slot CAS made us the only holder, so a store rather than a CAS
+	// suffices.
+	atomic.StoreUint32(&P(x).PoolHeader().state, stateInUse)
 	p.hits.Add(1)
 	return P(x)
 }
 
 // takeSlot empties one occupied slot. It looks first where the idle count
 // says the last occupied slot is, so that the common case is one probe, then
-// down to the bottom, then a little above for objects racing calls left there.
+// down to the bottom. Only when that finds nothing does it look above: a Put
+// preempted between reading the count and filling a slot can leave an object
+// well above the others, and it must not stay there unreachable.
 func (p *Pool[T, P]) takeSlot() *T {
 	n := int(p.idle.Load())
 	if n <= 0 {
@@ -150,7 +151,7 @@ func (p *Pool[T, P]) takeSlot() *T {
 			return x
 		}
 	}
-	for i, hi := n, min(n+probeSlack, len(p.slots)); i < hi; i++ {
+	for i := n; i < len(p.slots); i++ {
 		if x := p.take(i); x != nil {
 			return x
 		}
@@ -192,8 +193,11 @@ func (p *Pool[T, P]) put(x P, reset func(P)) {
 	}
 	if reset != nil {
 		reset(x)
-		// reset may have zeroed the Header with the rest of the struct.
-		h.state.Store(stateReturned)
+		// reset may have zeroed the Header with the rest of the struct. The
+		// load avoids a second locked instruction when it did not.
+		if atomic.LoadUint32(&h.state) != stateReturned {
+			atomic.StoreUint32(&h.state, stateReturned)
+		}
 	}
 	ptr := (*T)(x)
 	if p.fast.Load() == nil && p.fast.CompareAndSwap(nil, ptr) {
@@ -217,23 +221,34 @@ func (p *Pool[T, P]) storeSlot(x *T) bool {
 	}
 	n = max(n, 0)
 	for i := n; i < len(p.slots); i++ {
-		if p.slots[i].CompareAndSwap(nil, x) {
-			p.idle.Add(1)
+		if p.fill(i, x) {
 			return true
 		}
 	}
 	for i := 0; i < n; i++ {
-		if p.slots[i].CompareAndSwap(nil, x) {
-			p.idle.Add(1)
+		if p.fill(i, x) {
 			return true
 		}
 	}
 	return false
 }
 
+func (p *Pool[T, P]) fill(i int, x *T) bool {
+	// Loading first keeps a scan past occupied slots from taking their cache
+	// lines exclusively, as a failing CAS would.
+	s := &p.slots[i]
+	if s.Load() == nil && s.CompareAndSwap(nil, x) {
+		p.idle.Add(1)
+		return true
+	}
+	return false
+}
+
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool[T, P]) Stats() PoolStats {
-	idle := int(p.idle.Load())
+	// The count trails the slots by a moment, so it can dip below zero
+	// while a Get empties a slot that a Put has not yet counted.
+	idle := min(max(int(p.idle.Load()), 0), len(p.slots))
 	if p.fast.Load() != nil {
 		idle++
 	}
