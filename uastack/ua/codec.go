@@ -289,13 +289,14 @@ func (d *Decoder) ReadArrayLength(what string, minElemSize int) int {
 	return n
 }
 
-// Grow returns s resized to n elements, reusing its capacity; n < 0 gives nil.
-// The elements are not cleared.
+// Grow returns s resized to n elements, reusing its capacity; n < 0 (a null array)
+// gives nil and n == 0 a non-nil empty slice, so that null and empty arrays survive a
+// round trip. The elements are not cleared.
 func Grow[T any](s []T, n int) []T {
 	if n < 0 {
 		return nil
 	}
-	if cap(s) >= n {
+	if s != nil && cap(s) >= n {
 		return s[:n]
 	}
 	return make([]T, n)

@@ -1,7 +1,21 @@
 // Command gen generates Go code for package ua from the OPC Foundation schema files
-// in uastack/schema (Opc.Ua.Types.bsd, NodeIds.csv, StatusCode.csv).
+// in uastack/schema (Opc.Ua.Types.bsd, NodeIds.csv, StatusCode.csv):
+//
+//   - statuscodes_gen.go: the status code constants and their names;
+//   - nodeids_gen.go: ID_<name> constants for every row of NodeIds.csv and
+//     NodeIDName;
+//   - enums_gen.go: every EnumeratedType (enumerations as int32 types, option sets
+//     as unsigned types of their width) with a String method;
+//   - types_gen.go: every StructuredType that is not a hand-written built-in, with
+//     Encode, Decode, BinaryEncodingID and DataTypeID, registered with RegisterType;
+//   - pooled_gen.go: the pools, New<T> and Release of the pooled notification types.
+//
+// It is run by go generate in uastack/ua:
 //
 //	go run ./uastack/internal/gen -schema uastack/schema -out uastack/ua
+//
+// Names follow the rules in names.go. Output is deterministic: it depends only on the
+// schema files, so a test can regenerate into a temporary directory and compare.
 package main
 
 import (
@@ -21,9 +35,117 @@ func main() {
 	schema := flag.String("schema", "uastack/schema", "directory with the schema files")
 	out := flag.String("out", "uastack/ua", "output directory")
 	flag.Parse()
-	if err := genStatusCodes(filepath.Join(*schema, "StatusCode.csv"), filepath.Join(*out, "statuscodes_gen.go")); err != nil {
+	if err := run(*schema, *out); err != nil {
 		log.Fatal(err)
 	}
+}
+
+func run(schema, out string) error {
+	if err := genStatusCodes(filepath.Join(schema, "StatusCode.csv"), filepath.Join(out, "statuscodes_gen.go")); err != nil {
+		return err
+	}
+	ids, err := readNodeIDs(filepath.Join(schema, "NodeIds.csv"))
+	if err != nil {
+		return err
+	}
+	dict, err := readBSD(filepath.Join(schema, "Opc.Ua.Types.bsd"))
+	if err != nil {
+		return err
+	}
+	m, err := buildModel(dict, ids, pooledStructs)
+	if err != nil {
+		return err
+	}
+	hand, err := handWrittenNames(out)
+	if err != nil {
+		return err
+	}
+	if err := checkNames(m, hand); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		buf  *bytes.Buffer
+	}{
+		{"nodeids_gen.go", genNodeIDs(ids)},
+		{"enums_gen.go", genEnums(m, true)},
+		{"types_gen.go", genTypes(m)},
+		{"pooled_gen.go", genPooled(m)},
+	} {
+		if err := writeGo(filepath.Join(out, f.name), f.buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNames fails when two generated package-level names (or methods of the same
+// type) collide, or one collides with a hand-written name.
+func checkNames(m *model, hand map[string]string) error {
+	gen := map[string]string{}
+	add := func(name, what string) error {
+		if f, ok := hand[name]; ok {
+			return fmt.Errorf("generated %s %s collides with a declaration in %s", what, name, f)
+		}
+		if other, ok := gen[name]; ok {
+			return fmt.Errorf("generated %s %s collides with generated %s", what, name, other)
+		}
+		gen[name] = what
+		return nil
+	}
+	for _, r := range m.ids.rows {
+		if err := add(nodeIDConst(r.name), "node id"); err != nil {
+			return err
+		}
+	}
+	for _, n := range []string{"NodeIDName", "nodeIDNames", "optionBit", "optionSetString"} {
+		if err := add(n, "helper"); err != nil {
+			return err
+		}
+	}
+	for _, e := range m.enums {
+		if err := add(e.goName, "enum "+e.name); err != nil {
+			return err
+		}
+		if err := add(e.goName+".String", "method"); err != nil {
+			return err
+		}
+		if e.optionSet {
+			if err := add(lowerFirst(e.goName)+"Bits", "option set table"); err != nil {
+				return err
+			}
+		}
+		for _, v := range e.values {
+			if err := add(v.goName, "enum value "+e.name+"."+v.name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range m.structs {
+		if err := add(s.goName, "structure "+s.name); err != nil {
+			return err
+		}
+		methods := append([]string(nil), generatedMethods...)
+		if s.pooled {
+			methods = append(methods, "Release", "reset")
+			for _, n := range []string{s.goName + "Pool", "New" + s.goName} {
+				if err := add(n, "pool of "+s.name); err != nil {
+					return err
+				}
+			}
+		}
+		for _, meth := range methods {
+			if err := add(s.goName+"."+meth, "method"); err != nil {
+				return err
+			}
+		}
+		for _, mb := range s.maskFields {
+			if err := add(mb.goName, "mask bit "+s.name+"."+mb.name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func readCSV(path string) ([][]string, error) {
