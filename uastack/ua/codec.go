@@ -297,6 +297,9 @@ func Grow[T any](s []T, n int) []T {
 		return nil
 	}
 	if s != nil && cap(s) >= n {
+		if n < len(s) {
+			clear(s[n:])
+		}
 		return s[:n]
 	}
 	return make([]T, n)

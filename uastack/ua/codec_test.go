@@ -495,3 +495,47 @@ func TestVariantAccessors(t *testing.T) {
 		t.Fatalf("inline setters allocate: %v", allocs)
 	}
 }
+
+// TestDataValueFastPath checks the inline fast path against the field-by-field
+// decoder for every fixed-size scalar type and every mask combination.
+func TestDataValueFastPath(t *testing.T) {
+	values := []Variant{{}, NewBooleanVariant(true), MustVariant(int8(-3)), MustVariant(byte(250)),
+		MustVariant(int16(-300)), MustVariant(uint16(65000)), NewInt32Variant(-70000), NewUInt32Variant(4000000000),
+		NewInt64Variant(-1 << 40), MustVariant(uint64(1 << 63)), NewFloatVariant(-1.5), NewDoubleVariant(math.Pi),
+		NewDateTimeVariant(12345), MustVariant(StatusBadTimeout), NewStringVariant("not fixed")}
+	pad := make([]byte, maxFixedDataValue) // so the fast path is eligible
+	for _, v := range values {
+		for mask := 0; mask < 64; mask++ {
+			dv := DataValue{Value: v}
+			if mask&dvStatus != 0 {
+				dv.Status = StatusUncertainInitialValue
+			}
+			if mask&dvSourceTimestamp != 0 {
+				dv.SourceTimestamp = 1 << 50
+			}
+			if mask&dvServerTimestamp != 0 {
+				dv.ServerTimestamp = 1<<50 + 1
+			}
+			if mask&dvSourcePicoseconds != 0 {
+				dv.SourcePicoseconds = 9
+			}
+			if mask&dvServerPicoseconds != 0 {
+				dv.ServerPicoseconds = 10
+			}
+			e := NewEncoder(nil)
+			e.WriteDataValue(&dv)
+			buf := append(e.Bytes(), pad...)
+			var fast, slow DataValue
+			fast.Value.SetString("stale")
+			df, ds := NewDecoder(buf, nil), NewDecoder(buf, nil)
+			df.ReadDataValue(&fast)
+			ds.readDataValueSlow(&slow)
+			if df.Err() != nil || ds.Err() != nil || df.Offset() != ds.Offset() || df.Offset() != e.Len() {
+				t.Fatalf("%v mask %x: errors %v/%v offsets %d/%d/%d", v, mask, df.Err(), ds.Err(), df.Offset(), ds.Offset(), e.Len())
+			}
+			if !reflect.DeepEqual(fast, slow) || !reflect.DeepEqual(fast, dv) {
+				t.Fatalf("%v mask %x:\nfast %+v\nslow %+v\nwant %+v", v, mask, fast, slow, dv)
+			}
+		}
+	}
+}

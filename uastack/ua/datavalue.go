@@ -1,6 +1,9 @@
 package ua
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // DataValue is a value with its status and timestamps. Which parts are present on
 // the wire follows from the fields: a null Value, a Good status, a null timestamp
@@ -27,8 +30,28 @@ const (
 // Reset clears dv.
 func (dv *DataValue) Reset() { *dv = DataValue{} }
 
+// fixedScalarSize is the wire size of the built-in types whose scalars a Variant
+// stores inline; 0 for the others.
+var fixedScalarSize = [64]uint8{
+	TypeBoolean: 1, TypeSByte: 1, TypeByte: 1, TypeInt16: 2, TypeUInt16: 2,
+	TypeInt32: 4, TypeUInt32: 4, TypeInt64: 8, TypeUInt64: 8, TypeFloat: 4,
+	TypeDouble: 8, TypeDateTime: 8, TypeStatusCode: 4,
+}
+
+// maxFixedDataValue is the largest encoding of a DataValue whose value is a fixed
+// size scalar: mask, type, 8-byte value, status, two timestamps, two picoseconds.
+const maxFixedDataValue = 1 + 1 + 8 + 4 + 8 + 2 + 8 + 2
+
 // ReadDataValue reads a DataValue into dv (overwritten).
 func (d *Decoder) ReadDataValue(dv *DataValue) {
+	if d.err == nil && len(d.b)-d.off >= maxFixedDataValue && d.readFixedDataValue(dv) {
+		return
+	}
+	d.readDataValueSlow(dv)
+}
+
+// readDataValueSlow decodes any DataValue field by field.
+func (d *Decoder) readDataValueSlow(dv *DataValue) {
 	mask := d.ReadUInt8()
 	if mask&dvValue != 0 {
 		if !d.Enter("DataValue") {
@@ -58,6 +81,78 @@ func (d *Decoder) ReadDataValue(dv *DataValue) {
 	if mask&0xc0 != 0 {
 		d.Fail("DataValue", fmt.Errorf("%w: encoding mask 0x%02x", ErrInvalidEncoding, mask))
 	}
+}
+
+// readFixedDataValue is the hot path of notification decoding: a DataValue whose
+// value is a numeric scalar, read straight from the input with one bounds check.
+// It reports false, consuming nothing, for any other shape; the caller made sure
+// maxFixedDataValue bytes are left.
+func (d *Decoder) readFixedDataValue(dv *DataValue) bool {
+	b := d.b[d.off : d.off+maxFixedDataValue]
+	mask := b[0]
+	if mask&0xc0 != 0 {
+		return false
+	}
+	p := 1
+	if mask&dvValue != 0 {
+		t := TypeID(b[1])
+		size := int(fixedScalarSize[b[1]&0x3f])
+		if b[1]&0xc0 != 0 || size == 0 {
+			return false
+		}
+		var n uint64
+		switch size {
+		case 1:
+			n = uint64(b[2])
+			switch t {
+			case TypeSByte:
+				n = uint64(int64(int8(b[2])))
+			case TypeBoolean:
+				if n != 0 {
+					n = 1
+				}
+			}
+		case 2:
+			n = uint64(binary.LittleEndian.Uint16(b[2:]))
+			if t == TypeInt16 {
+				n = uint64(int64(int16(n)))
+			}
+		case 4:
+			n = uint64(binary.LittleEndian.Uint32(b[2:]))
+			if t == TypeInt32 {
+				n = uint64(int64(int32(n)))
+			}
+		case 8:
+			n = binary.LittleEndian.Uint64(b[2:])
+		}
+		dv.Value.setInline(t, n)
+		p = 2 + size
+	} else {
+		dv.Value.Reset()
+	}
+	dv.Status, dv.SourceTimestamp, dv.ServerTimestamp, dv.SourcePicoseconds, dv.ServerPicoseconds = 0, 0, 0, 0, 0
+	if mask&dvStatus != 0 {
+		dv.Status = StatusCode(binary.LittleEndian.Uint32(b[p:]))
+		p += 4
+	}
+	if mask&dvSourceTimestamp != 0 {
+		dv.SourceTimestamp = DateTime(binary.LittleEndian.Uint64(b[p:]))
+		p += 8
+	}
+	if mask&dvSourcePicoseconds != 0 {
+		dv.SourcePicoseconds = binary.LittleEndian.Uint16(b[p:])
+		p += 2
+	}
+	if mask&dvServerTimestamp != 0 {
+		dv.ServerTimestamp = DateTime(binary.LittleEndian.Uint64(b[p:]))
+		p += 8
+	}
+	if mask&dvServerPicoseconds != 0 {
+		dv.ServerPicoseconds = binary.LittleEndian.Uint16(b[p:])
+		p += 2
+	}
+	d.off += p
+	return true
 }
 
 // WriteDataValue writes dv.

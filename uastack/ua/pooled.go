@@ -23,13 +23,12 @@ package ua
 //
 // and Release it separately when done.
 
-// Release gives back to their pools the notifications decoded into the message, and
-// any left in the spare capacity of NotificationData by earlier decodes, clearing
-// their ExtensionObjects. The NotificationData slice keeps its capacity.
+// Release gives back to their pools the notifications decoded into the message,
+// clearing their ExtensionObjects. The NotificationData slice keeps its capacity
+// (its spare capacity is always zero: see Grow).
 func (m *NotificationMessage) Release() {
-	all := m.NotificationData[:cap(m.NotificationData)]
-	for i := range all {
-		all[i].Release()
+	for i := range m.NotificationData {
+		m.NotificationData[i].Release()
 	}
 	m.NotificationData = m.NotificationData[:0]
 }

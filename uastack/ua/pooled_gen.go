@@ -25,14 +25,16 @@ func NewDataChangeNotification() *DataChangeNotification { return DataChangeNoti
 func (s *DataChangeNotification) Release() { DataChangeNotificationPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
-// their elements, so that decoding into s again does not allocate; elements up to that
-// capacity are cleared too, so nothing stays reachable from an idle object.
+// their elements, so that decoding into s again does not allocate; only the elements in
+// use are cleared: those beyond the length are already zero, because Grow clears the
+// tail when a decode shrinks a slice, so nothing stays reachable from an idle object
+// and a Release costs what was used, not the largest message ever seen.
 func (s *DataChangeNotification) reset() {
-	monitoredItems := s.MonitoredItems[:cap(s.MonitoredItems)]
+	monitoredItems := s.MonitoredItems
 	for i := range monitoredItems {
 		monitoredItems[i].reset()
 	}
-	diagnosticInfos := s.DiagnosticInfos[:cap(s.DiagnosticInfos)]
+	diagnosticInfos := s.DiagnosticInfos
 	clear(diagnosticInfos)
 	*s = DataChangeNotification{MonitoredItems: monitoredItems[:0], DiagnosticInfos: diagnosticInfos[:0]}
 }
@@ -60,8 +62,10 @@ func NewMonitoredItemNotification() *MonitoredItemNotification {
 func (s *MonitoredItemNotification) Release() { MonitoredItemNotificationPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
-// their elements, so that decoding into s again does not allocate; elements up to that
-// capacity are cleared too, so nothing stays reachable from an idle object.
+// their elements, so that decoding into s again does not allocate; only the elements in
+// use are cleared: those beyond the length are already zero, because Grow clears the
+// tail when a decode shrinks a slice, so nothing stays reachable from an idle object
+// and a Release costs what was used, not the largest message ever seen.
 func (s *MonitoredItemNotification) reset() {
 	*s = MonitoredItemNotification{}
 }
@@ -87,10 +91,12 @@ func NewEventNotificationList() *EventNotificationList { return EventNotificatio
 func (s *EventNotificationList) Release() { EventNotificationListPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
-// their elements, so that decoding into s again does not allocate; elements up to that
-// capacity are cleared too, so nothing stays reachable from an idle object.
+// their elements, so that decoding into s again does not allocate; only the elements in
+// use are cleared: those beyond the length are already zero, because Grow clears the
+// tail when a decode shrinks a slice, so nothing stays reachable from an idle object
+// and a Release costs what was used, not the largest message ever seen.
 func (s *EventNotificationList) reset() {
-	events := s.Events[:cap(s.Events)]
+	events := s.Events
 	for i := range events {
 		events[i].reset()
 	}
@@ -117,10 +123,12 @@ func NewEventFieldList() *EventFieldList { return EventFieldListPool.Get() }
 func (s *EventFieldList) Release() { EventFieldListPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
-// their elements, so that decoding into s again does not allocate; elements up to that
-// capacity are cleared too, so nothing stays reachable from an idle object.
+// their elements, so that decoding into s again does not allocate; only the elements in
+// use are cleared: those beyond the length are already zero, because Grow clears the
+// tail when a decode shrinks a slice, so nothing stays reachable from an idle object
+// and a Release costs what was used, not the largest message ever seen.
 func (s *EventFieldList) reset() {
-	eventFields := s.EventFields[:cap(s.EventFields)]
+	eventFields := s.EventFields
 	clear(eventFields)
 	*s = EventFieldList{EventFields: eventFields[:0]}
 }

@@ -527,7 +527,7 @@ func genPooled(m *model) *bytes.Buffer {
 		g.p("func New%s() *%s { return %sPool.Get() }\n", n, n, n)
 		docLines(&b, "", fmt.Sprintf("Release resets s and gives it back to %sPool. Afterwards neither s nor anything obtained from it (its slices, the strings and arrays of its Variants) may be used: the next New%s may hand it to another goroutine. Release only a %s that stands alone (from New%s or an ExtensionObject); an element of a slice, such as one of DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a second Release of the same object is ignored by the pool.", n, n, n, n))
 		g.p("func (s *%s) Release() { %sPool.Put(s) }\n", n, n)
-		docLines(&b, "", "reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of their elements, so that decoding into s again does not allocate; elements up to that capacity are cleared too, so nothing stays reachable from an idle object.")
+		docLines(&b, "", "reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of their elements, so that decoding into s again does not allocate; only the elements in use are cleared: those beyond the length are already zero, because Grow clears the tail when a decode shrinks a slice, so nothing stays reachable from an idle object and a Release costs what was used, not the largest message ever seen.")
 		g.p("func (s *%s) reset() {", n)
 		var keep []string
 		for _, f := range s.fields {
@@ -535,7 +535,7 @@ func genPooled(m *model) *bytes.Buffer {
 			v := lowerFirst(f.goName)
 			switch {
 			case f.array:
-				g.p("\t%s := %s[:cap(%s)]", v, x, x)
+				g.p("\t%s := %s", v, x)
 				switch {
 				case f.typ.st != nil && f.typ.st.pooled:
 					g.p("\tfor i := range %s {\n\t\t%s[i].reset()\n\t}", v, v)
