@@ -3,7 +3,7 @@ module github.com/uagate/gateway
 go 1.26
 
 require (
-	github.com/goccy/go-json v0.10.5 // indirect
-	github.com/gopcua/opcua v0.8.0 // indirect
-	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/goccy/go-json v0.10.5
+	github.com/gopcua/opcua v0.8.0
+	github.com/valyala/bytebufferpool v1.0.0
 )
