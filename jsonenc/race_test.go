@@ -1,0 +1,5 @@
+//go:build race
+
+package jsonenc
+
+const raceEnabled = true
