@@ -9,10 +9,9 @@ step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "tools"
 make -s tools
-if [ -x scripts/install-node-opcua.sh ]; then
-  step "node-opcua peer"
-  ./scripts/install-node-opcua.sh
-fi
+step "node-opcua peer and JSON cross-check packages"
+./scripts/install-node-opcua.sh
+./jsonenc/testdata/install-node.sh
 
 step "go vet"
 go vet ./...

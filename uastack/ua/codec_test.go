@@ -483,6 +483,13 @@ func TestVariantAccessors(t *testing.T) {
 	if v.Int16() != -3 || v.Value() != int16(-3) {
 		t.Fatal("int16")
 	}
+	ba, err := NewArrayVariant(TypeByte, []byte{1, 2})
+	if err != nil || ba.Type() != TypeByte || !ba.IsArray() || ba.ArrayLen() != 2 {
+		t.Fatalf("Byte[]: %v %v", ba, err)
+	}
+	if _, err := NewArrayVariant(TypeInt32, []byte{1}); err == nil {
+		t.Fatal("mismatched array type accepted")
+	}
 	if _, err := NewVariant(struct{}{}); err == nil {
 		t.Fatal("unsupported type accepted")
 	}

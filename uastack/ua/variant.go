@@ -348,6 +348,18 @@ func NewVariant(val any) (Variant, error) {
 	return v, nil
 }
 
+// NewArrayVariant builds a 1-D array Variant of built-in type t from a slice of
+// the matching Go type (as listed at Value). It is needed where NewVariant would
+// guess another type: []byte is a ByteString scalar for NewVariant but a Byte[]
+// here.
+func NewArrayVariant(t TypeID, slice any) (Variant, error) {
+	at, ok := arrayType(slice)
+	if !ok || at != t {
+		return Variant{}, fmt.Errorf("ua: %T is not an array of %v", slice, t)
+	}
+	return Variant{typ: t, array: true, x: slice}, nil
+}
+
 // MustVariant is NewVariant that panics; for literals in code and tests.
 func MustVariant(val any) Variant {
 	v, err := NewVariant(val)
