@@ -383,6 +383,7 @@ func (p *Policy) AppendAsymEncrypt(dst []byte, pub *rsa.PublicKey, plaintext []b
 		switch p.AsymEncryption {
 		case RsaPkcs15:
 			// Deprecated in crypto/rsa and in OPC UA alike; Basic128Rsa15 needs it.
+			//lint:ignore SA1019 Basic128Rsa15 is defined with RSA-PKCS1-v1_5 encryption.
 			c, err = rsa.EncryptPKCS1v15(rand.Reader, pub, plaintext[:n])
 		case RsaOaepSha1:
 			c, err = rsa.EncryptOAEP(sha1.New(), rand.Reader, pub, plaintext[:n], nil)
@@ -426,6 +427,7 @@ func (p *Policy) AppendAsymDecrypt(dst []byte, key *rsa.PrivateKey, ciphertext [
 		case RsaPkcs15:
 			// Whether this fails is a Bleichenbacher oracle; that is why OPC UA 1.04
 			// deprecated Basic128Rsa15, which is offered only when configured.
+			//lint:ignore SA1019 Basic128Rsa15 is defined with RSA-PKCS1-v1_5 encryption.
 			m, err = rsa.DecryptPKCS1v15(nil, key, ciphertext[:cb])
 		case RsaOaepSha1:
 			m, err = rsa.DecryptOAEP(sha1.New(), nil, key, ciphertext[:cb], nil)
