@@ -1,16 +1,19 @@
 // Command gateway is the OPC UA → PubSub/JSON gateway.
 //
-// Subcommands grow with the project; today: version, decode.
+// Subcommands grow with the project; today: version, decode, browse, read, pki.
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -27,12 +30,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
+	// Ctrl-C ends a long browse cleanly: the session is closed on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var err error
 	switch args[0] {
 	case "version":
 		fmt.Fprintln(stdout, "gateway", version)
 	case "decode":
 		err = cmdDecode(args[1:], stdin, stdout)
+	case "browse":
+		err = cmdBrowse(ctx, args[1:], stdout, stderr)
+	case "read":
+		err = cmdRead(ctx, args[1:], stdout, stderr)
+	case "pki":
+		err = cmdPKI(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 	default:
@@ -40,11 +52,27 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "gateway:", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		return 2
+	default:
 		fmt.Fprintln(stderr, "gateway:", err)
 		return 1
 	}
-	return 0
+}
+
+// errFlagParse classifies a flag parsing error: -h stays ErrHelp (exit 0), the
+// rest are usage errors (flag has printed the details already).
+func errFlagParse(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
 }
 
 func usage(w io.Writer) {
@@ -54,6 +82,22 @@ Usage:
   gateway version              print the version
   gateway decode [hex]         decode an OPC UA binary service message (NodeId-prefixed,
                                as hex on the command line or stdin) and print it
+  gateway browse [flags] <endpoint> [node]
+                               list the nodes below node (default: Objects); -depth N
+                               descends N levels (0: all), -json prints JSON
+  gateway read [flags] <endpoint> <node>...
+                               read the values of nodes; -json prints JSON
+  gateway pki [-pki dir] list | trust <thumbprint>
+                               list the certificate store; trust a rejected certificate
+
+Connection flags of browse and read (see gateway <command> -h):
+  -policy P -mode M            security policy and mode (default: the best offered)
+  -user U                      UserName token; the password from $UAGATE_PASSWORD or -password
+  -cert F -key F               X.509 user token
+  -pki DIR                     certificate store (default ./pki); an unknown server
+                               certificate is refused and saved to DIR/rejected/certs:
+                               move it to DIR/trusted/certs to trust it
+  -auto-accept                 trust unknown server certificates (development only)
 `)
 }
 

@@ -1,0 +1,39 @@
+// Package client is the OPC UA client of the gateway: sessions and the services it
+// calls on them (OPC UA Part 4 §5.6 – §5.11).
+//
+// Connecting. Dial discovers the server's endpoints (GetEndpoints, or the cached
+// Config.Endpoints), selects one (SelectEndpoint: the configured policy and mode,
+// or the best the server offers), validates the server's certificate with the
+// pki.Store before anything is sent to it, opens the secure channel (package
+// uasc), and creates and activates a session:
+//
+//   - CreateSession: the server must sign our certificate and nonce with the key
+//     of the certificate we validated, send a nonce of at least 32 bytes and list
+//     the endpoint we chose among its endpoints;
+//   - ActivateSession: we sign the server's certificate and nonce, and present
+//     the user identity (Anonymous, UserName with the password encrypted for
+//     the server as its token policy says, or X509 signed with the user's key).
+//
+// It then reads the server's OperationLimits and namespace array once.
+//
+// Trust. The application instance certificate comes from the Store (created on
+// first start for ApplicationURI). A server certificate the Store does not trust
+// is refused with an error wrapping *pki.UntrustedError, which names the copy the
+// Store wrote to rejected/; moving it to trusted/ makes the next Dial succeed.
+// Config.AutoAccept trusts unknown certificates instead (development only).
+//
+// Services. Read, Write, Browse (following continuation points to the end),
+// BrowseNext, TranslateBrowsePathsToNodeIDs, RegisterNodes, UnregisterNodes and
+// Call split their requests to fit the server's OperationLimits and reassemble the
+// results in request order; a server that enforces a limit it did not publish gets
+// smaller requests after its first BadTooManyOperations. Send sends any other
+// service request on the session, filling in the request header.
+//
+// Concurrency and ownership. A Client is safe for concurrent use. Requests passed
+// to its methods get their RequestHeader filled in (so they are written to): a
+// request must not be changed, or used by another call, while a call runs with it.
+// Responses belong to the caller. ReadInto
+// decodes into a caller's response, reusing its slices. A Client does not keep the
+// session alive, reconnect or subscribe: that is the managed session's job, built on
+// Send, SendAsync, RequestHeader, Done and Err.
+package client
