@@ -141,11 +141,10 @@ type Encoder struct {
 	flushed int64 // bytes written to w so far
 	peak    int   // largest number of pending bytes seen
 
-	dates   dateCache
-	bin     *ua.Encoder // for binary ExtensionObject bodies
-	binBuf  []byte
-	pooled  *pooledEncoder
-	scratch [40]byte
+	dates  dateCache
+	bin    *ua.Encoder // for binary ExtensionObject bodies
+	binBuf []byte
+	pooled *pooledEncoder
 }
 
 type pooledEncoder struct {
@@ -555,15 +554,6 @@ func (e *Encoder) WriteString(s string) {
 	e.done()
 }
 
-// writeStringBytes writes p as a JSON string without converting it.
-func (e *Encoder) writeStringBytes(p []byte) {
-	e.comma()
-	e.b = append(e.b, '"')
-	e.b = appendEscapedBytes(e.b, p)
-	e.b = append(e.b, '"')
-	e.done()
-}
-
 // safeASCII[c] is true for bytes that need no escaping inside a JSON string.
 var safeASCII = func() (t [256]bool) {
 	for c := 0x20; c < 0x7f; c++ {
@@ -598,43 +588,6 @@ func appendEscaped(b []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, `\u202`...)
-			b = append(b, hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
-}
-
-// appendEscapedBytes is appendEscaped for a byte slice.
-func appendEscapedBytes(b []byte, s []byte) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if safeASCII[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = appendEscapedByte(b, c)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)

@@ -75,7 +75,7 @@ func (s *Store) Validate(chain []byte, opts ValidateOptions) (*x509.Certificate,
 		if len(path) > maxChainDepth {
 			return nil, certErr(ErrInvalid, cur, len(path) > 1, fmt.Sprintf("chain longer than %d", maxChainDepth))
 		}
-		parent, bad, sentinel, detail := findIssuer(cur, candidates, path)
+		parent, bad, detail, sentinel := findIssuer(cur, candidates, path)
 		if sentinel != nil {
 			return nil, certErr(sentinel, bad, bad != leaf, detail)
 		}
@@ -161,14 +161,14 @@ func (s *Store) Validate(chain []byte, opts ValidateOptions) (*x509.Certificate,
 // findIssuer returns the candidate that issued c, or nil if none did. When
 // candidates carry c's issuer name but none signed it, sentinel and detail say why.
 // bad is the certificate at fault: c for a bad signature, the issuer for a misuse.
-func findIssuer(c *x509.Certificate, candidates, path []*x509.Certificate) (parent, bad *x509.Certificate, sentinel error, detail string) {
+func findIssuer(c *x509.Certificate, candidates, path []*x509.Certificate) (parent, bad *x509.Certificate, detail string, sentinel error) {
 	for _, p := range candidates {
 		if !bytes.Equal(p.RawSubject, c.RawIssuer) || containsCert(path, p) {
 			continue
 		}
 		err := c.CheckSignatureFrom(p)
 		if err == nil {
-			return p, nil, nil, ""
+			return p, nil, "", nil
 		}
 		if sentinel == nil {
 			var cv x509.ConstraintViolationError
@@ -179,7 +179,7 @@ func findIssuer(c *x509.Certificate, candidates, path []*x509.Certificate) (pare
 			}
 		}
 	}
-	return nil, bad, sentinel, detail
+	return nil, bad, detail, sentinel
 }
 
 func certErr(err error, c *x509.Certificate, issuer bool, detail string) *CertError {
