@@ -556,7 +556,9 @@ func (d *Decoder) ReadVariant(v *Variant) {
 		if d.err == nil && n != arrayLen(v.x) {
 			d.Fail("Variant", fmt.Errorf("%w: matrix dimensions %v do not match %d elements", ErrInvalidEncoding, dims, arrayLen(v.x)))
 		}
-		v.x = &matrix{flat: v.x, dims: dims}
+		if dims != nil { // a null dimensions array leaves a plain 1-D array
+			v.x = &matrix{flat: v.x, dims: dims}
+		}
 	}
 	if d.err != nil {
 		v.Reset()
@@ -739,7 +741,7 @@ func (e *Encoder) WriteVariant(v *Variant) {
 	mask := byte(v.typ)
 	if v.array {
 		mask |= variantArray
-		if _, ok := v.x.(*matrix); ok {
+		if v.ArrayDimensions() != nil {
 			mask |= variantArrayDims
 		}
 	}
