@@ -43,6 +43,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdBrowse(ctx, args[1:], stdout, stderr)
 	case "read":
 		err = cmdRead(ctx, args[1:], stdout, stderr)
+	case "sim":
+		err = cmdSim(ctx, args[1:], stdout, stderr)
 	case "pki":
 		err = cmdPKI(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -87,6 +89,7 @@ Usage:
                                descends N levels (0: all), -json prints JSON
   gateway read [flags] <endpoint> <node>...
                                read the values of nodes; -json prints JSON
+  gateway sim [flags]          run the simulation OPC UA server (gateway sim -h)
   gateway pki [-pki dir] list | trust <thumbprint>
                                list the certificate store; trust a rejected certificate
 

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uagate/gateway/uastack/pki"
+	"github.com/uagate/gateway/uastack/server"
+	"github.com/uagate/gateway/uastack/ua"
+	"github.com/uagate/gateway/uastack/uasc"
+)
+
+// simUsersEnv holds -users when the flag is not given, so that passwords need
+// not show in the process list.
+const simUsersEnv = "UAGATE_SIM_USERS"
+
+// cmdSim runs the simulation OPC UA server until ctx ends (Ctrl-C).
+func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", server.DefaultAddress, "TCP `address` to listen on (host:port; 0.0.0.0 for every interface)")
+	port := fs.Int("port", -1, "TCP `port`, overriding the port of -addr (0: any free port)")
+	url := fs.String("url", "", "endpoint `URL` to advertise (default: opc.tcp://<listen address>)")
+	folders := fs.Int("folders", 10, "`number` of folders in Load (-1: none)")
+	variables := fs.Int("variables", 100, "`number` of variables per Load folder")
+	rates := fs.String("rates", "1s", "generator periods of the Load folders, comma-separated, assigned in turn (e.g. 1s,100ms,10ms)")
+	types := fs.String("types", "all", "built-in types of the Load variables, comma-separated (e.g. Double,Int32,String), or all")
+	gens := fs.String("generators", "counter,sine,random,step", "generators of the Load variables, comma-separated")
+	demoRate := fs.Duration("demo-rate", 100*time.Millisecond, "generator period of the Demo variables")
+	alarmSources := fs.Int("alarm-sources", 3, "`number` of simulated alarm sources (-1: none)")
+	alarmInterval := fs.Duration("alarm-interval", 2*time.Second, "period of the simulated alarm events (negative: only on demand)")
+	policies := fs.String("policies", "default", "security policies: default (None and the non-deprecated ones), all (deprecated too),\nor a comma-separated list of Policy or Policy:Mode (None, Basic256Sha256:SignAndEncrypt, …)")
+	users := fs.String("users", "", "user:password pairs, comma-separated (default $"+simUsersEnv+"; empty: no user name token)")
+	noAnonymous := fs.Bool("no-anonymous", false, "refuse anonymous sessions")
+	noX509 := fs.Bool("no-x509", false, "refuse X.509 user identity tokens")
+	pkiDir := fs.String("pki", "", "certificate store `dir`ectory for the server certificate and the client trust list\n(default: an in-memory certificate, every client certificate accepted)")
+	autoAccept := fs.Bool("auto-accept", false, "with -pki: trust unknown client certificates (development only)")
+	maxSessions := fs.Int("max-sessions", server.DefaultMaxSessionCount, "most concurrent sessions")
+	maxSubs := fs.Int("max-subscriptions", server.DefaultMaxSubscriptionCount, "most subscriptions")
+	verbose := fs.Bool("v", false, "log at debug level")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: gateway sim [flags]
+
+Runs the simulation OPC UA server: Demo (named test nodes: every built-in type,
+arrays, matrices, bad and uncertain values, methods), Alarms (events), Load
+(folders × variables with counter, sine, random and step generators), and the
+Server object. Ctrl-C stops it.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return errFlagParse(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: sim takes no arguments, got %q", errUsage, fs.Args())
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := &server.Config{
+		Address:              *addr,
+		EndpointURL:          *url,
+		DisableAnonymous:     *noAnonymous,
+		DisableX509Users:     *noX509,
+		MaxSessionCount:      *maxSessions,
+		MaxSubscriptionCount: *maxSubs,
+		Logger:               logger,
+		Sim: server.SimConfig{
+			DemoRate: *demoRate, Folders: *folders, Variables: *variables,
+			AlarmSources: *alarmSources, AlarmInterval: *alarmInterval,
+		},
+	}
+	if *port >= 0 {
+		host, _, err := net.SplitHostPort(*addr)
+		if err != nil {
+			return fmt.Errorf("%w: -addr: %v", errUsage, err)
+		}
+		cfg.Address = net.JoinHostPort(host, strconv.Itoa(*port))
+	}
+	var err error
+	if cfg.Sim.Rates, err = parseDurations(*rates); err != nil {
+		return fmt.Errorf("%w: -rates: %v", errUsage, err)
+	}
+	if cfg.Sim.Types, err = parseTypes(*types); err != nil {
+		return fmt.Errorf("%w: -types: %v", errUsage, err)
+	}
+	for _, g := range splitList(*gens) {
+		x, err := server.ParseGenerator(g)
+		if err != nil {
+			return fmt.Errorf("%w: -generators: %v", errUsage, err)
+		}
+		cfg.Sim.Generators = append(cfg.Sim.Generators, x)
+	}
+	if cfg.Policies, err = parsePolicies(*policies); err != nil {
+		return fmt.Errorf("%w: -policies: %v", errUsage, err)
+	}
+	u := *users
+	if u == "" {
+		u = os.Getenv(simUsersEnv)
+	}
+	if cfg.Users, err = parseUsers(u); err != nil {
+		return fmt.Errorf("%w: -users: %v", errUsage, err)
+	}
+	if *pkiDir != "" {
+		store, err := pki.Open(*pkiDir, pki.Options{AutoAccept: *autoAccept, ApplicationName: server.DefaultApplicationName, Logger: logger})
+		if err != nil {
+			return err
+		}
+		host, _, _ := net.SplitHostPort(cfg.Address)
+		hosts := []string{"localhost", "127.0.0.1"}
+		if h, err := os.Hostname(); err == nil {
+			hosts = append(hosts, h)
+		}
+		if ip := net.ParseIP(host); host != "" && host != "localhost" && host != "127.0.0.1" && (ip == nil || !ip.IsUnspecified()) {
+			hosts = append(hosts, host)
+		}
+		_, der, key, err := store.LoadOrCreateOwn(server.DefaultApplicationURI, hosts)
+		if err != nil {
+			return err
+		}
+		cfg.Certificate, cfg.Key = der, key
+		cfg.ValidateClientCert = func(chain []byte) error {
+			_, err := store.Validate(chain, pki.ValidateOptions{Role: pki.PeerClient})
+			return err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(stdout, "gateway sim: listening on %s\n", srv.URL())
+	for _, ep := range srv.Endpoints() {
+		p, _ := uasc.PolicyByURI(ep.SecurityPolicyURI)
+		fmt.Fprintf(stdout, "  endpoint %s %s\n", p.Name, strings.TrimPrefix(ep.SecurityMode.String(), "MessageSecurityMode"))
+	}
+	n := max(*folders, 0) * max(*variables, 0)
+	fmt.Fprintf(stdout, "  %d Load variables (%s), Demo at %s, alarms at %s\n", n, server.LoadNode(0, 0), server.NodeDemo, server.NodeAlarms)
+	<-ctx.Done()
+	st := srv.Stats()
+	fmt.Fprintf(stdout, "gateway sim: stopping: %d sessions, %d notifications sent\n", st.Sessions, st.Notifications)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return ctx.Err()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func parseDurations(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, x := range splitList(s) {
+		d, err := time.ParseDuration(x)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func parseTypes(s string) ([]ua.TypeID, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "all") {
+		return nil, nil
+	}
+	var out []ua.TypeID
+next:
+	for _, x := range splitList(s) {
+		for _, t := range server.ScalarTypes {
+			if strings.EqualFold(t.String(), x) {
+				out = append(out, t)
+				continue next
+			}
+		}
+		return nil, fmt.Errorf("unknown type %q", x)
+	}
+	return out, nil
+}
+
+func parsePolicies(s string) ([]uasc.EndpointSecurity, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "default":
+		return server.DefaultPolicies(), nil
+	case "all":
+		return server.AllPolicies(), nil
+	}
+	var out []uasc.EndpointSecurity
+	for _, x := range splitList(s) {
+		name, mode, hasMode := strings.Cut(x, ":")
+		var p *uasc.Policy
+		for _, c := range uasc.Policies() {
+			if strings.EqualFold(c.Name, name) || c.URI == name {
+				p = c
+			}
+		}
+		if p == nil {
+			return nil, fmt.Errorf("unknown policy %q", name)
+		}
+		switch {
+		case p.IsNone():
+			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeNone})
+		case !hasMode:
+			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSign},
+				uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSignAndEncrypt})
+		case strings.EqualFold(mode, "Sign"):
+			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSign})
+		case strings.EqualFold(mode, "SignAndEncrypt"):
+			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSignAndEncrypt})
+		default:
+			return nil, fmt.Errorf("unknown mode %q (Sign, SignAndEncrypt)", mode)
+		}
+	}
+	return out, nil
+}
+
+func parseUsers(s string) (map[string]string, error) {
+	list := splitList(s)
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(list))
+	for i, x := range list {
+		u, p, ok := strings.Cut(x, ":")
+		if !ok || u == "" {
+			return nil, fmt.Errorf("entry %d is not user:password", i+1)
+		}
+		out[u] = p
+	}
+	return out, nil
+}
