@@ -23,6 +23,9 @@
 //                                             server OperationLimits (0/unset: node-opcua default)
 //   MAX_BROWSE_CONTINUATION_POINTS             ServerCapabilities.MaxBrowseContinuationPoints
 //   COUNTER_INTERVAL_MS                        Counter period (default 100)
+//   COUNTER_EXCEPTION_BASED=1                  Counter reports every change: its MinimumSamplingInterval
+//                                             and the server's MinSupportedSampleRate are 0, so an item
+//                                             asking for sampling interval 0 misses no value
 //
 // Address space (namespace 1, the server's own; string node ids):
 //
@@ -115,8 +118,12 @@ for (const [key, name] of Object.entries(limitEnv)) {
         operationLimits[key] = v;
     }
 }
+const counterExceptionBased = (env.COUNTER_EXCEPTION_BASED ?? "") === "1";
 // Tests open many sessions in a row; keep the default of 10 from getting in the way.
 const serverCapabilities = { operationLimits, maxSessions: 100 };
+if (counterExceptionBased) {
+    serverCapabilities.minSupportedSampleRate = 0;
+}
 const maxBrowseCP = intSetting(env.MAX_BROWSE_CONTINUATION_POINTS, "MAX_BROWSE_CONTINUATION_POINTS", 0);
 if (maxBrowseCP > 0) {
     serverCapabilities.maxBrowseContinuationPoints = maxBrowseCP;
@@ -204,7 +211,7 @@ function buildAddressSpace() {
         dataType: "Double",
         accessLevel: ro,
         userAccessLevel: ro,
-        minimumSamplingInterval: counterInterval,
+        minimumSamplingInterval: counterExceptionBased ? 0 : counterInterval,
         value: new Variant({ dataType: DataType.Double, value: 0 }),
     });
     let count = 0;

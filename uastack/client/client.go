@@ -57,6 +57,11 @@ type Client struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	// The publish engine of the subscriptions made on this Client directly
+	// (subscription.go); a ManagedSession has its own.
+	subsOnce sync.Once
+	subs     *publisher
 }
 
 // prepare does everything before the channel: configuration, endpoint selection,

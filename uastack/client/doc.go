@@ -34,6 +34,23 @@
 // request must not be changed, or used by another call, while a call runs with it.
 // Responses belong to the caller. ReadInto
 // decodes into a caller's response, reusing its slices. A Client does not keep the
-// session alive, reconnect or subscribe: that is the managed session's job, built on
+// session alive or reconnect: that is the managed session's job, built on
 // Send, SendAsync, RequestHeader, Done and Err.
+//
+// Subscriptions (subscription.go, monitored.go, publish.go). CreateSubscription,
+// on a Client or a ManagedSession, makes a Subscription; its monitored items are
+// created in batches within the server's limits and named by client handles the
+// subscription assigns. A publish engine per session keeps several Publish
+// requests at the server, checks sequence numbers (gaps are filled with
+// Republish, duplicates dropped) and calls the handlers on one dispatch
+// goroutine. Ownership: a handler's notification slice comes from pooled
+// objects and is valid only until the handler returns; the engine releases it
+// in a defer. Steady state allocates nothing per notification.
+//
+// Managed sessions (managed.go, backoff.go, pool.go). A ManagedSession
+// reconnects with Backoff, watches keep-alives and the server's status, and
+// recovers its subscriptions: reactivate the session on a new channel, else
+// transfer the subscriptions to a new session, else recreate them (the loss is
+// reported). A Pool holds managed sessions per endpoint (and group) behind one
+// connect rate limiter.
 package client

@@ -1,0 +1,870 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uagate/gateway/uastack/ua"
+	"github.com/uagate/gateway/uastack/uasc"
+)
+
+// The managed session: a session that stays up, and subscriptions that keep
+// delivering, whatever happens to the server or the network.
+//
+// One worker goroutine owns the connection. It connects (Dial), creates the
+// subscriptions and their items, and then supervises: the channel ending, a
+// Publish that shows the session is gone, a subscription that has been silent
+// for longer than its keep-alive window (plus KeepAliveGrace), or a failed read
+// of the server's ServerStatus.State (every KeepAliveInterval) each start a
+// recovery, which tries in order:
+//
+//  1. reactivate: a new secure channel, and ActivateSession of the same
+//     session on it (Part 4 §6.7). The subscriptions continue; messages sent
+//     on the dead channel are still in the server's retransmission queue and
+//     are republished from the AvailableSequenceNumbers of the next Publish
+//     response, so nothing is lost.
+//  2. transfer: when the server no longer has the session, a new session and
+//     TransferSubscriptions(sendInitialValues=false); the available messages
+//     of each subscription are republished.
+//  3. recreate: each subscription that cannot be transferred is created anew
+//     with all its items; OnGap reports the loss (to == 0).
+//
+// After a recovery every subscription must be heard from within its keep-alive
+// window; one that is not starts another recovery, one step further down the
+// list (a session that reactivates but whose subscriptions stay silent is
+// replaced by a new one, then the subscriptions are recreated).
+//
+// Failed attempts are retried after Backoff (1 s doubling to 30 s with jitter,
+// ×4 when the server says it is busy), forever by default. Connection attempts
+// of many sessions go through a shared RateLimiter when one is configured (the
+// Pool does), so a server coming back is not hit by a connect storm.
+
+// State of a managed session.
+type State int32
+
+const (
+	StateDisconnected State = iota // not started, or gave up (Backoff.MaxElapsed)
+	StateConnecting                // first connection being made
+	StateConnected                 // session active, subscriptions created
+	StateReconnecting              // recovering after a fault
+	StateClosing                   // Close called
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateDisconnected:
+		return "Disconnected"
+	case StateConnecting:
+		return "Connecting"
+	case StateConnected:
+		return "Connected"
+	case StateReconnecting:
+		return "Reconnecting"
+	case StateClosing:
+		return "Closing"
+	case StateClosed:
+		return "Closed"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// Defaults of ManagedConfig.
+const (
+	DefaultConnectTimeout    = 30 * time.Second
+	DefaultKeepAliveInterval = 5 * time.Second
+)
+
+// ManagedConfig configures a ManagedSession. The zero value is complete.
+type ManagedConfig struct {
+	// Client configures every connection (Dial).
+	Client Config
+	// Backoff is the delay between failed attempts.
+	Backoff Backoff
+	// ConnectTimeout bounds one attempt: connecting, activating, and
+	// transferring or recreating the subscriptions; default DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// KeepAliveInterval is how often the server's ServerStatus.State is read to
+	// check the session; default DefaultKeepAliveInterval, negative never. The
+	// subscriptions' keep-alives are checked all the time besides.
+	KeepAliveInterval time.Duration
+	// KeepAliveGrace is added to a subscription's keep-alive window before its
+	// silence starts a recovery; default DefaultKeepAliveGrace.
+	KeepAliveGrace time.Duration
+	// MaxPublishRequests bounds the Publish requests kept at the server;
+	// default DefaultMaxPublishRequests.
+	MaxPublishRequests int
+	// Limiter, when set, paces connection attempts (shared by a Pool's
+	// sessions).
+	Limiter *RateLimiter
+	// OnStateChange is told of every state change, with the error that caused
+	// it (nil for Connected). It runs on the session's worker goroutine and
+	// must not block.
+	OnStateChange func(m *ManagedSession, state State, err error)
+}
+
+func (c *ManagedConfig) withDefaults() (ManagedConfig, error) {
+	var cfg ManagedConfig
+	if c != nil {
+		cfg = *c
+	}
+	if err := cfg.Client.Validate(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Backoff.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.ConnectTimeout < 0 || cfg.KeepAliveGrace < 0 || cfg.MaxPublishRequests < 0 {
+		return cfg, errors.New("client: ManagedConfig: ConnectTimeout, KeepAliveGrace and MaxPublishRequests must not be negative")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.KeepAliveInterval == 0 {
+		cfg.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if cfg.KeepAliveGrace == 0 {
+		cfg.KeepAliveGrace = DefaultKeepAliveGrace
+	}
+	if cfg.MaxPublishRequests == 0 {
+		cfg.MaxPublishRequests = DefaultMaxPublishRequests
+	}
+	if cfg.Client.Logger == nil {
+		cfg.Client.Logger = slog.Default()
+	}
+	if cfg.Client.RequestTimeout == 0 {
+		cfg.Client.RequestTimeout = DefaultRequestTimeout
+	}
+	return cfg, nil
+}
+
+// ManagedStats count a managed session's recoveries.
+type ManagedStats struct {
+	Connects      uint64 // sessions created
+	Reactivations uint64 // sessions reactivated on a new channel
+	Transfers     uint64 // subscriptions transferred to a new session
+	Recreations   uint64 // subscriptions created anew
+	Faults        uint64 // recoveries started
+}
+
+// ManagedSession is a session to one endpoint that reconnects, recovers its
+// subscriptions and reports its state. Its methods are safe for concurrent use.
+type ManagedSession struct {
+	url string
+	cfg ManagedConfig
+	log *slog.Logger
+	pub *publisher
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	state   State
+	err     error
+	changed chan struct{} // closed and replaced on every state change
+	client  *Client
+	started bool
+	done    chan struct{} // closed when the worker ends (and while none runs)
+
+	faults chan managedFault
+
+	// worker only
+	old         *Client   // the last session, which the server may still have
+	lostAt      time.Time // when it failed
+	level       int       // recovery step to start from: 0 reactivate, 1 transfer, 2 recreate
+	verifyFrom  time.Time
+	verifying   bool
+	retrying    atomic.Bool
+	retryWG     sync.WaitGroup
+	lastErr     error
+	closeOnce   sync.Once
+	closeResult error
+
+	stats struct {
+		connects, reactivations, transfers, recreations, faults atomic.Uint64
+	}
+}
+
+type managedFault struct {
+	c   *Client
+	sub *Subscription
+	err error
+}
+
+// NewManagedSession makes a managed session to endpointURL; Start connects it.
+func NewManagedSession(endpointURL string, cfg *ManagedConfig) (*ManagedSession, error) {
+	conf, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &ManagedSession{
+		url:     endpointURL,
+		cfg:     conf,
+		log:     conf.Client.Logger.With("endpoint", endpointURL),
+		changed: make(chan struct{}),
+		faults:  make(chan managedFault, 16),
+		done:    make(chan struct{}),
+	}
+	close(m.done) // no worker yet
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.pub = newPublisher(m.log, conf.MaxPublishRequests, conf.KeepAliveGrace, conf.Client.RequestTimeout)
+	m.pub.onFault = func(c *Client, sub *Subscription, err error) {
+		select {
+		case m.faults <- managedFault{c, sub, err}:
+		default:
+		}
+	}
+	m.pub.start(nil)
+	return m, nil
+}
+
+// Start starts connecting in the background; WaitConnected waits for it.
+func (m *ManagedSession) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.state >= StateClosing {
+		return
+	}
+	m.started = true
+	done := make(chan struct{})
+	m.done = done
+	go m.run(done)
+}
+
+// URL returns the endpoint URL.
+func (m *ManagedSession) URL() string { return m.url }
+
+// State returns the current state.
+func (m *ManagedSession) State() State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state
+}
+
+// Err returns the error of the last failure (the reason for the current
+// Reconnecting state, or why it gave up), nil while connected.
+func (m *ManagedSession) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// Stats returns the session's recovery counters.
+func (m *ManagedSession) Stats() ManagedStats {
+	return ManagedStats{
+		Connects:      m.stats.connects.Load(),
+		Reactivations: m.stats.reactivations.Load(),
+		Transfers:     m.stats.transfers.Load(),
+		Recreations:   m.stats.recreations.Load(),
+		Faults:        m.stats.faults.Load(),
+	}
+}
+
+// Client returns the current session's Client, nil while there is none. It
+// may end at any moment (use it for one-off calls; subscriptions belong to the
+// ManagedSession).
+func (m *ManagedSession) Client() *Client {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != StateConnected {
+		return nil
+	}
+	return m.client
+}
+
+// WaitConnected waits until the session is connected, ctx ends, or the
+// session is closed (ErrClosed) or gave up (its error).
+func (m *ManagedSession) WaitConnected(ctx context.Context) (*Client, error) {
+	for {
+		m.mu.Lock()
+		st, ch, c, err := m.state, m.changed, m.client, m.err
+		m.mu.Unlock()
+		switch {
+		case st == StateConnected:
+			return c, nil
+		case st >= StateClosing:
+			return nil, ErrClosed
+		case st == StateDisconnected && err != nil:
+			return nil, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Subscriptions returns the session's subscriptions.
+func (m *ManagedSession) Subscriptions() []*Subscription { return m.pub.list() }
+
+func (m *ManagedSession) setState(st State, err error) {
+	m.mu.Lock()
+	if m.state >= StateClosing && st < StateClosing {
+		m.mu.Unlock()
+		return
+	}
+	same := m.state == st && errors.Is(m.err, err) && errors.Is(err, m.err)
+	m.state, m.err = st, err
+	if !same {
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
+	m.mu.Unlock()
+	if same {
+		return
+	}
+	if err != nil {
+		m.log.Info("client: managed session "+st.String(), "err", err)
+	} else {
+		m.log.Info("client: managed session " + st.String())
+	}
+	if m.cfg.OnStateChange != nil {
+		m.cfg.OnStateChange(m, st, err)
+	}
+}
+
+// CreateSubscription adds a subscription to the session. When the session is
+// connected it is created at once (a server's refusal is the error);
+// otherwise it is created when the session connects, and recovered with the
+// session from then on.
+func (m *ManagedSession) CreateSubscription(ctx context.Context, cfg *SubscriptionConfig) (*Subscription, error) {
+	if m.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	s, err := newSubscription(m.pub, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.pub.add(s)
+	c := m.pub.current()
+	if c == nil || c.closed.Load() {
+		return s, nil
+	}
+	if err := m.pub.ensure(ctx, c, s); err != nil {
+		if isConnectionError(err) {
+			return s, nil // the recovery creates it
+		}
+		m.pub.remove(s)
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensure creates s on c unless it exists, and the items that are not there.
+func (p *publisher) ensure(ctx context.Context, c *Client, s *Subscription) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	if s.id.Load() == 0 {
+		s.forgetServerItems()
+		if err := p.create(ctx, c, s); err != nil {
+			return err
+		}
+	}
+	_, _, err := s.createAll(ctx, c, false)
+	return err
+}
+
+// isConnectionError reports whether err is the connection's or the session's
+// fault rather than the server refusing a request.
+func isConnectionError(err error) bool {
+	return errors.Is(err, uasc.ErrChannelClosed) || errors.Is(err, ErrClosed) || errors.Is(err, ErrNotConnected) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errorsIsAny(err, ua.StatusBadTimeout, ua.StatusBadSecureChannelClosed, ua.StatusBadConnectionClosed) || isSessionGone(err)
+}
+
+// Close closes the session (deleting its subscriptions on the server) and
+// stops the worker. Subscriptions deliver nothing more.
+func (m *ManagedSession) Close() error {
+	m.closeOnce.Do(func() {
+		m.setState(StateClosing, nil)
+		m.cancel()
+		m.mu.Lock()
+		done := m.done
+		m.mu.Unlock()
+		<-done // the worker's, or closed from the start
+		m.retryWG.Wait()
+		m.mu.Lock()
+		c := m.client
+		m.client = nil
+		m.mu.Unlock()
+		if c != nil && !c.closed.Load() {
+			m.closeResult = c.Close()
+		}
+		m.pub.close()
+		m.setStateClosed()
+	})
+	return m.closeResult
+}
+
+func (m *ManagedSession) setStateClosed() {
+	m.mu.Lock()
+	m.state, m.err = StateClosed, nil
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+	m.log.Info("client: managed session Closed")
+	if m.cfg.OnStateChange != nil {
+		m.cfg.OnStateChange(m, StateClosed, nil)
+	}
+}
+
+// run is the worker: connect, supervise, recover, until Close.
+func (m *ManagedSession) run(done chan struct{}) {
+	defer close(done)
+	bo := m.cfg.Backoff
+	ever := false
+	for m.ctx.Err() == nil {
+		if ever {
+			m.setState(StateReconnecting, m.lastErr)
+		} else {
+			m.setState(StateConnecting, m.lastErr)
+		}
+		if err := m.cfg.Limiter.Wait(m.ctx); err != nil {
+			return
+		}
+		c, err := m.connect()
+		if err != nil {
+			if m.ctx.Err() != nil {
+				return
+			}
+			m.lastErr = err
+			d, gerr := bo.Next(err)
+			if gerr != nil {
+				m.setState(StateDisconnected, fmt.Errorf("%w: %w", gerr, err))
+				m.mu.Lock()
+				m.started = false
+				m.mu.Unlock()
+				return
+			}
+			m.log.Warn("client: connecting failed", "err", err, "retryIn", d.Round(time.Millisecond))
+			m.setState(m.stateNow(), err)
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		ever = true
+		m.old = nil
+		m.lastErr = nil
+		m.mu.Lock()
+		m.client = c
+		m.mu.Unlock()
+		m.verifyFrom, m.verifying = time.Now(), true
+		m.setState(StateConnected, nil)
+
+		why := m.supervise(c, &bo)
+		if m.ctx.Err() != nil {
+			return
+		}
+		m.stats.faults.Add(1)
+		m.lastErr = why
+		m.log.Warn("client: session fault; recovering", "err", why, "step", m.level)
+		m.pub.bind(nil)
+		m.mu.Lock()
+		m.client = nil
+		m.mu.Unlock()
+		m.old, m.lostAt = c, time.Now()
+		// Until they deliver again, the subscriptions report no communication.
+		for _, s := range m.pub.list() {
+			if s.silent.CompareAndSwap(false, true) && s.cfg.OnStatusChange != nil {
+				s.cfg.OnStatusChange(s, ua.StatusBadNoCommunication)
+			}
+		}
+		if m.verifying {
+			// The recovery did not bring the subscriptions back: an attempt
+			// that failed, so wait before the next one.
+			d, err := bo.Next(why)
+			if err != nil {
+				m.setState(StateDisconnected, fmt.Errorf("%w: %w", err, why))
+				m.mu.Lock()
+				m.started = false
+				m.mu.Unlock()
+				return
+			}
+			m.setState(StateReconnecting, why)
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}
+}
+
+func (m *ManagedSession) stateNow() State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state
+}
+
+// connect makes a working session: the old one reactivated, or a new one with
+// the subscriptions transferred or recreated.
+func (m *ManagedSession) connect() (*Client, error) {
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.ConnectTimeout)
+	defer cancel()
+	if old := m.old; old != nil {
+		if m.level > 0 {
+			// The session answers but its subscriptions stay silent: close it,
+			// leaving the subscriptions to be transferred (or, one step
+			// further, deleting them), so it does not linger at the server.
+			old.closeSessionFor(m.level >= 2)
+		}
+		old.abandon()
+		// The server keeps a session for its timeout after the last request.
+		if m.level == 0 && time.Since(m.lostAt) < old.SessionTimeout() {
+			nc, rejected, err := old.reactivate(ctx)
+			if err == nil {
+				m.stats.reactivations.Add(1)
+				m.log.Info("client: session reactivated on a new channel")
+				m.pub.bind(nc)
+				m.pub.deleteOrphans(ctx, nc)
+				m.createMissing(ctx, nc)
+				return nc, nil
+			}
+			if !rejected {
+				return nil, err
+			}
+			m.log.Info("client: the server no longer has the session; creating a new one", "err", err)
+			m.old = nil
+		}
+	}
+	nc, err := Dial(ctx, m.url, &m.cfg.Client)
+	if err != nil {
+		return nil, err
+	}
+	m.stats.connects.Add(1)
+	// Subscriptions deleted while disconnected went with the old session (or
+	// are orphans the server lets expire); their ids may be reused now.
+	m.pub.dropOrphans()
+	if err := m.restore(ctx, nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	m.pub.bind(nc)
+	m.createMissing(ctx, nc)
+	return nc, nil
+}
+
+// restore moves the subscriptions to the new session nc: transfer where the
+// server still has them, recreate the others.
+func (m *ManagedSession) restore(ctx context.Context, nc *Client) error {
+	var transfer, lost []*Subscription
+	for _, s := range m.pub.list() {
+		if s.id.Load() != 0 {
+			transfer = append(transfer, s)
+		}
+	}
+	if len(transfer) > 0 && m.level < 2 {
+		ids := make([]uint32, len(transfer))
+		for i, s := range transfer {
+			ids[i] = s.id.Load()
+		}
+		req := &ua.TransferSubscriptionsRequest{SubscriptionIDs: ids, SendInitialValues: false}
+		var resp ua.TransferSubscriptionsResponse
+		_, err := nc.Send(ctx, req, &resp)
+		switch {
+		case err == nil && len(resp.Results) == len(ids):
+			for i, s := range transfer {
+				r := &resp.Results[i]
+				if !r.StatusCode.IsGood() {
+					m.log.Info("client: subscription not transferred; recreating it", "subscription", ids[i], "status", r.StatusCode)
+					lost = append(lost, s)
+					continue
+				}
+				m.stats.transfers.Add(1)
+				s.stats.transferred.Add(1)
+				s.since.Store(time.Now().UnixNano())
+				avail := append([]uint32(nil), r.AvailableSequenceNumbers...)
+				m.pub.post(func() { m.pub.afterTransfer(nc, s, avail) })
+				if s.cfg.OnStatusChange != nil {
+					s.cfg.OnStatusChange(s, ua.StatusGoodSubscriptionTransferred)
+				}
+			}
+		case err != nil && isConnectionError(err) && !isSessionGone(err):
+			return err
+		default:
+			m.log.Info("client: TransferSubscriptions failed; recreating the subscriptions", "err", err)
+			lost = transfer
+		}
+	} else {
+		lost = transfer
+	}
+	for _, s := range lost {
+		m.pub.post(func() { m.pub.reportLost(s) })
+		m.pub.unregister(s)
+		if err := m.pub.ensure(ctx, nc, s); err != nil {
+			if isConnectionError(err) {
+				return err
+			}
+			m.log.Warn("client: recreating a subscription failed", "err", err)
+			continue
+		}
+		m.stats.recreations.Add(1)
+		s.stats.recreated.Add(1)
+	}
+	return nil
+}
+
+// createMissing creates the subscriptions that are not on the server yet
+// (added while disconnected, or whose recreation failed) and the items
+// missing in the others.
+func (m *ManagedSession) createMissing(ctx context.Context, c *Client) {
+	for _, s := range m.pub.list() {
+		if err := m.pub.ensure(ctx, c, s); err != nil {
+			m.log.Warn("client: creating a subscription failed", "err", err)
+		}
+	}
+}
+
+// afterTransfer republishes what the server kept of a transferred
+// subscription beyond what was delivered; it runs on the dispatch loop.
+func (p *publisher) afterTransfer(c *Client, s *Subscription, avail []uint32) {
+	st := s.syncSeq()
+	next := seqNext(st.last)
+	var end uint32
+	found := false
+	for _, a := range avail {
+		if a == next || seqAfter(a, next) {
+			if !found || seqAfter(a, end) {
+				end, found = a, true
+			}
+		}
+	}
+	if found {
+		p.fillGap(c, s, next, end, avail)
+	}
+}
+
+// reportLost tells OnGap that a subscription was lost with what it had not
+// delivered; it runs on the dispatch loop.
+func (p *publisher) reportLost(s *Subscription) {
+	st := s.syncSeq()
+	from := seqNext(st.last)
+	s.stats.lost.Add(1)
+	p.log.Warn("client: subscription lost; recreating it", "subscription", s.id.Load(), "lostFrom", from)
+	if s.cfg.OnGap != nil {
+		s.cfg.OnGap(s, from, 0)
+	}
+}
+
+// supervise watches a connected session until it fails or the session is
+// closed; it returns why.
+func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
+	tick := min(m.cfg.KeepAliveGrace/2, 250*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var statusAt time.Time
+	if m.cfg.KeepAliveInterval > 0 {
+		statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
+	}
+	for {
+		select {
+		case <-m.ctx.Done():
+			return nil
+		case <-c.Done():
+			m.level = 0
+			return fmt.Errorf("client: channel ended: %w", c.Err())
+		case f := <-m.faults:
+			if f.c != c && f.c != nil {
+				continue // about an earlier session
+			}
+			if f.sub != nil {
+				m.recoverSubscription(c, f.sub, f.err)
+				continue
+			}
+			m.level = 0
+			return f.err
+		case now := <-t.C:
+			if silent := m.pub.silent(now); len(silent) > 0 {
+				for _, s := range silent {
+					if s.silent.CompareAndSwap(false, true) && s.cfg.OnStatusChange != nil {
+						s.cfg.OnStatusChange(s, ua.StatusBadNoCommunication)
+					}
+				}
+				if m.verifying {
+					// Recovered, yet silent: the next recovery goes one step further.
+					m.level = min(m.level+1, 2)
+				} else {
+					m.level = 0
+				}
+				return fmt.Errorf("client: %d subscription(s) silent for longer than their keep-alive window: %w", len(silent), ua.StatusBadNoCommunication)
+			}
+			if m.verifying && m.pub.allHeardSince(m.verifyFrom) {
+				m.verifying, m.level = false, 0
+				bo.Reset()
+			}
+			if !statusAt.IsZero() && !now.Before(statusAt) {
+				if err := m.readStatus(c); err != nil {
+					m.level = 0
+					return err
+				}
+				statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
+			}
+			if m.pub.needsMaintenance(now) && m.retrying.CompareAndSwap(false, true) {
+				m.retryWG.Add(1)
+				go func() {
+					defer m.retryWG.Done()
+					defer m.retrying.Store(false)
+					m.createMissingQuick(c)
+					m.pub.retryItems(c, now)
+				}()
+			}
+		}
+	}
+}
+
+// createMissingQuick creates subscriptions that are missing on the server
+// without waiting for one busy with another operation.
+func (m *ManagedSession) createMissingQuick(c *Client) {
+	for _, s := range m.pub.list() {
+		if s.id.Load() != 0 || !s.opMu.TryLock() {
+			continue
+		}
+		s.opMu.Unlock()
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.ConnectTimeout)
+		if err := m.pub.ensure(ctx, c, s); err != nil {
+			m.log.Debug("client: creating a subscription failed", "err", err)
+		}
+		cancel()
+	}
+}
+
+// recoverSubscription recreates one subscription the server ended (its
+// lifetime ran out) while the session is fine.
+func (m *ManagedSession) recoverSubscription(c *Client, s *Subscription, why error) {
+	if s.id.Load() == 0 {
+		return
+	}
+	m.pub.post(func() { m.pub.reportLost(s) })
+	m.pub.unregister(s)
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.ConnectTimeout)
+	defer cancel()
+	if err := m.pub.ensure(ctx, c, s); err != nil {
+		m.log.Warn("client: recreating a subscription failed", "err", err, "cause", why)
+		return
+	}
+	m.stats.recreations.Add(1)
+	s.stats.recreated.Add(1)
+}
+
+// readStatus reads Server.ServerStatus.State: the session answers and the
+// server is running.
+func (m *ManagedSession) readStatus(c *Client) error {
+	timeout := min(c.cfg.RequestTimeout, max(m.cfg.KeepAliveInterval, time.Second))
+	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	defer cancel()
+	req := &ua.ReadRequest{TimestampsToReturn: ua.TimestampsToReturnNeither, NodesToRead: []ua.ReadValueID{
+		{NodeID: ua.NewNumericNodeID(0, ua.ID_Server_ServerStatus_State), AttributeID: AttributeValue},
+	}}
+	var resp ua.ReadResponse
+	start := time.Now()
+	if _, err := c.Send(ctx, req, &resp); err != nil {
+		return fmt.Errorf("client: keep-alive read of ServerStatus.State: %w", err)
+	}
+	m.pub.observeRTT(time.Since(start))
+	if len(resp.Results) != 1 {
+		return fmt.Errorf("%w: Read of 1 node returned %d results", ErrBadResponse, len(resp.Results))
+	}
+	dv := &resp.Results[0]
+	if dv.Status.IsBad() {
+		return fmt.Errorf("client: keep-alive read of ServerStatus.State: %w", dv.Status)
+	}
+	if st := dv.Value.Int32(); dv.Value.Type() == ua.TypeInt32 && st != 0 {
+		return fmt.Errorf("client: server state is %d, not Running: %w", st, ua.StatusBadServerHalted)
+	}
+	return nil
+}
+
+// allHeardSince reports whether every subscription on the server was heard
+// from after t.
+func (p *publisher) allHeardSince(t time.Time) bool {
+	for _, s := range p.list() {
+		if s.id.Load() != 0 && s.lastActivity.Load() < t.UnixNano() {
+			return false
+		}
+	}
+	return true
+}
+
+// closeSessionFor closes the session if its channel is still open, keeping
+// or deleting its subscriptions, with a short deadline; the result does not
+// matter.
+func (c *Client) closeSessionFor(deleteSubscriptions bool) {
+	select {
+	case <-c.conn.Done():
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.RequestTimeout, 2*time.Second))
+	defer cancel()
+	_, _ = c.send(ctx, &ua.CloseSessionRequest{DeleteSubscriptions: deleteSubscriptions}, &ua.CloseSessionResponse{}, c.session.authToken)
+}
+
+// abandon gives a Client up without closing its session: its channel is closed
+// (if it is not yet) and nothing more is sent on it.
+func (c *Client) abandon() {
+	c.closed.Store(true)
+	_ = c.conn.Close()
+}
+
+// reactivate opens a new secure channel and activates c's session on it
+// (OPC UA Part 4 §5.6.3: a session outlives its channel). It returns a new
+// Client for the session; c is not used afterwards. rejected says the server
+// refused the session (it no longer has it), as opposed to being unreachable.
+func (c *Client) reactivate(ctx context.Context) (nc *Client, rejected bool, err error) {
+	nc = &Client{
+		cfg: c.cfg, url: c.url, endpoint: c.endpoint, policy: c.policy, log: c.log,
+		cert: c.cert, key: c.key, serverKey: c.serverKey,
+	}
+	for k := range c.limits {
+		nc.limits[k].Store(c.limits[k].Load())
+	}
+	nc.handle.Store(c.handle.Load())
+	c.infoMu.RLock()
+	nc.namespaces = c.namespaces
+	c.infoMu.RUnlock()
+	ch, err := nc.openChannel(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	nc.conn = ch
+	s := *c.session
+	if err := nc.activateSession(ctx, &s); err != nil {
+		ch.Close()
+		return nil, !isConnectionError(err) || isSessionGone(err), fmt.Errorf("client: reactivating the session: %w", err)
+	}
+	nc.session = &s
+	return nc, false, nil
+}
+
+// openChannel opens a secure channel to the client's endpoint as Dial does.
+func (c *Client) openChannel(ctx context.Context) (*uasc.Channel, error) {
+	ch, err := uasc.Dial(ctx, c.url, &uasc.Config{
+		SecurityPolicyURI: c.endpoint.SecurityPolicyURI,
+		SecurityMode:      c.endpoint.SecurityMode,
+		LocalCertificate:  c.cert,
+		LocalKey:          c.key,
+		RemoteCertificate: c.endpoint.ServerCertificate,
+		Lifetime:          c.cfg.ChannelLifetime,
+		RequestTimeout:    c.cfg.RequestTimeout,
+		AllowDeprecated:   c.cfg.AllowDeprecated,
+		Transport:         c.cfg.Transport,
+		Logger:            c.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: opening a %s/%s channel to %s: %w", c.policy.Name, modeName(c.endpoint.SecurityMode), c.url, err)
+	}
+	return ch, nil
+}

@@ -1,0 +1,804 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uagate/gateway/uastack/ua"
+	"github.com/uagate/gateway/uastack/uasc"
+)
+
+// The publish engine of a session (OPC UA Part 4 §5.13.5).
+//
+// A publisher keeps several Publish requests outstanding at the server, each in
+// a publishSlot that owns its request and its response for good: the response is
+// decoded into the slot's PublishResponse (reusing its slices and, through
+// ua.Grow, its pooled notifications' capacity), so a steady stream of responses
+// allocates nothing. The channel's reader goroutine completes a slot by putting
+// it on the ready channel, whose capacity is the number of slots, so it never
+// blocks. One goroutine, the dispatch loop (run), owns everything else: it
+// checks sequence numbers, fills gaps with Republish, calls the handlers,
+// releases the notifications, queues the acknowledgements and sends the slot's
+// request again with them.
+//
+// Only the dispatch loop touches: the slots it holds, the acknowledgement
+// queue, and the sequence state of every Subscription (Subscription.seq). Other
+// goroutines talk to it through kick (refill) and ctl (run a function on the
+// loop, as the managed session does to republish after a transfer).
+
+const (
+	// DefaultMaxPublishRequests bounds the Publish requests a session keeps at
+	// the server.
+	DefaultMaxPublishRequests = 10
+	// minPublishRequests is kept outstanding as soon as one subscription exists,
+	// so that one response is being handled while another waits at the server.
+	minPublishRequests = 2
+	// DefaultKeepAliveGrace is added to a subscription's keep-alive window
+	// (publishing interval × keep-alive count, plus one interval) before the
+	// subscription is declared silent.
+	DefaultKeepAliveGrace = time.Second
+	// maxRepublishPerGap bounds the Republish calls made for one gap; the rest of
+	// the gap is reported lost. Servers keep far fewer messages than this.
+	maxRepublishPerGap = 1024
+)
+
+// publishSlot is one Publish request and the response it is answered with.
+type publishSlot struct {
+	p    *publisher
+	req  ua.PublishRequest
+	resp ua.PublishResponse
+	c    *Client      // the session the request went out on
+	out  ua.Structure // as returned by the channel
+	err  error
+	done func(ua.Structure, error) // s.complete, bound once
+}
+
+// complete runs on the channel's reader goroutine (or its timer, or whoever
+// closes it): it must not block, and does not.
+func (s *publishSlot) complete(out ua.Structure, err error) {
+	s.out, s.err = out, err
+	s.p.ready <- s
+}
+
+// seqState is a subscription's sequence number bookkeeping; only the dispatch
+// loop reads and writes it.
+type seqState struct {
+	epoch uint64 // Subscription.epoch this state belongs to
+	last  uint32 // last sequence number delivered (or reported lost)
+}
+
+// publisher is the publish engine of a Client, or of a ManagedSession across
+// the Clients it goes through.
+type publisher struct {
+	log   *slog.Logger
+	max   int           // most Publish requests outstanding
+	grace time.Duration // added to the keep-alive window before a subscription counts as silent
+
+	// onFault is called (from the dispatch loop, must not block) when a Publish
+	// shows the session or its channel is gone, or that the server lost our
+	// subscriptions (sub != nil: that one only).
+	onFault func(c *Client, sub *Subscription, err error)
+
+	mu       sync.Mutex
+	client   *Client // where Publish requests go; nil while there is none
+	faulted  bool    // client failed: send nothing until rebind
+	bound    time.Time
+	byID     map[uint32]*Subscription
+	subs     []*Subscription
+	orphans  []uint32   // ids of subscriptions deleted while disconnected, to delete at the server
+	createMu sync.Mutex // held while subscriptions are created, so a response for a new one waits for it
+
+	ready    chan *publishSlot
+	ctl      chan func()
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+
+	// owned by the dispatch loop
+	slots    []*publishSlot
+	idle     []*publishSlot
+	inflight int
+	limit    int // lowered after BadTooManyPublishRequests
+	acks     []ua.SubscriptionAcknowledgement
+	noSubs   bool // the server said BadNoSubscription: wait for a kick
+	pause    time.Time
+	errs     int
+	rep      ua.RepublishResponse
+	avail    []uint32 // scratch for gap filling
+	pauseT   *time.Timer
+
+	rtt        atomic.Int64 // smoothed round trip of synchronous calls, ns
+	busySince  atomic.Int64 // UnixNano when a handler call began, 0 when none runs
+	active     atomic.Int32 // subscriptions that exist on the server
+	timeout    atomic.Int64 // Publish request timeout, ns
+	fastest    atomic.Int64 // shortest publishing interval of the subscriptions on the server, ns
+	reqTimeout time.Duration
+}
+
+func newPublisher(log *slog.Logger, maxRequests int, grace time.Duration, reqTimeout time.Duration) *publisher {
+	if maxRequests <= 0 {
+		maxRequests = DefaultMaxPublishRequests
+	}
+	if grace <= 0 {
+		grace = DefaultKeepAliveGrace
+	}
+	if reqTimeout <= 0 {
+		reqTimeout = DefaultRequestTimeout
+	}
+	p := &publisher{
+		log:        log,
+		max:        maxRequests,
+		grace:      grace,
+		byID:       map[uint32]*Subscription{},
+		ready:      make(chan *publishSlot, maxRequests),
+		ctl:        make(chan func()),
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		limit:      maxRequests,
+		reqTimeout: reqTimeout,
+		idle:       make([]*publishSlot, 0, maxRequests),
+		avail:      make([]uint32, 0, 16),
+	}
+	p.timeout.Store(int64(reqTimeout))
+	return p
+}
+
+// start runs the dispatch loop. end, when not nil, stops it when closed (the
+// channel of a bare Client).
+func (p *publisher) start(end <-chan struct{}) {
+	go p.run(end)
+}
+
+// close stops the dispatch loop and waits for it.
+func (p *publisher) close() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+func (p *publisher) run(end <-chan struct{}) {
+	defer close(p.done)
+	defer p.drain()
+	for {
+		select {
+		case s := <-p.ready:
+			p.handle(s)
+		case f := <-p.ctl:
+			f()
+		case <-p.kick:
+			p.noSubs = false
+		case <-p.stop:
+			return
+		case <-end:
+			return
+		}
+		p.refill()
+	}
+}
+
+// drain releases what completed slots hold once the loop ends; slots still at
+// the channel are dropped with it.
+func (p *publisher) drain() {
+	if p.pauseT != nil {
+		p.pauseT.Stop()
+	}
+	for {
+		select {
+		case s := <-p.ready:
+			s.resp.Release()
+		default:
+			return
+		}
+	}
+}
+
+// post runs f on the dispatch loop and waits for it; false when the loop has
+// ended.
+func (p *publisher) post(f func()) bool {
+	done := make(chan struct{})
+	select {
+	case p.ctl <- func() { f(); close(done) }:
+	case <-p.done:
+		return false
+	}
+	<-done
+	return true
+}
+
+func (p *publisher) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// bind makes c the session Publish requests go to (nil: none).
+func (p *publisher) bind(c *Client) {
+	p.mu.Lock()
+	p.client = c
+	p.faulted = false
+	p.bound = time.Now()
+	p.mu.Unlock()
+	if c != nil {
+		p.post(func() { p.limit = p.max; p.errs = 0; p.pause = time.Time{} })
+		p.wake()
+	}
+}
+
+func (p *publisher) current() *Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client
+}
+
+// register makes s known under its server id (after create, recreate or
+// transfer).
+func (p *publisher) register(s *Subscription, id uint32) {
+	p.mu.Lock()
+	if old := s.id.Load(); old != 0 && p.byID[old] == s {
+		delete(p.byID, old)
+	} else if old == 0 {
+		p.active.Add(1)
+	}
+	s.id.Store(id)
+	p.byID[id] = s
+	p.mu.Unlock()
+	p.updateTimeout()
+	p.wake()
+}
+
+// unregister forgets s's server id (deleted, or lost with its session).
+func (p *publisher) unregister(s *Subscription) {
+	p.mu.Lock()
+	if old := s.id.Load(); old != 0 {
+		if p.byID[old] == s {
+			delete(p.byID, old)
+		}
+		s.id.Store(0)
+		p.active.Add(-1)
+	}
+	p.mu.Unlock()
+	p.updateTimeout()
+}
+
+// add keeps s in the publisher's list of subscriptions.
+func (p *publisher) add(s *Subscription) {
+	p.mu.Lock()
+	p.subs = append(p.subs, s)
+	p.mu.Unlock()
+}
+
+// remove drops s from the list and the ids.
+func (p *publisher) remove(s *Subscription) {
+	p.unregister(s)
+	p.mu.Lock()
+	for i, x := range p.subs {
+		if x == s {
+			p.subs = append(p.subs[:i], p.subs[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	p.updateTimeout()
+}
+
+// deleteLater remembers a subscription to delete at the server once
+// connected.
+func (p *publisher) deleteLater(id uint32) {
+	p.mu.Lock()
+	p.orphans = append(p.orphans, id)
+	p.mu.Unlock()
+}
+
+func (p *publisher) dropOrphans() {
+	p.mu.Lock()
+	p.orphans = nil
+	p.mu.Unlock()
+}
+
+// deleteOrphans deletes at the server the subscriptions deleted while the
+// session was away, once it is reactivated.
+func (p *publisher) deleteOrphans(ctx context.Context, c *Client) {
+	p.mu.Lock()
+	ids := p.orphans
+	p.orphans = nil
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	var resp ua.DeleteSubscriptionsResponse
+	_, _ = c.Send(ctx, &ua.DeleteSubscriptionsRequest{SubscriptionIDs: ids}, &resp)
+}
+
+func (p *publisher) list() []*Subscription {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Subscription(nil), p.subs...)
+}
+
+func (p *publisher) lookup(id uint32) *Subscription {
+	p.mu.Lock()
+	s := p.byID[id]
+	p.mu.Unlock()
+	if s == nil {
+		// It may be being created: its response can overtake CreateSubscription's.
+		// Look again once no create is under way.
+		p.createMu.Lock()
+		p.mu.Lock()
+		s = p.byID[id]
+		p.mu.Unlock()
+		p.createMu.Unlock()
+	}
+	return s
+}
+
+// updateTimeout sets the Publish timeout: the request may wait at the server
+// for a keep-alive window behind each of the others, and then some.
+// It also keeps the fastest publishing interval for target.
+func (p *publisher) updateTimeout() {
+	var window, fastest time.Duration
+	for _, s := range p.list() {
+		if w := s.keepAliveWindow(); w > window {
+			window = w
+		}
+		if iv := time.Duration(s.revInterval.Load()); s.id.Load() != 0 && iv > 0 && (fastest == 0 || iv < fastest) {
+			fastest = iv
+		}
+	}
+	p.timeout.Store(int64(p.reqTimeout + time.Duration(p.max+1)*window))
+	p.fastest.Store(int64(fastest))
+}
+
+// target is the number of Publish requests to keep outstanding: per
+// subscription one, plus as many as responses can be on their way back in one
+// publishing interval, at least minPublishRequests, at most the limit.
+func (p *publisher) target() int {
+	n := int(p.active.Load())
+	if n == 0 {
+		return 0
+	}
+	t := n
+	if fastest := time.Duration(p.fastest.Load()); fastest > 0 {
+		if rtt := time.Duration(p.rtt.Load()); rtt > 0 {
+			t += n * int((rtt+fastest-1)/fastest)
+		}
+	}
+	t = max(t, minPublishRequests)
+	return min(t, p.limit)
+}
+
+// observeRTT feeds a round trip into the moving average (1/8 weight).
+func (p *publisher) observeRTT(d time.Duration) {
+	for {
+		old := p.rtt.Load()
+		nv := int64(d)
+		if old != 0 {
+			nv = old + (int64(d)-old)/8
+		}
+		if p.rtt.CompareAndSwap(old, nv) {
+			return
+		}
+	}
+}
+
+// refill sends Publish requests until target are outstanding.
+func (p *publisher) refill() {
+	if p.noSubs || (!p.pause.IsZero() && time.Now().Before(p.pause)) {
+		return
+	}
+	p.mu.Lock()
+	c, faulted := p.client, p.faulted
+	p.mu.Unlock()
+	if c == nil || faulted || c.closed.Load() {
+		return
+	}
+	target := p.target()
+	for p.inflight < target {
+		s := p.slot()
+		if s == nil {
+			return
+		}
+		if err := p.issue(c, s); err != nil {
+			p.idle = append(p.idle, s)
+			p.failed(c, err)
+			return
+		}
+		p.inflight++
+	}
+}
+
+func (p *publisher) slot() *publishSlot {
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return s
+	}
+	if len(p.slots) >= p.max {
+		return nil
+	}
+	s := &publishSlot{p: p}
+	s.done = s.complete
+	p.slots = append(p.slots, s)
+	return s
+}
+
+// issue sends s's request on c with the queued acknowledgements.
+func (p *publisher) issue(c *Client, s *publishSlot) error {
+	s.c, s.out, s.err = c, nil, nil
+	s.req.SubscriptionAcknowledgements = append(s.req.SubscriptionAcknowledgements[:0], p.acks...)
+	timeout := time.Duration(p.timeout.Load())
+	s.req.RequestHeader = ua.RequestHeader{}
+	c.fillHeader(&s.req.RequestHeader, c.session.authToken, timeout)
+	if err := c.conn.SendRequestAsync(&s.req, &s.resp, timeout, s.done); err != nil {
+		return err
+	}
+	p.acks = p.acks[:0]
+	return nil
+}
+
+// handle takes a completed slot back.
+func (p *publisher) handle(s *publishSlot) {
+	p.inflight--
+	err := s.err
+	if err == nil && s.out != ua.Structure(&s.resp) {
+		err = fmt.Errorf("%w: Publish answered with %s", ErrBadResponse, typeName(s.out))
+	}
+	if err == nil {
+		if sc := s.resp.ResponseHeader.ServiceResult; sc.IsBad() {
+			err = sc
+		}
+	}
+	if err != nil {
+		s.resp.Release()
+		// The acknowledgements may not have reached the server: send them again
+		// (a duplicate only earns BadSequenceNumberUnknown).
+		p.acks = append(p.acks, s.req.SubscriptionAcknowledgements...)
+		p.idle = append(p.idle, s)
+		p.failed(s.c, err)
+		return
+	}
+	p.errs = 0
+	p.process(s.c, &s.resp)
+	p.idle = append(p.idle, s)
+}
+
+// failed decides what a failed Publish means.
+func (p *publisher) failed(c *Client, err error) {
+	p.mu.Lock()
+	cur := p.client
+	p.mu.Unlock()
+	switch {
+	case c != cur:
+		// A request of an earlier session or channel: nothing to do.
+	case errorsIsAny(err, ua.StatusBadTimeout, ua.StatusBadRequestTimeout):
+		// No response in time; the next request goes out at once.
+	case errors.Is(err, ua.StatusBadTooManyPublishRequests):
+		p.limit = max(1, p.inflight)
+		p.log.Debug("client: server limits outstanding Publish requests", "limit", p.limit)
+	case errors.Is(err, ua.StatusBadNoSubscription):
+		p.noSubs = true
+		if p.active.Load() > 0 {
+			// We think subscriptions exist; the server has none.
+			p.fault(c, nil, err)
+		}
+	case isSessionGone(err) || errors.Is(err, uasc.ErrChannelClosed) || errors.Is(err, ErrClosed):
+		p.fault(c, nil, err)
+	default:
+		p.errs++
+		if p.errs >= 3 {
+			// Do not spin on a server that fails every Publish at once.
+			d := time.Duration(min(p.errs, 10)) * 100 * time.Millisecond
+			p.pause = time.Now().Add(d)
+			if p.pauseT == nil {
+				p.pauseT = time.AfterFunc(d, p.wake)
+			} else {
+				p.pauseT.Reset(d)
+			}
+		}
+		p.log.Warn("client: Publish failed", "err", err)
+	}
+}
+
+func (p *publisher) fault(c *Client, sub *Subscription, err error) {
+	if sub == nil {
+		p.mu.Lock()
+		if p.client == c {
+			p.faulted = true
+		}
+		p.mu.Unlock()
+	}
+	if p.onFault != nil {
+		p.onFault(c, sub, err)
+	}
+}
+
+// isSessionGone reports whether err says the server no longer has the session.
+func isSessionGone(err error) bool {
+	return errorsIsAny(err, ua.StatusBadSessionIdInvalid, ua.StatusBadSessionClosed, ua.StatusBadSessionNotActivated)
+}
+
+// Sequence numbers run from 1 to 2^32-1 and then start at 1 again (Part 4
+// §7.38); 0 is never used.
+
+func seqNext(s uint32) uint32 {
+	if s == 0xFFFFFFFF {
+		return 1
+	}
+	return s + 1
+}
+
+func seqPrev(s uint32) uint32 {
+	if s <= 1 {
+		return 0xFFFFFFFF
+	}
+	return s - 1
+}
+
+// seqAfter reports whether a comes after b, allowing for wrap-around: a is
+// after b when it is less than 2^31 ahead.
+func seqAfter(a, b uint32) bool { return int32(a-b) > 0 }
+
+// seqDist is the number of sequence numbers from a up to b (b after or equal a).
+func seqDist(a, b uint32) uint32 {
+	d := b - a
+	if b < a { // crossed the wrap, which skips 0
+		d--
+	}
+	return d
+}
+
+// process checks the sequence number of a response, fills a gap before it,
+// delivers it and queues its acknowledgement. It releases r.
+func (p *publisher) process(c *Client, r *ua.PublishResponse) {
+	defer r.Release()
+	msg := &r.NotificationMessage
+	seq := msg.SequenceNumber
+	data := len(msg.NotificationData) > 0
+	sub := p.lookup(r.SubscriptionID)
+	if sub == nil {
+		if data {
+			// Deleted meanwhile: acknowledge, so the server can drop it.
+			p.ack(r.SubscriptionID, seq)
+		}
+		return
+	}
+	sub.lastActivity.Store(time.Now().UnixNano())
+	if sub.silent.Load() && sub.silent.CompareAndSwap(true, false) && sub.cfg.OnStatusChange != nil {
+		sub.cfg.OnStatusChange(sub, ua.StatusGood)
+	}
+	st := sub.syncSeq()
+	if !data {
+		// A keep-alive carries the number the next message will have.
+		sub.stats.keepAlives.Add(1)
+		if next := seqNext(st.last); seq != next && seqAfter(seq, next) {
+			p.fillGap(c, sub, next, seqPrev(seq), r.AvailableSequenceNumbers)
+		}
+		return
+	}
+	if !seqAfter(seq, st.last) {
+		sub.stats.duplicates.Add(1)
+		p.ack(r.SubscriptionID, seq)
+		return
+	}
+	if next := seqNext(st.last); seq != next {
+		if !p.fillGap(c, sub, next, seqPrev(seq), r.AvailableSequenceNumbers) {
+			// The session went away while filling the gap: leave this message
+			// unacknowledged at the server; it is republished with the rest.
+			return
+		}
+	}
+	p.deliver(c, sub, seq, msg)
+	st.last = seq
+	p.ack(r.SubscriptionID, seq)
+}
+
+func (p *publisher) ack(id, seq uint32) {
+	p.acks = append(p.acks, ua.SubscriptionAcknowledgement{SubscriptionID: id, SequenceNumber: seq})
+}
+
+// fillGap republishes the messages from..to that the server still has
+// (available lists them), in order, and reports the others lost. It returns
+// false when the session failed meanwhile; sub's state then stays before the
+// first message not handled.
+func (p *publisher) fillGap(c *Client, sub *Subscription, from, to uint32, available []uint32) bool {
+	st := &sub.seq
+	span := seqDist(from, to)
+	// The numbers of the gap the server has, in order from `from`.
+	av := p.avail[:0]
+	for _, a := range available {
+		if seqDist(from, a) <= span && (a == from || seqAfter(a, from)) {
+			av = append(av, a)
+		}
+	}
+	for i := 1; i < len(av); i++ { // insertion sort by distance from `from`; lists are short and mostly sorted
+		for j := i; j > 0 && seqDist(from, av[j]) < seqDist(from, av[j-1]); j-- {
+			av[j], av[j-1] = av[j-1], av[j]
+		}
+	}
+	p.avail = av
+	var lost gapRun
+	cursor := from
+	for i, a := range av {
+		if a != cursor {
+			lost.add(cursor, seqPrev(a))
+		}
+		if i >= maxRepublishPerGap {
+			lost.add(a, a)
+			cursor = seqNext(a)
+			continue
+		}
+		ok, fatal := p.republish(c, sub, a)
+		if fatal {
+			p.reportGap(sub, &lost)
+			return false
+		}
+		if ok {
+			p.reportGap(sub, &lost)
+			lost = gapRun{}
+		} else {
+			lost.add(a, a)
+		}
+		st.last = a
+		cursor = seqNext(a)
+	}
+	if cursor == to || seqAfter(to, cursor) {
+		lost.add(cursor, to)
+	}
+	p.reportGap(sub, &lost)
+	st.last = to
+	return true
+}
+
+// gapRun is a run of lost sequence numbers being collected.
+type gapRun struct {
+	from, to uint32
+	n        uint32 // numbers in the run; 0: empty
+}
+
+func (g *gapRun) add(from, to uint32) {
+	if g.n > 0 && from == seqNext(g.to) {
+		g.to = to
+		g.n += seqDist(from, to) + 1
+		return
+	}
+	g.from, g.to, g.n = from, to, seqDist(from, to)+1
+}
+
+func (p *publisher) reportGap(sub *Subscription, g *gapRun) {
+	if g.n == 0 {
+		return
+	}
+	sub.stats.lost.Add(uint64(g.n))
+	p.log.Warn("client: notifications lost", "subscription", sub.id.Load(), "from", g.from, "to", g.to)
+	if sub.cfg.OnGap != nil {
+		sub.cfg.OnGap(sub, g.from, g.to)
+	}
+	*g = gapRun{}
+}
+
+// republish asks the server for message seq again and delivers it. ok: it was
+// delivered; fatal: the session or channel failed, so the gap cannot be
+// decided now.
+func (p *publisher) republish(c *Client, sub *Subscription, seq uint32) (ok, fatal bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.reqTimeout)
+	defer cancel()
+	req := ua.RepublishRequest{SubscriptionID: sub.id.Load(), RetransmitSequenceNumber: seq}
+	start := time.Now()
+	_, err := c.Send(ctx, &req, &p.rep)
+	if err != nil {
+		p.rep.Release()
+		if errorsIsAny(err, ua.StatusBadMessageNotAvailable, ua.StatusBadSequenceNumberUnknown, ua.StatusBadSubscriptionIdInvalid) {
+			return false, false
+		}
+		p.log.Debug("client: Republish failed", "subscription", req.SubscriptionID, "seq", seq, "err", err)
+		return false, true
+	}
+	p.observeRTT(time.Since(start))
+	sub.stats.republished.Add(1)
+	p.deliver(c, sub, seq, &p.rep.NotificationMessage)
+	p.rep.Release()
+	p.ack(req.SubscriptionID, seq)
+	return true, false
+}
+
+// deliver hands the notifications of one message to sub's handlers.
+func (p *publisher) deliver(c *Client, sub *Subscription, seq uint32, msg *ua.NotificationMessage) {
+	sub.stats.messages.Add(1)
+	for i := range msg.NotificationData {
+		switch v := msg.NotificationData[i].Value.(type) {
+		case *ua.DataChangeNotification:
+			if len(v.MonitoredItems) > 0 {
+				sub.stats.dataChanges.Add(uint64(len(v.MonitoredItems)))
+				p.callData(sub, seq, v.MonitoredItems)
+			}
+		case *ua.EventNotificationList:
+			if len(v.Events) > 0 {
+				sub.stats.events.Add(uint64(len(v.Events)))
+				p.callEvents(sub, seq, v.Events)
+			}
+		case *ua.StatusChangeNotification:
+			p.statusChange(c, sub, v.Status)
+		}
+	}
+}
+
+func (p *publisher) callData(sub *Subscription, seq uint32, items []ua.MonitoredItemNotification) {
+	h := sub.cfg.OnDataChange
+	if h == nil {
+		return
+	}
+	p.busySince.Store(time.Now().UnixNano())
+	defer p.handlerDone(sub)
+	h(sub, seq, items)
+}
+
+func (p *publisher) callEvents(sub *Subscription, seq uint32, events []ua.EventFieldList) {
+	h := sub.cfg.OnEvent
+	if h == nil {
+		return
+	}
+	p.busySince.Store(time.Now().UnixNano())
+	defer p.handlerDone(sub)
+	h(sub, seq, events)
+}
+
+// handlerDone ends a handler call; a handler that panicked is logged and
+// counted, and the dispatch goes on (the notifications are released by the
+// caller's defer either way).
+func (p *publisher) handlerDone(sub *Subscription) {
+	p.busySince.Store(0)
+	if r := recover(); r != nil {
+		sub.stats.handlerPanics.Add(1)
+		p.log.Error("client: subscription handler panicked", "subscription", sub.id.Load(), "panic", r)
+	}
+}
+
+// statusChange handles a StatusChangeNotification: the server ended the
+// subscription (BadTimeout: its lifetime ran out) or gave it to another session
+// (GoodSubscriptionTransferred).
+func (p *publisher) statusChange(c *Client, sub *Subscription, st ua.StatusCode) {
+	p.log.Info("client: subscription status changed", "subscription", sub.id.Load(), "status", st)
+	if sub.cfg.OnStatusChange != nil {
+		sub.cfg.OnStatusChange(sub, st)
+	}
+	if st.IsBad() || st.Code() == ua.StatusGoodSubscriptionTransferred {
+		p.fault(c, sub, st)
+	}
+}
+
+// silent returns the subscriptions that have not been heard from (data or
+// keep-alive) within their keep-alive window plus grace, counted from the later
+// of their last message and the session's binding. A handler that is still
+// running holds the requests back; while it does nothing counts as silent.
+func (p *publisher) silent(now time.Time) []*Subscription {
+	if b := p.busySince.Load(); b != 0 {
+		return nil
+	}
+	p.mu.Lock()
+	bound := p.bound
+	subs := p.subs
+	var out []*Subscription
+	for _, s := range subs {
+		if s.id.Load() == 0 {
+			continue
+		}
+		last := time.Unix(0, s.lastActivity.Load())
+		if since := time.Unix(0, s.since.Load()); since.After(last) {
+			last = since
+		}
+		if bound.After(last) {
+			last = bound
+		}
+		if now.Sub(last) > s.keepAliveWindow()+p.grace {
+			out = append(out, s)
+		}
+	}
+	p.mu.Unlock()
+	return out
+}
