@@ -21,20 +21,9 @@ func Dial(ctx context.Context, endpointURL string, cfg *Config) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := uasc.Dial(ctx, endpointURL, &uasc.Config{
-		SecurityPolicyURI: c.endpoint.SecurityPolicyURI,
-		SecurityMode:      c.endpoint.SecurityMode,
-		LocalCertificate:  c.cert,
-		LocalKey:          c.key,
-		RemoteCertificate: c.endpoint.ServerCertificate,
-		Lifetime:          c.cfg.ChannelLifetime,
-		RequestTimeout:    c.cfg.RequestTimeout,
-		AllowDeprecated:   c.cfg.AllowDeprecated,
-		Transport:         c.cfg.Transport,
-		Logger:            c.log,
-	})
+	ch, err := c.openChannel(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("client: opening a %s/%s channel to %s: %w", c.policy.Name, modeName(c.endpoint.SecurityMode), endpointURL, err)
+		return nil, err
 	}
 	c.conn = ch
 	if err := c.start(ctx); err != nil {
