@@ -265,3 +265,16 @@ func (d *Decoder) ReadStructure(into Structure) (Structure, error) {
 	s.Decode(d)
 	return s, d.err
 }
+
+// Request is a service request: every generated message with a RequestHeader.
+type Request interface {
+	Structure
+	GetRequestHeader() *RequestHeader
+}
+
+// Response is a service response (ServiceFault included): every generated message
+// with a ResponseHeader.
+type Response interface {
+	Structure
+	GetResponseHeader() *ResponseHeader
+}

@@ -3525,6 +3525,9 @@ type ServiceFault struct {
 func (*ServiceFault) BinaryEncodingID() uint32 { return ID_ServiceFault_Encoding_DefaultBinary }
 func (*ServiceFault) DataTypeID() uint32       { return ID_ServiceFault }
 
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *ServiceFault) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *ServiceFault) Encode(e *Encoder) {
 	s.ResponseHeader.Encode(e)
@@ -3609,6 +3612,9 @@ func (*FindServersRequest) BinaryEncodingID() uint32 {
 }
 func (*FindServersRequest) DataTypeID() uint32 { return ID_FindServersRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *FindServersRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *FindServersRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -3636,6 +3642,9 @@ func (*FindServersResponse) BinaryEncodingID() uint32 {
 	return ID_FindServersResponse_Encoding_DefaultBinary
 }
 func (*FindServersResponse) DataTypeID() uint32 { return ID_FindServersResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *FindServersResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *FindServersResponse) Encode(e *Encoder) {
@@ -3702,6 +3711,9 @@ func (*FindServersOnNetworkRequest) BinaryEncodingID() uint32 {
 }
 func (*FindServersOnNetworkRequest) DataTypeID() uint32 { return ID_FindServersOnNetworkRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *FindServersOnNetworkRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *FindServersOnNetworkRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -3730,6 +3742,9 @@ func (*FindServersOnNetworkResponse) BinaryEncodingID() uint32 {
 	return ID_FindServersOnNetworkResponse_Encoding_DefaultBinary
 }
 func (*FindServersOnNetworkResponse) DataTypeID() uint32 { return ID_FindServersOnNetworkResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *FindServersOnNetworkResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *FindServersOnNetworkResponse) Encode(e *Encoder) {
@@ -3854,6 +3869,9 @@ func (*GetEndpointsRequest) BinaryEncodingID() uint32 {
 }
 func (*GetEndpointsRequest) DataTypeID() uint32 { return ID_GetEndpointsRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *GetEndpointsRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *GetEndpointsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -3881,6 +3899,9 @@ func (*GetEndpointsResponse) BinaryEncodingID() uint32 {
 	return ID_GetEndpointsResponse_Encoding_DefaultBinary
 }
 func (*GetEndpointsResponse) DataTypeID() uint32 { return ID_GetEndpointsResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *GetEndpointsResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *GetEndpointsResponse) Encode(e *Encoder) {
@@ -3968,6 +3989,9 @@ func (*RegisterServerRequest) BinaryEncodingID() uint32 {
 }
 func (*RegisterServerRequest) DataTypeID() uint32 { return ID_RegisterServerRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *RegisterServerRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *RegisterServerRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -3990,6 +4014,9 @@ func (*RegisterServerResponse) BinaryEncodingID() uint32 {
 	return ID_RegisterServerResponse_Encoding_DefaultBinary
 }
 func (*RegisterServerResponse) DataTypeID() uint32 { return ID_RegisterServerResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *RegisterServerResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *RegisterServerResponse) Encode(e *Encoder) {
@@ -4057,6 +4084,9 @@ func (*RegisterServer2Request) BinaryEncodingID() uint32 {
 }
 func (*RegisterServer2Request) DataTypeID() uint32 { return ID_RegisterServer2Request }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *RegisterServer2Request) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *RegisterServer2Request) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -4094,6 +4124,9 @@ func (*RegisterServer2Response) BinaryEncodingID() uint32 {
 	return ID_RegisterServer2Response_Encoding_DefaultBinary
 }
 func (*RegisterServer2Response) DataTypeID() uint32 { return ID_RegisterServer2Response }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *RegisterServer2Response) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *RegisterServer2Response) Encode(e *Encoder) {
@@ -4166,6 +4199,9 @@ func (*OpenSecureChannelRequest) BinaryEncodingID() uint32 {
 }
 func (*OpenSecureChannelRequest) DataTypeID() uint32 { return ID_OpenSecureChannelRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *OpenSecureChannelRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *OpenSecureChannelRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -4200,6 +4236,9 @@ func (*OpenSecureChannelResponse) BinaryEncodingID() uint32 {
 }
 func (*OpenSecureChannelResponse) DataTypeID() uint32 { return ID_OpenSecureChannelResponse }
 
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *OpenSecureChannelResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *OpenSecureChannelResponse) Encode(e *Encoder) {
 	s.ResponseHeader.Encode(e)
@@ -4227,6 +4266,9 @@ func (*CloseSecureChannelRequest) BinaryEncodingID() uint32 {
 }
 func (*CloseSecureChannelRequest) DataTypeID() uint32 { return ID_CloseSecureChannelRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CloseSecureChannelRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CloseSecureChannelRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -4247,6 +4289,9 @@ func (*CloseSecureChannelResponse) BinaryEncodingID() uint32 {
 	return ID_CloseSecureChannelResponse_Encoding_DefaultBinary
 }
 func (*CloseSecureChannelResponse) DataTypeID() uint32 { return ID_CloseSecureChannelResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CloseSecureChannelResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *CloseSecureChannelResponse) Encode(e *Encoder) {
@@ -4322,6 +4367,9 @@ func (*CreateSessionRequest) BinaryEncodingID() uint32 {
 }
 func (*CreateSessionRequest) DataTypeID() uint32 { return ID_CreateSessionRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CreateSessionRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CreateSessionRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -4367,6 +4415,9 @@ func (*CreateSessionResponse) BinaryEncodingID() uint32 {
 	return ID_CreateSessionResponse_Encoding_DefaultBinary
 }
 func (*CreateSessionResponse) DataTypeID() uint32 { return ID_CreateSessionResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CreateSessionResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *CreateSessionResponse) Encode(e *Encoder) {
@@ -4556,6 +4607,9 @@ func (*ActivateSessionRequest) BinaryEncodingID() uint32 {
 }
 func (*ActivateSessionRequest) DataTypeID() uint32 { return ID_ActivateSessionRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *ActivateSessionRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *ActivateSessionRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -4601,6 +4655,9 @@ func (*ActivateSessionResponse) BinaryEncodingID() uint32 {
 }
 func (*ActivateSessionResponse) DataTypeID() uint32 { return ID_ActivateSessionResponse }
 
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *ActivateSessionResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *ActivateSessionResponse) Encode(e *Encoder) {
 	s.ResponseHeader.Encode(e)
@@ -4640,6 +4697,9 @@ func (*CloseSessionRequest) BinaryEncodingID() uint32 {
 }
 func (*CloseSessionRequest) DataTypeID() uint32 { return ID_CloseSessionRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CloseSessionRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CloseSessionRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -4663,6 +4723,9 @@ func (*CloseSessionResponse) BinaryEncodingID() uint32 {
 }
 func (*CloseSessionResponse) DataTypeID() uint32 { return ID_CloseSessionResponse }
 
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CloseSessionResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CloseSessionResponse) Encode(e *Encoder) {
 	s.ResponseHeader.Encode(e)
@@ -4682,6 +4745,9 @@ type CancelRequest struct {
 
 func (*CancelRequest) BinaryEncodingID() uint32 { return ID_CancelRequest_Encoding_DefaultBinary }
 func (*CancelRequest) DataTypeID() uint32       { return ID_CancelRequest }
+
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CancelRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *CancelRequest) Encode(e *Encoder) {
@@ -4704,6 +4770,9 @@ type CancelResponse struct {
 
 func (*CancelResponse) BinaryEncodingID() uint32 { return ID_CancelResponse_Encoding_DefaultBinary }
 func (*CancelResponse) DataTypeID() uint32       { return ID_CancelResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CancelResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *CancelResponse) Encode(e *Encoder) {
@@ -5212,6 +5281,9 @@ type AddNodesRequest struct {
 func (*AddNodesRequest) BinaryEncodingID() uint32 { return ID_AddNodesRequest_Encoding_DefaultBinary }
 func (*AddNodesRequest) DataTypeID() uint32       { return ID_AddNodesRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *AddNodesRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *AddNodesRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -5245,6 +5317,9 @@ type AddNodesResponse struct {
 
 func (*AddNodesResponse) BinaryEncodingID() uint32 { return ID_AddNodesResponse_Encoding_DefaultBinary }
 func (*AddNodesResponse) DataTypeID() uint32       { return ID_AddNodesResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *AddNodesResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *AddNodesResponse) Encode(e *Encoder) {
@@ -5329,6 +5404,9 @@ func (*AddReferencesRequest) BinaryEncodingID() uint32 {
 }
 func (*AddReferencesRequest) DataTypeID() uint32 { return ID_AddReferencesRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *AddReferencesRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *AddReferencesRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -5364,6 +5442,9 @@ func (*AddReferencesResponse) BinaryEncodingID() uint32 {
 	return ID_AddReferencesResponse_Encoding_DefaultBinary
 }
 func (*AddReferencesResponse) DataTypeID() uint32 { return ID_AddReferencesResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *AddReferencesResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *AddReferencesResponse) Encode(e *Encoder) {
@@ -5424,6 +5505,9 @@ func (*DeleteNodesRequest) BinaryEncodingID() uint32 {
 }
 func (*DeleteNodesRequest) DataTypeID() uint32 { return ID_DeleteNodesRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *DeleteNodesRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteNodesRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -5459,6 +5543,9 @@ func (*DeleteNodesResponse) BinaryEncodingID() uint32 {
 	return ID_DeleteNodesResponse_Encoding_DefaultBinary
 }
 func (*DeleteNodesResponse) DataTypeID() uint32 { return ID_DeleteNodesResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *DeleteNodesResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteNodesResponse) Encode(e *Encoder) {
@@ -5530,6 +5617,9 @@ func (*DeleteReferencesRequest) BinaryEncodingID() uint32 {
 }
 func (*DeleteReferencesRequest) DataTypeID() uint32 { return ID_DeleteReferencesRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *DeleteReferencesRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteReferencesRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -5565,6 +5655,9 @@ func (*DeleteReferencesResponse) BinaryEncodingID() uint32 {
 	return ID_DeleteReferencesResponse_Encoding_DefaultBinary
 }
 func (*DeleteReferencesResponse) DataTypeID() uint32 { return ID_DeleteReferencesResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *DeleteReferencesResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteReferencesResponse) Encode(e *Encoder) {
@@ -5738,6 +5831,9 @@ type BrowseRequest struct {
 func (*BrowseRequest) BinaryEncodingID() uint32 { return ID_BrowseRequest_Encoding_DefaultBinary }
 func (*BrowseRequest) DataTypeID() uint32       { return ID_BrowseRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *BrowseRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *BrowseRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -5775,6 +5871,9 @@ type BrowseResponse struct {
 
 func (*BrowseResponse) BinaryEncodingID() uint32 { return ID_BrowseResponse_Encoding_DefaultBinary }
 func (*BrowseResponse) DataTypeID() uint32       { return ID_BrowseResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *BrowseResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *BrowseResponse) Encode(e *Encoder) {
@@ -5824,6 +5923,9 @@ func (*BrowseNextRequest) BinaryEncodingID() uint32 {
 }
 func (*BrowseNextRequest) DataTypeID() uint32 { return ID_BrowseNextRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *BrowseNextRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *BrowseNextRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -5861,6 +5963,9 @@ func (*BrowseNextResponse) BinaryEncodingID() uint32 {
 	return ID_BrowseNextResponse_Encoding_DefaultBinary
 }
 func (*BrowseNextResponse) DataTypeID() uint32 { return ID_BrowseNextResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *BrowseNextResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *BrowseNextResponse) Encode(e *Encoder) {
@@ -6046,6 +6151,11 @@ func (*TranslateBrowsePathsToNodeIDsRequest) DataTypeID() uint32 {
 	return ID_TranslateBrowsePathsToNodeIdsRequest
 }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *TranslateBrowsePathsToNodeIDsRequest) GetRequestHeader() *RequestHeader {
+	return &s.RequestHeader
+}
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *TranslateBrowsePathsToNodeIDsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -6082,6 +6192,11 @@ func (*TranslateBrowsePathsToNodeIDsResponse) BinaryEncodingID() uint32 {
 }
 func (*TranslateBrowsePathsToNodeIDsResponse) DataTypeID() uint32 {
 	return ID_TranslateBrowsePathsToNodeIdsResponse
+}
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *TranslateBrowsePathsToNodeIDsResponse) GetResponseHeader() *ResponseHeader {
+	return &s.ResponseHeader
 }
 
 // Encode writes s in the OPC UA binary encoding.
@@ -6131,6 +6246,9 @@ func (*RegisterNodesRequest) BinaryEncodingID() uint32 {
 }
 func (*RegisterNodesRequest) DataTypeID() uint32 { return ID_RegisterNodesRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *RegisterNodesRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *RegisterNodesRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -6165,6 +6283,9 @@ func (*RegisterNodesResponse) BinaryEncodingID() uint32 {
 	return ID_RegisterNodesResponse_Encoding_DefaultBinary
 }
 func (*RegisterNodesResponse) DataTypeID() uint32 { return ID_RegisterNodesResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *RegisterNodesResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *RegisterNodesResponse) Encode(e *Encoder) {
@@ -6201,6 +6322,9 @@ func (*UnregisterNodesRequest) BinaryEncodingID() uint32 {
 }
 func (*UnregisterNodesRequest) DataTypeID() uint32 { return ID_UnregisterNodesRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *UnregisterNodesRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *UnregisterNodesRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -6234,6 +6358,9 @@ func (*UnregisterNodesResponse) BinaryEncodingID() uint32 {
 	return ID_UnregisterNodesResponse_Encoding_DefaultBinary
 }
 func (*UnregisterNodesResponse) DataTypeID() uint32 { return ID_UnregisterNodesResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *UnregisterNodesResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *UnregisterNodesResponse) Encode(e *Encoder) {
@@ -6751,6 +6878,9 @@ func (*QueryFirstRequest) BinaryEncodingID() uint32 {
 }
 func (*QueryFirstRequest) DataTypeID() uint32 { return ID_QueryFirstRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *QueryFirstRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *QueryFirstRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -6797,6 +6927,9 @@ func (*QueryFirstResponse) BinaryEncodingID() uint32 {
 	return ID_QueryFirstResponse_Encoding_DefaultBinary
 }
 func (*QueryFirstResponse) DataTypeID() uint32 { return ID_QueryFirstResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *QueryFirstResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *QueryFirstResponse) Encode(e *Encoder) {
@@ -6860,6 +6993,9 @@ type QueryNextRequest struct {
 func (*QueryNextRequest) BinaryEncodingID() uint32 { return ID_QueryNextRequest_Encoding_DefaultBinary }
 func (*QueryNextRequest) DataTypeID() uint32       { return ID_QueryNextRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *QueryNextRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *QueryNextRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -6886,6 +7022,9 @@ func (*QueryNextResponse) BinaryEncodingID() uint32 {
 	return ID_QueryNextResponse_Encoding_DefaultBinary
 }
 func (*QueryNextResponse) DataTypeID() uint32 { return ID_QueryNextResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *QueryNextResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *QueryNextResponse) Encode(e *Encoder) {
@@ -6950,6 +7089,9 @@ type ReadRequest struct {
 func (*ReadRequest) BinaryEncodingID() uint32 { return ID_ReadRequest_Encoding_DefaultBinary }
 func (*ReadRequest) DataTypeID() uint32       { return ID_ReadRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *ReadRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *ReadRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -6987,6 +7129,9 @@ type ReadResponse struct {
 
 func (*ReadResponse) BinaryEncodingID() uint32 { return ID_ReadResponse_Encoding_DefaultBinary }
 func (*ReadResponse) DataTypeID() uint32       { return ID_ReadResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *ReadResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *ReadResponse) Encode(e *Encoder) {
@@ -7392,6 +7537,9 @@ func (*HistoryReadRequest) BinaryEncodingID() uint32 {
 }
 func (*HistoryReadRequest) DataTypeID() uint32 { return ID_HistoryReadRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *HistoryReadRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *HistoryReadRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -7433,6 +7581,9 @@ func (*HistoryReadResponse) BinaryEncodingID() uint32 {
 	return ID_HistoryReadResponse_Encoding_DefaultBinary
 }
 func (*HistoryReadResponse) DataTypeID() uint32 { return ID_HistoryReadResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *HistoryReadResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *HistoryReadResponse) Encode(e *Encoder) {
@@ -7506,6 +7657,9 @@ type WriteRequest struct {
 func (*WriteRequest) BinaryEncodingID() uint32 { return ID_WriteRequest_Encoding_DefaultBinary }
 func (*WriteRequest) DataTypeID() uint32       { return ID_WriteRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *WriteRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *WriteRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -7539,6 +7693,9 @@ type WriteResponse struct {
 
 func (*WriteResponse) BinaryEncodingID() uint32 { return ID_WriteResponse_Encoding_DefaultBinary }
 func (*WriteResponse) DataTypeID() uint32       { return ID_WriteResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *WriteResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *WriteResponse) Encode(e *Encoder) {
@@ -7843,6 +8000,9 @@ func (*HistoryUpdateRequest) BinaryEncodingID() uint32 {
 }
 func (*HistoryUpdateRequest) DataTypeID() uint32 { return ID_HistoryUpdateRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *HistoryUpdateRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *HistoryUpdateRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -7878,6 +8038,9 @@ func (*HistoryUpdateResponse) BinaryEncodingID() uint32 {
 	return ID_HistoryUpdateResponse_Encoding_DefaultBinary
 }
 func (*HistoryUpdateResponse) DataTypeID() uint32 { return ID_HistoryUpdateResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *HistoryUpdateResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *HistoryUpdateResponse) Encode(e *Encoder) {
@@ -8010,6 +8173,9 @@ type CallRequest struct {
 func (*CallRequest) BinaryEncodingID() uint32 { return ID_CallRequest_Encoding_DefaultBinary }
 func (*CallRequest) DataTypeID() uint32       { return ID_CallRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CallRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CallRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8043,6 +8209,9 @@ type CallResponse struct {
 
 func (*CallResponse) BinaryEncodingID() uint32 { return ID_CallResponse_Encoding_DefaultBinary }
 func (*CallResponse) DataTypeID() uint32       { return ID_CallResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CallResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *CallResponse) Encode(e *Encoder) {
@@ -8404,6 +8573,9 @@ func (*CreateMonitoredItemsRequest) BinaryEncodingID() uint32 {
 }
 func (*CreateMonitoredItemsRequest) DataTypeID() uint32 { return ID_CreateMonitoredItemsRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CreateMonitoredItemsRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CreateMonitoredItemsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8443,6 +8615,9 @@ func (*CreateMonitoredItemsResponse) BinaryEncodingID() uint32 {
 	return ID_CreateMonitoredItemsResponse_Encoding_DefaultBinary
 }
 func (*CreateMonitoredItemsResponse) DataTypeID() uint32 { return ID_CreateMonitoredItemsResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CreateMonitoredItemsResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *CreateMonitoredItemsResponse) Encode(e *Encoder) {
@@ -8547,6 +8722,9 @@ func (*ModifyMonitoredItemsRequest) BinaryEncodingID() uint32 {
 }
 func (*ModifyMonitoredItemsRequest) DataTypeID() uint32 { return ID_ModifyMonitoredItemsRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *ModifyMonitoredItemsRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *ModifyMonitoredItemsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8586,6 +8764,9 @@ func (*ModifyMonitoredItemsResponse) BinaryEncodingID() uint32 {
 	return ID_ModifyMonitoredItemsResponse_Encoding_DefaultBinary
 }
 func (*ModifyMonitoredItemsResponse) DataTypeID() uint32 { return ID_ModifyMonitoredItemsResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *ModifyMonitoredItemsResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *ModifyMonitoredItemsResponse) Encode(e *Encoder) {
@@ -8636,6 +8817,9 @@ func (*SetMonitoringModeRequest) BinaryEncodingID() uint32 {
 }
 func (*SetMonitoringModeRequest) DataTypeID() uint32 { return ID_SetMonitoringModeRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *SetMonitoringModeRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *SetMonitoringModeRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8664,6 +8848,9 @@ func (*SetMonitoringModeResponse) BinaryEncodingID() uint32 {
 	return ID_SetMonitoringModeResponse_Encoding_DefaultBinary
 }
 func (*SetMonitoringModeResponse) DataTypeID() uint32 { return ID_SetMonitoringModeResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *SetMonitoringModeResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *SetMonitoringModeResponse) Encode(e *Encoder) {
@@ -8705,6 +8892,9 @@ func (*SetTriggeringRequest) BinaryEncodingID() uint32 {
 }
 func (*SetTriggeringRequest) DataTypeID() uint32 { return ID_SetTriggeringRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *SetTriggeringRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *SetTriggeringRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8737,6 +8927,9 @@ func (*SetTriggeringResponse) BinaryEncodingID() uint32 {
 	return ID_SetTriggeringResponse_Encoding_DefaultBinary
 }
 func (*SetTriggeringResponse) DataTypeID() uint32 { return ID_SetTriggeringResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *SetTriggeringResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *SetTriggeringResponse) Encode(e *Encoder) {
@@ -8790,6 +8983,9 @@ func (*DeleteMonitoredItemsRequest) BinaryEncodingID() uint32 {
 }
 func (*DeleteMonitoredItemsRequest) DataTypeID() uint32 { return ID_DeleteMonitoredItemsRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *DeleteMonitoredItemsRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteMonitoredItemsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8816,6 +9012,9 @@ func (*DeleteMonitoredItemsResponse) BinaryEncodingID() uint32 {
 	return ID_DeleteMonitoredItemsResponse_Encoding_DefaultBinary
 }
 func (*DeleteMonitoredItemsResponse) DataTypeID() uint32 { return ID_DeleteMonitoredItemsResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *DeleteMonitoredItemsResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteMonitoredItemsResponse) Encode(e *Encoder) {
@@ -8859,6 +9058,9 @@ func (*CreateSubscriptionRequest) BinaryEncodingID() uint32 {
 }
 func (*CreateSubscriptionRequest) DataTypeID() uint32 { return ID_CreateSubscriptionRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *CreateSubscriptionRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CreateSubscriptionRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -8896,6 +9098,9 @@ func (*CreateSubscriptionResponse) BinaryEncodingID() uint32 {
 }
 func (*CreateSubscriptionResponse) DataTypeID() uint32 { return ID_CreateSubscriptionResponse }
 
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *CreateSubscriptionResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *CreateSubscriptionResponse) Encode(e *Encoder) {
 	s.ResponseHeader.Encode(e)
@@ -8930,6 +9135,9 @@ func (*ModifySubscriptionRequest) BinaryEncodingID() uint32 {
 	return ID_ModifySubscriptionRequest_Encoding_DefaultBinary
 }
 func (*ModifySubscriptionRequest) DataTypeID() uint32 { return ID_ModifySubscriptionRequest }
+
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *ModifySubscriptionRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *ModifySubscriptionRequest) Encode(e *Encoder) {
@@ -8967,6 +9175,9 @@ func (*ModifySubscriptionResponse) BinaryEncodingID() uint32 {
 }
 func (*ModifySubscriptionResponse) DataTypeID() uint32 { return ID_ModifySubscriptionResponse }
 
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *ModifySubscriptionResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *ModifySubscriptionResponse) Encode(e *Encoder) {
 	s.ResponseHeader.Encode(e)
@@ -8996,6 +9207,9 @@ func (*SetPublishingModeRequest) BinaryEncodingID() uint32 {
 }
 func (*SetPublishingModeRequest) DataTypeID() uint32 { return ID_SetPublishingModeRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *SetPublishingModeRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *SetPublishingModeRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -9022,6 +9236,9 @@ func (*SetPublishingModeResponse) BinaryEncodingID() uint32 {
 	return ID_SetPublishingModeResponse_Encoding_DefaultBinary
 }
 func (*SetPublishingModeResponse) DataTypeID() uint32 { return ID_SetPublishingModeResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *SetPublishingModeResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *SetPublishingModeResponse) Encode(e *Encoder) {
@@ -9355,6 +9572,9 @@ type PublishRequest struct {
 func (*PublishRequest) BinaryEncodingID() uint32 { return ID_PublishRequest_Encoding_DefaultBinary }
 func (*PublishRequest) DataTypeID() uint32       { return ID_PublishRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *PublishRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *PublishRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -9392,6 +9612,9 @@ type PublishResponse struct {
 
 func (*PublishResponse) BinaryEncodingID() uint32 { return ID_PublishResponse_Encoding_DefaultBinary }
 func (*PublishResponse) DataTypeID() uint32       { return ID_PublishResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *PublishResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *PublishResponse) Encode(e *Encoder) {
@@ -9437,6 +9660,9 @@ type RepublishRequest struct {
 func (*RepublishRequest) BinaryEncodingID() uint32 { return ID_RepublishRequest_Encoding_DefaultBinary }
 func (*RepublishRequest) DataTypeID() uint32       { return ID_RepublishRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *RepublishRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *RepublishRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -9462,6 +9688,9 @@ func (*RepublishResponse) BinaryEncodingID() uint32 {
 	return ID_RepublishResponse_Encoding_DefaultBinary
 }
 func (*RepublishResponse) DataTypeID() uint32 { return ID_RepublishResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *RepublishResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *RepublishResponse) Encode(e *Encoder) {
@@ -9509,6 +9738,9 @@ func (*TransferSubscriptionsRequest) BinaryEncodingID() uint32 {
 }
 func (*TransferSubscriptionsRequest) DataTypeID() uint32 { return ID_TransferSubscriptionsRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *TransferSubscriptionsRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *TransferSubscriptionsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -9535,6 +9767,9 @@ func (*TransferSubscriptionsResponse) BinaryEncodingID() uint32 {
 	return ID_TransferSubscriptionsResponse_Encoding_DefaultBinary
 }
 func (*TransferSubscriptionsResponse) DataTypeID() uint32 { return ID_TransferSubscriptionsResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *TransferSubscriptionsResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *TransferSubscriptionsResponse) Encode(e *Encoder) {
@@ -9583,6 +9818,9 @@ func (*DeleteSubscriptionsRequest) BinaryEncodingID() uint32 {
 }
 func (*DeleteSubscriptionsRequest) DataTypeID() uint32 { return ID_DeleteSubscriptionsRequest }
 
+// GetRequestHeader returns a pointer to the message's RequestHeader.
+func (s *DeleteSubscriptionsRequest) GetRequestHeader() *RequestHeader { return &s.RequestHeader }
+
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteSubscriptionsRequest) Encode(e *Encoder) {
 	s.RequestHeader.Encode(e)
@@ -9607,6 +9845,9 @@ func (*DeleteSubscriptionsResponse) BinaryEncodingID() uint32 {
 	return ID_DeleteSubscriptionsResponse_Encoding_DefaultBinary
 }
 func (*DeleteSubscriptionsResponse) DataTypeID() uint32 { return ID_DeleteSubscriptionsResponse }
+
+// GetResponseHeader returns a pointer to the message's ResponseHeader.
+func (s *DeleteSubscriptionsResponse) GetResponseHeader() *ResponseHeader { return &s.ResponseHeader }
 
 // Encode writes s in the OPC UA binary encoding.
 func (s *DeleteSubscriptionsResponse) Encode(e *Encoder) {

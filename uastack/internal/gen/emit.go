@@ -309,6 +309,14 @@ func (g *typeGen) genStruct() {
 	}
 	g.p("func (*%s) BinaryEncodingID() uint32 { return %s }", s.goName, nodeIDConst(s.name+"_Encoding_DefaultBinary"))
 	g.p("func (*%s) DataTypeID() uint32       { return %s }\n", s.goName, nodeIDConst(s.name))
+	// Service messages expose their header through ua.Request / ua.Response, so
+	// the channel, client and server reach it without a type switch.
+	for _, f := range s.fields {
+		if !f.array && f.goName == f.typ.goType() && (f.goName == "RequestHeader" || f.goName == "ResponseHeader") {
+			g.p("// Get%s returns a pointer to the message's %s.", f.goName, f.goName)
+			g.p("func (s *%s) Get%s() *%s { return &s.%s }\n", s.goName, f.goName, f.goName, f.goName)
+		}
+	}
 	g.genEncode()
 	g.genDecode()
 }
