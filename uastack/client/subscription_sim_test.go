@@ -35,6 +35,7 @@ type simOptions struct {
 	MaxSessions     int
 	MaxItemsPerCall uint32
 	Types           []ua.TypeID // of the Load variables (default: the server's, every scalar type)
+	AllPolicies     bool        // offer every non-deprecated policy, not only None
 }
 
 func (o simOptions) config() *server.Config {
@@ -54,6 +55,9 @@ func (o simOptions) config() *server.Config {
 	}
 	if cfg.Address == "" {
 		cfg.Address = "127.0.0.1:0"
+	}
+	if o.AllPolicies {
+		cfg.Policies = server.DefaultPolicies()
 	}
 	if o.Folders == 0 {
 		cfg.Sim.Folders, cfg.Sim.Variables = -1, -1
