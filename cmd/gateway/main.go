@@ -27,8 +27,7 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stdout)
-		return 0
+		args = []string{"run"} // the default run: embedded simulation server → JSON lines
 	}
 	// Ctrl-C ends a long browse cleanly: the session is closed on the way out.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -43,6 +42,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdBrowse(ctx, args[1:], stdout, stderr)
 	case "read":
 		err = cmdRead(ctx, args[1:], stdout, stderr)
+	case "run":
+		err = cmdRunGateway(ctx, args[1:], stdout, stderr)
 	case "sim":
 		err = cmdSim(ctx, args[1:], stdout, stderr)
 	case "pki":
@@ -81,6 +82,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `gateway — OPC UA → PubSub/JSON gateway
 
 Usage:
+  gateway run [flags]          (also: gateway with no arguments) subscribe to OPC UA nodes
+                               (default: an embedded simulation server) and print one ua-data
+                               JSON NetworkMessage per line (gateway run -h)
   gateway version              print the version
   gateway decode [hex]         decode an OPC UA binary service message (NodeId-prefixed,
                                as hex on the command line or stdin) and print it
