@@ -157,27 +157,11 @@ func (c *Client) releaseContinuationPoints(results []ua.BrowseResult) {
 // following the continuation points it returns. Browse follows them by itself;
 // this is for callers that page through references on their own.
 func (c *Client) BrowseNext(ctx context.Context, req *ua.BrowseNextRequest) (*ua.BrowseNextResponse, error) {
-	n := len(req.ContinuationPoints)
-	out := &ua.BrowseNextResponse{Results: make([]ua.BrowseResult, 0, n)}
-	sub := *req
-	err := c.chunked(limitBrowse, n, func(lo, hi int) error {
-		sub.ContinuationPoints = req.ContinuationPoints[lo:hi]
-		var part ua.BrowseNextResponse
-		if _, err := c.Send(ctx, &sub, &part); err != nil {
-			return err
-		}
-		if err := checkCount("BrowseNext", hi-lo, len(part.Results)); err != nil {
-			return err
-		}
-		out.Results = append(out.Results, part.Results...)
-		out.DiagnosticInfos = collectDiags(out.DiagnosticInfos, part.DiagnosticInfos, n, lo, hi)
-		out.ResponseHeader = part.ResponseHeader
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return splitCall(c, ctx, limitBrowse, "BrowseNext", req, len(req.ContinuationPoints),
+		func(sub *ua.BrowseNextRequest, lo, hi int) { sub.ContinuationPoints = req.ContinuationPoints[lo:hi] },
+		func(r *ua.BrowseNextResponse) (*[]ua.BrowseResult, *[]ua.DiagnosticInfo) {
+			return &r.Results, &r.DiagnosticInfos
+		})
 }
 
 // BrowseChildren returns, for each node, its forward hierarchical references

@@ -95,27 +95,11 @@ func (c *Client) ReadValues(ctx context.Context, nodes ...ua.NodeID) ([]ua.DataV
 
 // Write writes attributes. resp.Results[i] is the status of req.NodesToWrite[i].
 func (c *Client) Write(ctx context.Context, req *ua.WriteRequest) (*ua.WriteResponse, error) {
-	n := len(req.NodesToWrite)
-	out := &ua.WriteResponse{Results: make([]ua.StatusCode, 0, n)}
-	sub := *req
-	err := c.chunked(limitWrite, n, func(lo, hi int) error {
-		sub.NodesToWrite = req.NodesToWrite[lo:hi]
-		var part ua.WriteResponse
-		if _, err := c.Send(ctx, &sub, &part); err != nil {
-			return err
-		}
-		if err := checkCount("Write", hi-lo, len(part.Results)); err != nil {
-			return err
-		}
-		out.Results = append(out.Results, part.Results...)
-		out.DiagnosticInfos = collectDiags(out.DiagnosticInfos, part.DiagnosticInfos, n, lo, hi)
-		out.ResponseHeader = part.ResponseHeader
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return splitCall(c, ctx, limitWrite, "Write", req, len(req.NodesToWrite),
+		func(sub *ua.WriteRequest, lo, hi int) { sub.NodesToWrite = req.NodesToWrite[lo:hi] },
+		func(r *ua.WriteResponse) (*[]ua.StatusCode, *[]ua.DiagnosticInfo) {
+			return &r.Results, &r.DiagnosticInfos
+		})
 }
 
 // WriteValue writes the Value attribute of one node; a Bad result is the error.
@@ -134,27 +118,11 @@ func (c *Client) WriteValue(ctx context.Context, node ua.NodeID, value ua.Varian
 
 // Call calls methods. resp.Results[i] is the result of req.MethodsToCall[i].
 func (c *Client) Call(ctx context.Context, req *ua.CallRequest) (*ua.CallResponse, error) {
-	n := len(req.MethodsToCall)
-	out := &ua.CallResponse{Results: make([]ua.CallMethodResult, 0, n)}
-	sub := *req
-	err := c.chunked(limitCall, n, func(lo, hi int) error {
-		sub.MethodsToCall = req.MethodsToCall[lo:hi]
-		var part ua.CallResponse
-		if _, err := c.Send(ctx, &sub, &part); err != nil {
-			return err
-		}
-		if err := checkCount("Call", hi-lo, len(part.Results)); err != nil {
-			return err
-		}
-		out.Results = append(out.Results, part.Results...)
-		out.DiagnosticInfos = collectDiags(out.DiagnosticInfos, part.DiagnosticInfos, n, lo, hi)
-		out.ResponseHeader = part.ResponseHeader
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return splitCall(c, ctx, limitCall, "Call", req, len(req.MethodsToCall),
+		func(sub *ua.CallRequest, lo, hi int) { sub.MethodsToCall = req.MethodsToCall[lo:hi] },
+		func(r *ua.CallResponse) (*[]ua.CallMethodResult, *[]ua.DiagnosticInfo) {
+			return &r.Results, &r.DiagnosticInfos
+		})
 }
 
 // CallMethod calls one method of an object and returns its output arguments; a
@@ -181,52 +149,23 @@ func (c *Client) CallMethod(ctx context.Context, object, method ua.NodeID, args 
 // TranslateBrowsePathsToNodeIDs resolves browse paths. resp.Results[i] belongs
 // to req.BrowsePaths[i].
 func (c *Client) TranslateBrowsePathsToNodeIDs(ctx context.Context, req *ua.TranslateBrowsePathsToNodeIDsRequest) (*ua.TranslateBrowsePathsToNodeIDsResponse, error) {
-	n := len(req.BrowsePaths)
-	out := &ua.TranslateBrowsePathsToNodeIDsResponse{Results: make([]ua.BrowsePathResult, 0, n)}
-	sub := *req
-	err := c.chunked(limitTranslate, n, func(lo, hi int) error {
-		sub.BrowsePaths = req.BrowsePaths[lo:hi]
-		var part ua.TranslateBrowsePathsToNodeIDsResponse
-		if _, err := c.Send(ctx, &sub, &part); err != nil {
-			return err
-		}
-		if err := checkCount("TranslateBrowsePathsToNodeIds", hi-lo, len(part.Results)); err != nil {
-			return err
-		}
-		out.Results = append(out.Results, part.Results...)
-		out.DiagnosticInfos = collectDiags(out.DiagnosticInfos, part.DiagnosticInfos, n, lo, hi)
-		out.ResponseHeader = part.ResponseHeader
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return splitCall(c, ctx, limitTranslate, "TranslateBrowsePathsToNodeIds", req, len(req.BrowsePaths),
+		func(sub *ua.TranslateBrowsePathsToNodeIDsRequest, lo, hi int) {
+			sub.BrowsePaths = req.BrowsePaths[lo:hi]
+		},
+		func(r *ua.TranslateBrowsePathsToNodeIDsResponse) (*[]ua.BrowsePathResult, *[]ua.DiagnosticInfo) {
+			return &r.Results, &r.DiagnosticInfos
+		})
 }
 
 // RegisterNodes registers nodes for repeated access. resp.RegisteredNodeIDs[i]
 // is the alias of req.NodesToRegister[i].
 func (c *Client) RegisterNodes(ctx context.Context, req *ua.RegisterNodesRequest) (*ua.RegisterNodesResponse, error) {
-	n := len(req.NodesToRegister)
-	out := &ua.RegisterNodesResponse{RegisteredNodeIDs: make([]ua.NodeID, 0, n)}
-	sub := *req
-	err := c.chunked(limitRegister, n, func(lo, hi int) error {
-		sub.NodesToRegister = req.NodesToRegister[lo:hi]
-		var part ua.RegisterNodesResponse
-		if _, err := c.Send(ctx, &sub, &part); err != nil {
-			return err
-		}
-		if err := checkCount("RegisterNodes", hi-lo, len(part.RegisteredNodeIDs)); err != nil {
-			return err
-		}
-		out.RegisteredNodeIDs = append(out.RegisteredNodeIDs, part.RegisteredNodeIDs...)
-		out.ResponseHeader = part.ResponseHeader
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return splitCall(c, ctx, limitRegister, "RegisterNodes", req, len(req.NodesToRegister),
+		func(sub *ua.RegisterNodesRequest, lo, hi int) { sub.NodesToRegister = req.NodesToRegister[lo:hi] },
+		func(r *ua.RegisterNodesResponse) (*[]ua.NodeID, *[]ua.DiagnosticInfo) {
+			return &r.RegisteredNodeIDs, nil
+		})
 }
 
 // UnregisterNodes releases nodes registered with RegisterNodes.
@@ -237,6 +176,47 @@ func (c *Client) UnregisterNodes(ctx context.Context, req *ua.UnregisterNodesReq
 		sub.NodesToUnregister = req.NodesToUnregister[lo:hi]
 		_, err := c.Send(ctx, &sub, out)
 		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// splitCall sends req in parts that fit the server's limit for kind and
+// reassembles the parts' results in request order. part sets, in a copy of req,
+// the operations [lo, hi); fields gives a response's results and diagnostics
+// (nil for a service without them). The parts' diagnostics are collected only
+// when every part returned them; the header is the last part's.
+func splitCall[Req, Resp, R any, PReq interface {
+	*Req
+	ua.Structure
+}, PResp interface {
+	*Resp
+	ua.Response
+}](c *Client, ctx context.Context, kind limitKind, service string, req PReq, n int,
+	part func(sub PReq, lo, hi int), fields func(PResp) (*[]R, *[]ua.DiagnosticInfo)) (PResp, error) {
+	out := PResp(new(Resp))
+	results, diags := fields(out)
+	*results = make([]R, 0, n)
+	sub := PReq(new(Req))
+	*sub = *req
+	err := c.chunked(kind, n, func(lo, hi int) error {
+		part(sub, lo, hi)
+		p := PResp(new(Resp))
+		if _, err := c.Send(ctx, sub, p); err != nil {
+			return err
+		}
+		pr, pd := fields(p)
+		if err := checkCount(service, hi-lo, len(*pr)); err != nil {
+			return err
+		}
+		*results = append(*results, *pr...)
+		if diags != nil {
+			*diags = collectDiags(*diags, *pd, n, lo, hi)
+		}
+		*out.GetResponseHeader() = *p.GetResponseHeader()
+		return nil
 	})
 	if err != nil {
 		return nil, err
