@@ -87,7 +87,7 @@ func nodeCases() []nodeCase {
 
 // TestNodeOpcuaCrossCheck encodes values with node-opcua-json (an independent
 // implementation) and compares with jsonenc, member order ignored. It needs
-// node and the packages from jsonenc/testdata/install-node.sh; it fails, not
+// node and the packages from scripts/install-node-opcua.sh; it fails, not
 // skips, when they are missing.
 func TestNodeOpcuaCrossCheck(t *testing.T) {
 	if testing.Short() {
@@ -95,10 +95,10 @@ func TestNodeOpcuaCrossCheck(t *testing.T) {
 	}
 	dir := filepath.Join("testdata", "node")
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is not installed: run jsonenc/testdata/install-node.sh (%v)", err)
+		t.Fatalf("node is not installed: run scripts/install-node-opcua.sh (%v)", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-opcua-json", "package.json")); err != nil {
-		t.Fatalf("node-opcua-json is not installed: run jsonenc/testdata/install-node.sh (%v)", err)
+		t.Fatalf("node-opcua-json is not installed: run scripts/install-node-opcua.sh (%v)", err)
 	}
 	cases := nodeCases()
 	in, _ := json.Marshal(map[string]any{"namespaces": testNamespaces[:2], "cases": cases})

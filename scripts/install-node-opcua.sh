@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the node-opcua test peer's npm packages (testpeer/node_modules, git-ignored)
-# from testpeer/package-lock.json. Idempotent: when node_modules already matches the
-# lock file it returns at once.
+# Installs the npm packages the tests use, each project from its package-lock.json
+# into its own git-ignored node_modules: the node-opcua test peer (testpeer/) and
+# node-opcua-json for jsonenc's cross-check (jsonenc/testdata/node/). Idempotent:
+# a project whose node_modules already matches its lock file is skipped at once.
 #
 #   scripts/install-node-opcua.sh          install if needed
 #   FORCE=1 scripts/install-node-opcua.sh  reinstall from scratch
@@ -11,8 +12,6 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-peer="$root/testpeer"
-stamp="$peer/node_modules/.uagate-install-stamp"
 
 log() { printf 'install-node-opcua: %s\n' "$*" >&2; }
 
@@ -33,18 +32,25 @@ if [ "$major" -lt 18 ]; then
 	exit 1
 fi
 
-# The stamp records the lock file and the node version node_modules was built for.
-want="$(sha256sum "$peer/package-lock.json" | cut -d' ' -f1) node-$major"
-if [ "${FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
-	[ -f "$peer/node_modules/node-opcua/package.json" ]; then
-	exit 0
-fi
+# install DIR PACKAGE: npm ci in DIR unless its stamp (the lock file's hash and the
+# node major version node_modules was built for) is current and PACKAGE is there.
+install() {
+	local dir="$root/$1" pkg="$2"
+	local stamp="$dir/node_modules/.uagate-install-stamp"
+	local want
+	want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1) node-$major"
+	if [ "${FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
+		[ -f "$dir/node_modules/$pkg/package.json" ]; then
+		return 0
+	fi
+	log "installing $1 npm packages (node $(node --version), npm $(npm --version))"
+	# node-opcua declares engines node >= 22.13 but runs on 20; keep the EBADENGINE
+	# warnings out of the log. npm ci starts from an empty node_modules and installs
+	# exactly what package-lock.json says.
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+	echo "$want" >"$stamp"
+	log "done: $pkg $(cd "$dir" && node -p "require('./node_modules/$pkg/package.json').version" 2>/dev/null || echo '?')"
+}
 
-log "installing testpeer npm packages (node $(node --version), npm $(npm --version))"
-cd "$peer"
-# node-opcua declares engines node >= 22.13 but runs on 20; keep the EBADENGINE
-# warnings out of the log. npm ci starts from an empty node_modules and installs
-# exactly what package-lock.json says.
-npm ci --no-audit --no-fund --loglevel=error
-echo "$want" >"$stamp"
-log "done: $(node -p 'require("./node_modules/node-opcua/package.json").version' 2>/dev/null || echo '?')"
+install testpeer node-opcua
+install jsonenc/testdata/node node-opcua-json

@@ -11,7 +11,6 @@ step "tools"
 make -s tools
 step "node-opcua peer and JSON cross-check packages"
 ./scripts/install-node-opcua.sh
-./jsonenc/testdata/install-node.sh
 
 step "go vet"
 go vet ./...
