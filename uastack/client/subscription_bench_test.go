@@ -20,7 +20,7 @@ import (
 // that the CPU time (cpu-ns/op) and the allocations (allocs/op) are the
 // client's alone. b.N counts notifications delivered to the handler: ns/op,
 // cpu-ns/op and allocs/op are per notification. Results:
-// BENCHMARKS-subscriptions.md.
+// the root BENCHMARKS.md.
 //
 //	go test -run '^$' -bench 'SubscriptionThroughput' -benchtime 2000000x ./uastack/client/
 
