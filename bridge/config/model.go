@@ -1,0 +1,309 @@
+package config
+
+import "time"
+
+// The configuration model: what a gateway publishes, from where, to where.
+// This file holds the types only; loading (YAML, publishednodes.json,
+// environment, flags), defaults, validation and diffing live beside it. The
+// YAML keys are the lowerCamelCase names in the tags; the README's
+// configuration reference lists them with their defaults.
+
+// Config is a whole gateway configuration.
+type Config struct {
+	Gateway      Gateway       `yaml:"gateway"`
+	Embedded     Embedded      `yaml:"embedded"`
+	HTTP         HTTP          `yaml:"http"`
+	Endpoints    []Endpoint    `yaml:"endpoints"`
+	WriterGroups []WriterGroup `yaml:"writerGroups"`
+	Sinks        Sinks         `yaml:"sinks"`
+}
+
+// Gateway holds settings of the process as a whole.
+type Gateway struct {
+	// PublisherID is the PublisherId of every NetworkMessage and the
+	// <PublisherId> level of the topic tree; default "uagate".
+	PublisherID string `yaml:"publisherId"`
+	// StateDir keeps what survives a restart (PKI default, subscription
+	// state); default "./state".
+	StateDir string `yaml:"stateDir"`
+	// ShutdownTimeout bounds the drain at shutdown; default 10s.
+	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+}
+
+// Embedded switches the embedded parts on or off. Each is on when the
+// configuration names nothing to replace it: the simulation server when no
+// endpoint is configured, the MQTT broker when no mqtt sink is, the NATS
+// server when no nats sink is.
+type Embedded struct {
+	Sim  EmbeddedPart `yaml:"sim"`
+	MQTT EmbeddedPart `yaml:"mqtt"` // default listen 127.0.0.1:1883
+	NATS EmbeddedPart `yaml:"nats"` // default listen 127.0.0.1:4222
+}
+
+// EmbeddedPart is one embedded server.
+type EmbeddedPart struct {
+	// Enabled: nil means "when nothing external replaces it".
+	Enabled *bool  `yaml:"enabled"`
+	Listen  string `yaml:"listen"` // host:port
+}
+
+// HTTP is the one listener of WebSocket, REST, metrics, health and the
+// dashboard.
+type HTTP struct {
+	Listen string `yaml:"listen"` // default 127.0.0.1:8080; "" with Disabled to switch it off
+	// Disabled switches the listener off.
+	Disabled bool `yaml:"disabled"`
+}
+
+// Endpoint is an upstream OPC UA server and how to connect to it.
+type Endpoint struct {
+	Name string `yaml:"name"` // unique; writer groups refer to it
+	URL  string `yaml:"url"`  // opc.tcp://host:port/path
+	// SecurityPolicy is None, Basic256Sha256, Aes128_Sha256_RsaOaep,
+	// Aes256_Sha256_RsaPss, Basic128Rsa15, Basic256, a policy URI, or "best"
+	// (the default: the best the server offers).
+	SecurityPolicy string `yaml:"securityPolicy"`
+	// SecurityMode is None, Sign, SignAndEncrypt or "best" (default).
+	SecurityMode    string   `yaml:"securityMode"`
+	Identity        Identity `yaml:"identity"`
+	PKI             string   `yaml:"pki"` // certificate store directory; default <stateDir>/pki
+	AutoAccept      bool     `yaml:"autoAccept"`
+	AllowDeprecated bool     `yaml:"allowDeprecated"`
+	// RequestTimeout bounds connecting and each request; default 30s.
+	RequestTimeout Duration `yaml:"requestTimeout"`
+	// SessionTimeout asked of the server; default the client's.
+	SessionTimeout Duration `yaml:"sessionTimeout"`
+	// MaxMessageSize of the secure channel, bytes; default the client's.
+	MaxMessageSize int `yaml:"maxMessageSize"`
+}
+
+// Identity is the user a session is activated as.
+type Identity struct {
+	// Type is anonymous (default), username or x509.
+	Type     string `yaml:"type"`
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
+	CertFile string `yaml:"certFile"` // x509: DER or PEM
+	KeyFile  string `yaml:"keyFile"`  // x509: PEM, PKCS#1 or PKCS#8
+}
+
+// Secret is a value given by a file or an environment variable (or inline,
+// which check-config warns about). In YAML it is either a plain string
+// (inline) or a mapping with one of value, file, env.
+type Secret struct {
+	Value string `yaml:"value"`
+	File  string `yaml:"file"`
+	Env   string `yaml:"env"`
+}
+
+// Message shapes of a writer group.
+const (
+	ShapeSingle  = "single"  // one DataSetMessage per NetworkMessage, topic per dataset writer
+	ShapeBatched = "batched" // all DataSetMessages of a publish in one NetworkMessage, topic per writer group
+)
+
+// Field encodings (Part 14 §7.2.5.4 DataSetFieldContentMask).
+const (
+	FieldVariant   = "variant"   // the Variant only (default)
+	FieldDataValue = "dataValue" // a DataValue with status and timestamps
+	FieldRaw       = "raw"       // RawData: the value without type information
+)
+
+// Message formats.
+const (
+	FormatPart14  = "part14"  // OPC UA Part 14 JSON (default)
+	FormatSamples = "samples" // OPC Publisher's legacy samples format
+)
+
+// WriterGroup is one subscription's worth of dataset writers: same endpoint,
+// same publishing interval, one NetworkMessage stream.
+type WriterGroup struct {
+	Name     string `yaml:"name"`     // unique; the <WriterGroup> topic level
+	Endpoint string `yaml:"endpoint"` // an Endpoint's name
+	// PublishingInterval of the subscription; default 1s.
+	PublishingInterval Duration `yaml:"publishingInterval"`
+	// KeyFrameCount: every KeyFrameCount-th DataSetMessage of a writer is a
+	// key frame with all fields from the last-value cache; 0 or 1: every one.
+	// Default 10.
+	KeyFrameCount int `yaml:"keyFrameCount"`
+	// KeepAlive: a writer that had no change for this long sends a
+	// ua-keepalive; default 10 × PublishingInterval; negative: never.
+	KeepAlive Duration `yaml:"keepAlive"`
+	// MaxMessageSize splits NetworkMessages above it, bytes; default 256 KiB.
+	MaxMessageSize int    `yaml:"maxMessageSize"`
+	MessageShape   string `yaml:"messageShape"`  // single (default) or batched
+	FieldEncoding  string `yaml:"fieldEncoding"` // variant (default), dataValue or raw
+	Encoding       string `yaml:"encoding"`      // compact (default) or verbose: Part 6 JSON mode
+	Format         string `yaml:"format"`        // part14 (default) or samples
+	// MaxUnacked bounds the notification messages of the subscription not yet
+	// confirmed by every at-least-once sink; at the limit Publish requests
+	// stop (backpressure). Default 64.
+	MaxUnacked int `yaml:"maxUnacked"`
+	// Defaults for the nodes of the group's writers.
+	Nodes   NodeDefaults    `yaml:"nodes"`
+	Writers []DataSetWriter `yaml:"writers"`
+}
+
+// NodeDefaults are the monitored-item settings nodes inherit.
+type NodeDefaults struct {
+	// SamplingInterval; default: the writer group's publishing interval ÷ 10
+	// (at least 0: the server's fastest).
+	SamplingInterval *Duration `yaml:"samplingInterval"`
+	// QueueSize; default: enough for one publishing interval of samples.
+	QueueSize     uint32   `yaml:"queueSize"`
+	DiscardOldest *bool    `yaml:"discardOldest"` // default true
+	Deadband      Deadband `yaml:"deadband"`
+	Trigger       string   `yaml:"trigger"` // status, statusValue (default), statusValueTimestamp
+	Heartbeat     Duration `yaml:"heartbeat"`
+}
+
+// DataSetWriter is one DataSet: a named, ordered list of fields.
+type DataSetWriter struct {
+	ID     uint16  `yaml:"id"`   // DataSetWriterId; unique in the group; default its position (1-based)
+	Name   string  `yaml:"name"` // unique in the group; the <DataSetWriter> topic level
+	Fields []Field `yaml:"fields"`
+	// Browse adds fields found by browsing (after the listed ones).
+	Browse []BrowseSelect `yaml:"browse"`
+}
+
+// Field is one monitored node (a value, or events) and the DataSet field it
+// is written as.
+type Field struct {
+	Name string `yaml:"name"` // unique in the writer; default the node's DisplayName or id
+	// Node is the node id; nsu= forms are resolved against the server's
+	// namespace array at every (re)creation.
+	Node             string    `yaml:"node"`
+	SamplingInterval *Duration `yaml:"samplingInterval"`
+	QueueSize        uint32    `yaml:"queueSize"`
+	DiscardOldest    *bool     `yaml:"discardOldest"`
+	Deadband         Deadband  `yaml:"deadband"`
+	Trigger          string    `yaml:"trigger"`
+	Heartbeat        Duration  `yaml:"heartbeat"`
+	// Events, when set, makes the field an event field: the node is an event
+	// notifier and each event is a ua-event DataSetMessage.
+	Events *EventSelect `yaml:"events"`
+}
+
+// Deadband of a data change filter.
+type Deadband struct {
+	Type  string  `yaml:"type"` // none (default), absolute or percent
+	Value float64 `yaml:"value"`
+}
+
+// EventSelect is an EventFilter.
+type EventSelect struct {
+	// Select are browse paths relative to BaseEventType ("EventId",
+	// "Message", "Severity", "SourceName", …); default a useful set.
+	Select []string `yaml:"select"`
+	// OfType restricts to events of this type node id (and subtypes).
+	OfType string `yaml:"ofType"`
+}
+
+// BrowseSelect selects every Variable below a node.
+type BrowseSelect struct {
+	Root      string   `yaml:"root"`      // node id to start from
+	Depth     int      `yaml:"depth"`     // levels below root; default 5; 1: direct children
+	Name      string   `yaml:"name"`      // glob on the BrowseName (path.Match); default "*"
+	DataTypes []string `yaml:"dataTypes"` // built-in type names (Double, Int32, …) or node ids; default any
+	MaxNodes  int      `yaml:"maxNodes"`  // stop after this many; default 100000
+}
+
+// Sinks are the outputs. With none configured, the embedded MQTT broker and
+// NATS server get one sink each.
+type Sinks struct {
+	MQTT      []MQTTSink     `yaml:"mqtt"`
+	NATS      []NATSSink     `yaml:"nats"`
+	WebSocket *WebSocketSink `yaml:"websocket"`
+	File      []FileSink     `yaml:"file"`
+}
+
+// Delivery is the guarantee and queue of one sink.
+type Delivery struct {
+	Guarantee string `yaml:"guarantee"` // at-most-once (default) or at-least-once
+	QueueSize int    `yaml:"queueSize"` // messages; default 1024
+	Policy    string `yaml:"policy"`    // block (default) or drop-oldest
+}
+
+// TLS of a client connection.
+type TLS struct {
+	CAFile             string `yaml:"caFile"`
+	CertFile           string `yaml:"certFile"`
+	KeyFile            string `yaml:"keyFile"`
+	InsecureSkipVerify bool   `yaml:"insecureSkipVerify"`
+}
+
+// MQTTSink is an MQTT broker connection.
+type MQTTSink struct {
+	Name         string   `yaml:"name"`
+	URL          string   `yaml:"url"` // tcp://host:1883, ssl://host:8883, ws://…
+	ClientID     string   `yaml:"clientId"`
+	QoS          int      `yaml:"qos"` // 0, 1 (default) or 2
+	CleanSession *bool    `yaml:"cleanSession"`
+	Username     string   `yaml:"username"`
+	Password     Secret   `yaml:"password"`
+	TLS          *TLS     `yaml:"tls"`
+	Delivery     Delivery `yaml:"delivery"`
+	// Topic templates; placeholders {PublisherId} {WriterGroup} {DataSetWriter} {Field}.
+	DataTopic     string    `yaml:"dataTopic"`     // default opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}
+	MetaDataTopic string    `yaml:"metaDataTopic"` // default opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}
+	StatusTopic   string    `yaml:"statusTopic"`   // default opcua/json/status/{PublisherId}
+	PerField      *PerField `yaml:"perField"`
+}
+
+// PerField publishes each field on a topic of its own (unified namespace).
+type PerField struct {
+	Topic   string `yaml:"topic"`   // default {PublisherId}/{WriterGroup}/{DataSetWriter}/{Field}
+	Payload string `yaml:"payload"` // value (default) or dataValue
+	Retain  *bool  `yaml:"retain"`  // default true
+}
+
+// NATSSink is a NATS server connection.
+type NATSSink struct {
+	Name      string   `yaml:"name"`
+	URL       string   `yaml:"url"` // nats://host:4222[,nats://…]
+	Username  string   `yaml:"username"`
+	Password  Secret   `yaml:"password"`
+	Token     Secret   `yaml:"token"`
+	CredsFile string   `yaml:"credsFile"`
+	NKeyFile  string   `yaml:"nkeyFile"`
+	TLS       *TLS     `yaml:"tls"`
+	Delivery  Delivery `yaml:"delivery"`
+	// Subject templates, as the MQTT topics with '.' for '/'.
+	DataSubject     string     `yaml:"dataSubject"`
+	MetaDataSubject string     `yaml:"metaDataSubject"`
+	StatusSubject   string     `yaml:"statusSubject"`
+	JetStream       *JetStream `yaml:"jetStream"`
+}
+
+// JetStream publishing: every message acknowledged by the stream.
+type JetStream struct {
+	Stream string `yaml:"stream"` // stream name; created when Create is set
+	Create bool   `yaml:"create"`
+	// MaxAge and MaxBytes of a stream created here.
+	MaxAge   Duration `yaml:"maxAge"`
+	MaxBytes int64    `yaml:"maxBytes"`
+}
+
+// WebSocketSink is the WebSocket stream on the HTTP listener.
+type WebSocketSink struct {
+	Path           string   `yaml:"path"` // default /ws
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+	Token          Secret   `yaml:"token"` // bearer token required when set
+	// ClientQueue bounds each client's queue (messages); a client that falls
+	// behind is closed. Default 256.
+	ClientQueue int `yaml:"clientQueue"`
+}
+
+// FileSink writes JSON lines to a file or stdout.
+type FileSink struct {
+	Name     string   `yaml:"name"`
+	Path     string   `yaml:"path"` // "-" for stdout
+	Delivery Delivery `yaml:"delivery"`
+}
+
+// Duration is a time.Duration written as "1s", "250ms", "2m" in YAML and
+// JSON, or as a number of milliseconds.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

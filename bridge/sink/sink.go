@@ -1,0 +1,255 @@
+// Package sink is the contract between the bridge's pipeline and the outputs
+// it fans messages out to (MQTT, NATS, WebSocket, files): the shared message,
+// the Sink interface every output implements, and the delivery vocabulary
+// (guarantee, queue policy). The bounded queue that sits in front of each
+// sink (Output) lives here too; the brokers' implementations live in
+// sub-packages (mqttsink, natssink, wssink, filesink).
+//
+// # Ownership of a Message
+//
+// The pipeline gets a Message with NewMessage, fills Addr and the payload,
+// sets the reference count to the number of outputs (Retain once per extra
+// output) and hands one reference to each. Every holder calls Done exactly
+// once when it is finished with the message, whatever happened to it. The
+// payload must not be modified once it was handed on, and must not be read
+// after the holder's own Done. The last Done tells the message's Tracker
+// (when set) whether every holder that counts for acknowledgement delivered
+// it, then returns the message and its buffer to their pools.
+//
+// # Who passes false to Done
+//
+// Only an at-least-once output that could not get a broker's confirmation
+// (it is being closed with the message still unconfirmed, or the message can
+// never be delivered). An at-most-once output, and a drop-oldest queue that
+// drops a message, pass true: they never hold an upstream acknowledgement
+// back.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/uagate/gateway/pooling"
+)
+
+// Kind is what a message is, which decides its topic.
+type Kind uint8
+
+const (
+	// KindData is a ua-data NetworkMessage of a writer group (batched: Addr.Writer
+	// is empty) or of one dataset writer.
+	KindData Kind = iota
+	// KindMetaData is a ua-metadata message of one dataset writer; retained on MQTT.
+	KindMetaData
+	// KindStatus is a ua-status message of the publisher; retained on MQTT,
+	// and the last will.
+	KindStatus
+	// KindField is the value of one field (node) for per-field topics (the
+	// "unified namespace" layout): Addr.Field names it; retained on MQTT.
+	KindField
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindData:
+		return "data"
+	case KindMetaData:
+		return "metadata"
+	case KindStatus:
+		return "status"
+	case KindField:
+		return "field"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Addr names where a message belongs in the topic tree
+// opcua/json/<kind>/<Publisher>/<Group>/<Writer> (Field for KindField); each
+// sink maps it to its topic or subject with its own template. The strings are
+// owned by the pipeline's configuration and live as long as it does: sinks
+// may keep them.
+type Addr struct {
+	Publisher string
+	Group     string // writer group name
+	Writer    string // dataset writer name; "" for a batched writer-group message
+	Field     string // KindField only
+}
+
+// Tracker learns the outcome of a message when its last holder is done:
+// delivered is true when every holder passed true to Done. Token is the
+// message's Token, the pipeline's own number for it (say, the OPC UA
+// sequence number it carries). Settled runs on whichever goroutine called
+// the last Done; it must not block.
+type Tracker interface {
+	Settled(token uint64, delivered bool)
+}
+
+// Message is one encoded message shared by every output it is sent to. See
+// the package comment for ownership.
+type Message struct {
+	pooling.Header
+	Kind     Kind
+	Addr     Addr
+	Retained bool // keep as the topic's retained message (metadata, status, per-field values)
+	// Tracker and Token, when Tracker is set, are told the outcome once the
+	// last holder is done.
+	Tracker Tracker
+	Token   uint64
+	// Created is the UnixNano when the pipeline encoded the message, for the
+	// source-to-sink latency.
+	Created int64
+
+	buf    *pooling.Buffer
+	refs   atomic.Int32
+	failed atomic.Bool
+}
+
+var messages = pooling.NewPool[Message](4096, func(m *Message) { *m = Message{} })
+
+// NewMessage returns a message with one reference, owned by the caller, and
+// an empty payload with room for at least n bytes from pooling.Buffers.
+func NewMessage(n int) *Message {
+	m := messages.Get()
+	m.buf = pooling.Buffers.Get(max(n, pooling.MinBufferSize))
+	m.buf.B = m.buf.B[:0]
+	m.refs.Store(1)
+	return m
+}
+
+// Payload returns the encoded bytes. Valid until the caller's Done.
+func (m *Message) Payload() []byte { return m.buf.B }
+
+// SetPayload copies p into the message's buffer (growing it from the pool if
+// needed). Only the sole holder may call it, before handing the message on.
+func (m *Message) SetPayload(p []byte) {
+	if cap(m.buf.B) < len(p) {
+		pooling.Buffers.Put(m.buf)
+		m.buf = pooling.Buffers.Get(len(p))
+	}
+	m.buf.B = append(m.buf.B[:0], p...)
+}
+
+// Len returns len(m.Payload()).
+func (m *Message) Len() int { return len(m.buf.B) }
+
+// Retain adds n references, one for each further holder the message is handed
+// to. Only a holder may call it, before handing the message on.
+func (m *Message) Retain(n int) { m.refs.Add(int32(n)) }
+
+// Done gives up the caller's reference; delivered reports the outcome as the
+// package comment says. The last Done settles the message and frees it: the
+// caller must not touch the message afterwards.
+func (m *Message) Done(delivered bool) {
+	if !delivered {
+		m.failed.Store(true)
+	}
+	switch r := m.refs.Add(-1); {
+	case r > 0:
+		return
+	case r < 0:
+		panic("sink: Message.Done called more often than the message was retained")
+	}
+	if m.Tracker != nil {
+		m.Tracker.Settled(m.Token, !m.failed.Load())
+	}
+	pooling.Buffers.Put(m.buf)
+	messages.Put(m)
+}
+
+// Guarantee is a sink's delivery guarantee.
+type Guarantee uint8
+
+const (
+	// AtMostOnce: a message counts as delivered once it was handed to the
+	// broker's client (or dropped by the queue policy); nothing is retried.
+	AtMostOnce Guarantee = iota
+	// AtLeastOnce: a message counts as delivered only once the broker
+	// confirmed it (MQTT PUBACK/PUBCOMP, JetStream ack); until then the OPC UA
+	// notifications it carries are not acknowledged upstream.
+	AtLeastOnce
+)
+
+func (g Guarantee) String() string {
+	if g == AtLeastOnce {
+		return "at-least-once"
+	}
+	return "at-most-once"
+}
+
+// ParseGuarantee parses "at-most-once" or "at-least-once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch s {
+	case "at-most-once", "":
+		return AtMostOnce, nil
+	case "at-least-once":
+		return AtLeastOnce, nil
+	}
+	return 0, fmt.Errorf("delivery %q: want at-most-once or at-least-once", s)
+}
+
+// Policy is what a full queue does with the next message.
+type Policy uint8
+
+const (
+	// Block makes the producer wait: the pipeline stops acknowledging, the
+	// OPC UA client's MaxUnacked stops its Publish requests and the server's
+	// queues hold the data.
+	Block Policy = iota
+	// DropOldest drops the oldest queued message to make room (counted,
+	// logged throttled); it never holds acknowledgements back.
+	DropOldest
+)
+
+func (p Policy) String() string {
+	if p == DropOldest {
+		return "drop-oldest"
+	}
+	return "block"
+}
+
+// ParsePolicy parses "block" or "drop-oldest".
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "block", "":
+		return Block, nil
+	case "drop-oldest":
+		return DropOldest, nil
+	}
+	return 0, fmt.Errorf("queue policy %q: want block or drop-oldest", s)
+}
+
+// ErrNotConnected is returned by Sink.Publish while the sink has no broker
+// connection; the Output then reconnects with backoff and sends the message
+// again.
+var ErrNotConnected = errors.New("sink: not connected")
+
+// Sink is an output: a broker client or a hub of consumers. Its methods are
+// called by one Output only (Publish from one goroutine at a time).
+type Sink interface {
+	// Name identifies the sink in logs and metrics ("mqtt", "nats:plant", …).
+	Name() string
+	// Guarantee is what the sink can promise; an Output configured
+	// at-least-once over an AtMostOnce sink is refused.
+	Guarantee() Guarantee
+	// Connect establishes the connection; the Output calls it at start and
+	// after ErrNotConnected, with backoff.
+	Connect(ctx context.Context) error
+	// Publish hands m to the broker without waiting for its confirmation. It
+	// calls ack.Confirmed(m, err) exactly once, possibly later and from
+	// another goroutine, with nil when the broker confirmed the message (for
+	// an at-most-once sink: when it was written) or the reason it was not. A
+	// non-nil return means m was not taken (ack is not called): ErrNotConnected
+	// to reconnect and retry, any other error to count and drop it. m stays
+	// the Output's: Publish and the sink must not call m.Done.
+	Publish(m *Message, ack Acker) error
+	// Close flushes what it can until ctx ends and disconnects.
+	Close(ctx context.Context) error
+}
+
+// Acker is told by a Sink what became of a message it took. Implemented by
+// Output; an interface rather than a func so that Publish allocates nothing.
+type Acker interface {
+	Confirmed(m *Message, err error)
+}
