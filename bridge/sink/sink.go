@@ -253,3 +253,19 @@ type Sink interface {
 type Acker interface {
 	Confirmed(m *Message, err error)
 }
+
+// Queue is what the pipeline hands messages to: an Output (a bounded queue
+// in front of one Sink) or a hub that fans out to consumers of its own (the
+// WebSocket hub). Enqueue takes over one reference of m (the queue calls
+// m.Done when it is finished with it). When the queue is full, a Block queue
+// makes Enqueue wait until there is room or the queue is closed (then m is
+// settled as undelivered); a DropOldest queue drops its oldest message
+// (settled as delivered, counted) and never waits.
+type Queue interface {
+	Enqueue(m *Message)
+	// Guarantee is the queue's delivery guarantee; the pipeline acknowledges
+	// upstream only what every AtLeastOnce queue confirmed.
+	Guarantee() Guarantee
+	// Name identifies the queue in logs and metrics.
+	Name() string
+}
