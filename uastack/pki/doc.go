@@ -13,14 +13,19 @@
 //	<dir>/issuers/crl     CRLs of those CAs
 //	<dir>/rejected/certs  certificates that were refused, for an operator to inspect
 //
-// Validation reads the trust lists from disk every time it runs: it happens once per
-// connection attempt, and an operator who moves a file from rejected/certs to
-// trusted/certs must not have to restart the gateway.
+// Validation keeps the parsed trust lists (trusted/ and issuers/, certificates and
+// CRLs) in memory and checks before each use, with a stat of every file, whether a
+// folder changed (a file added, removed, or rewritten in place); only then is it
+// parsed again. An operator who moves a file from rejected/certs to trusted/certs,
+// or replaces a CRL, need not restart the gateway, and a peer that opens many
+// secure channels does not make us parse the trust list for each.
 //
 // Untrusted by default. A certificate that chains to nothing in trusted/ is refused
 // with an *UntrustedError that names the copy written to rejected/certs and says how
-// to trust it. Options.AutoAccept (development only) trusts such certificates instead
-// and logs a warning.
+// to trust it; the copy is written once, however often the peer retries.
+// Options.AutoAccept (development only) trusts such certificates instead and logs a
+// warning, but only once every other check (validity, hostname, application URI,
+// key usage, revocation) passed: it waives the trust list, nothing else.
 //
 // Errors. Every refusal wraps one of the exported sentinel errors (ErrUntrusted,
 // ErrExpired, ErrRevoked …), each of which corresponds to one OPC UA status code

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -93,6 +94,10 @@ type Store struct {
 	log  *slog.Logger
 
 	mu sync.Mutex // serialises writes to the directories
+
+	cache       trustCache   // parsed trust lists (cache.go)
+	folderLoads atomic.Int64 // folders (re)parsed into cache, for tests
+	rejectSaves atomic.Int64 // files written to rejected/certs, for tests
 }
 
 // Open opens the store rooted at dir, creating the directories that are missing.
@@ -373,18 +378,25 @@ func (s *Store) find(f Folder, thumbprint string) (string, *x509.Certificate, er
 	return "", nil, fmt.Errorf("pki: %s in %s: %w", thumbprint, dir, ErrNotFound)
 }
 
-// reject saves der to rejected/certs and trims the folder to MaxRejected files.
-func (s *Store) reject(c *x509.Certificate) (string, error) {
+// reject saves der to rejected/certs and trims the folder to MaxRejected files. A
+// certificate already there is not written again: a peer that retries every second
+// must not cost a write, an fsync and a directory scan each time. saved reports
+// whether the file was written now.
+func (s *Store) reject(c *x509.Certificate) (p string, saved bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := s.Path(FolderRejected)
-	p := filepath.Join(dir, fileBase(c)+".der")
-	if err := writeFileAtomic(p, c.Raw, 0o644); err != nil {
-		return "", err
+	p = filepath.Join(dir, fileBase(c)+".der")
+	if sameFileContent(p, c.Raw) {
+		return p, false, nil
 	}
+	if err := writeFileAtomic(p, c.Raw, 0o644); err != nil {
+		return "", false, err
+	}
+	s.rejectSaves.Add(1)
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) <= s.opts.MaxRejected {
-		return p, nil
+		return p, true, nil
 	}
 	type aged struct {
 		name string
@@ -402,7 +414,17 @@ func (s *Store) reject(c *x509.Certificate) (string, error) {
 			_ = os.Remove(fp)
 		}
 	}
-	return p, nil
+	return p, true, nil
+}
+
+// sameFileContent reports whether the regular file p holds exactly want.
+func sameFileContent(p string, want []byte) bool {
+	info, err := os.Stat(p)
+	if err != nil || !info.Mode().IsRegular() || info.Size() != int64(len(want)) {
+		return false
+	}
+	b, err := readFileLimited(p)
+	return err == nil && bytes.Equal(b, want)
 }
 
 // fileBase is the file name, without extension, used for a certificate:

@@ -2,12 +2,13 @@ package pki
 
 import (
 	"bytes"
+	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"log/slog"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,7 +49,9 @@ const maxChainDepth = 8
 // application URI, key usage, revocation. It returns the parsed leaf on success.
 //
 // A leaf that is not trusted (nor any CA it chains to) is copied to rejected/certs
-// and refused with an *UntrustedError naming the copy, unless Options.AutoAccept.
+// (once: a peer that retries does not rewrite it) and refused with an
+// *UntrustedError naming the copy, unless Options.AutoAccept; then it is written to
+// trusted/certs, but only after all the other checks passed.
 func (s *Store) Validate(chain []byte, opts ValidateOptions) (*x509.Certificate, error) {
 	certs, err := ParseChain(chain)
 	if err != nil {
@@ -118,15 +121,21 @@ func (s *Store) Validate(chain []byte, opts ValidateOptions) (*x509.Certificate,
 				Reason:     reason,
 				TrustedDir: s.Path(FolderTrusted),
 			}
-			e.Path, e.SaveErr = s.reject(leaf)
-			s.log.Warn("pki: refused untrusted certificate", "subject", e.Subject,
+			var saved bool
+			e.Path, saved, e.SaveErr = s.reject(leaf)
+			// Warn once per certificate (when it is saved); a peer retrying
+			// with it would flood the log otherwise.
+			lvl := slog.LevelWarn
+			if !saved && e.SaveErr == nil {
+				lvl = slog.LevelDebug
+			}
+			s.log.Log(context.Background(), lvl, "pki: refused untrusted certificate", "subject", e.Subject,
 				"thumbprint", e.Thumbprint, "reason", reason, "rejectedFile", e.Path)
 			return nil, e
 		}
-		p, err := s.Trust(leaf.Raw)
-		s.log.Warn("pki: AUTO-ACCEPTED untrusted certificate (development setting; do not use in production)",
-			"subject", leaf.Subject.CommonName, "thumbprint", ThumbprintHex(leaf.Raw), "reason", reason,
-			"trustedFile", p, "err", err)
+		// AutoAccept: the certificate is trusted below, once every other check
+		// passed. Auto-accepting waives the trust list, nothing else: an expired
+		// certificate, or one for another application, must not land in trusted/.
 	}
 
 	now := s.opts.Now()
@@ -154,6 +163,12 @@ func (s *Store) Validate(chain []byte, opts ValidateOptions) (*x509.Certificate,
 	}
 	if err := s.checkRevocation(path); err != nil {
 		return nil, err
+	}
+	if !isTrusted {
+		p, err := s.Trust(leaf.Raw)
+		s.log.Warn("pki: AUTO-ACCEPTED untrusted certificate (development setting; do not use in production)",
+			"subject", leaf.Subject.CommonName, "thumbprint", ThumbprintHex(leaf.Raw),
+			"trustedFile", p, "err", err)
 	}
 	return leaf, nil
 }
@@ -234,7 +249,7 @@ func (s *Store) checkRevocation(path []*x509.Certificate) error {
 	if len(path) < 2 {
 		return nil // a self-signed certificate has nobody to revoke it
 	}
-	crls := append(s.loadCRLs(dirTrustedCRL), s.loadCRLs(dirIssuerCRL)...)
+	crls := slices.Concat(s.loadCRLs(dirTrustedCRL), s.loadCRLs(dirIssuerCRL))
 	for i := 0; i < len(path)-1; i++ {
 		c, issuer := path[i], path[i+1]
 		found := false
@@ -270,47 +285,14 @@ func containsCert(list []*x509.Certificate, c *x509.Certificate) bool {
 	return false
 }
 
-// loadCerts reads all certificates of a folder; unreadable files are skipped with a
-// warning, so one bad file does not take the whole trust list down.
+// loadCerts returns the certificates of trusted/ or issuers/ (cached until the
+// folder changes, see cache.go); unreadable files are skipped with a warning, so
+// one bad file does not take the whole trust list down.
 func (s *Store) loadCerts(f Folder) []*x509.Certificate {
-	dir := s.Path(f)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		s.log.Warn("pki: cannot read folder", "dir", dir, "err", err)
-		return nil
-	}
-	var out []*x509.Certificate
-	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		certs, err := readCerts(filepath.Join(dir, e.Name()))
-		if err != nil {
-			s.log.Warn("pki: skipping unreadable certificate file", "file", filepath.Join(dir, e.Name()), "err", err)
-			continue
-		}
-		out = append(out, certs...)
-	}
-	return out
+	return loadFolder(s, s.certCache(f), s.Path(f), readCerts, "certificate")
 }
 
+// loadCRLs returns the CRLs of trusted/crl or issuers/crl, cached like loadCerts.
 func (s *Store) loadCRLs(rel string) []*x509.RevocationList {
-	dir := s.path(rel)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []*x509.RevocationList
-	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		crls, err := readCRLs(filepath.Join(dir, e.Name()))
-		if err != nil {
-			s.log.Warn("pki: skipping unreadable CRL file", "file", filepath.Join(dir, e.Name()), "err", err)
-			continue
-		}
-		out = append(out, crls...)
-	}
-	return out
+	return loadFolder(s, s.crlCache(rel), s.path(rel), readCRLs, "CRL")
 }
