@@ -20,9 +20,6 @@ import (
 	"github.com/uagate/gateway/uastack/uasc"
 )
 
-// ErrClosed is returned by Start after Close, and by methods of a closed Server.
-var ErrClosed = errors.New("server: closed")
-
 // Server is the simulation OPC UA server. Make it with New, start it with
 // Start, stop it with Close.
 type Server struct {

@@ -12,9 +12,6 @@ import (
 // interleave two messages; a few in progress are accepted, more are refused.
 const MaxPendingMessages = 8
 
-// ErrTooManyPending: chunks of more than MaxPendingMessages messages in progress.
-var ErrTooManyPending = fmt.Errorf("%w: too many messages in progress", ua.StatusBadEncodingLimitsExceeded)
-
 // Message is a message reassembled from the bodies of its chunks, held in a pooled
 // buffer.
 //

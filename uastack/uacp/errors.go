@@ -16,6 +16,9 @@ import (
 // ua.StatusBadTcpMessageTooLarge) hold for an error built on it. Errors returned by
 // this package add the details (sizes, types) around them with %w.
 var (
+	// ErrTooManyPending: chunks of more than MaxPendingMessages messages in
+	// progress (assembler.go).
+	ErrTooManyPending = fmt.Errorf("%w: too many messages in progress", ua.StatusBadEncodingLimitsExceeded)
 	// ErrMessageTooLarge: a chunk larger than the negotiated buffer size, or a
 	// message larger than MaxMessageSize.
 	ErrMessageTooLarge = fmt.Errorf("%w: message too large", ua.StatusBadTcpMessageTooLarge)

@@ -53,6 +53,33 @@ var (
 	ErrResponseTooLarge = fmt.Errorf("%w: response too large", ua.StatusBadResponseTooLarge)
 )
 
+// Errors of the policy crypto (policy.go). They carry no status code of their
+// own (securityError wraps them as ErrSecurityChecks on the wire); the comment
+// names the OPC UA status code each maps to.
+var (
+	// ErrUnknownPolicy: the URI names no supported policy. BadSecurityPolicyRejected.
+	ErrUnknownPolicy = errors.New("uasc: unsupported security policy")
+	// ErrPolicyNone: a cryptographic operation was asked of SecurityPolicy#None; the
+	// caller should not sign or encrypt at all. BadSecurityChecksFailed.
+	ErrPolicyNone = errors.New("uasc: security policy None has no cryptography")
+	// ErrKeyLength: an RSA key is outside the policy's MinAsymKeyBits..MaxAsymKeyBits.
+	// BadSecurityPolicyRejected.
+	ErrKeyLength = errors.New("uasc: RSA key length not allowed by security policy")
+	// ErrSignature: an asymmetric signature does not verify. BadSecurityChecksFailed
+	// (BadApplicationSignatureInvalid / BadIdentityTokenInvalid in session services).
+	ErrSignature = errors.New("uasc: signature invalid")
+	// ErrDecrypt: asymmetric decryption failed. It says nothing more, on purpose:
+	// details would be a padding oracle. BadSecurityChecksFailed.
+	ErrDecrypt = errors.New("uasc: decryption failed")
+	// ErrBlockSize: data to encrypt or decrypt symmetrically is not a whole number of
+	// blocks. BadSecurityChecksFailed.
+	ErrBlockSize = errors.New("uasc: length not a multiple of the cipher block size")
+	// ErrPadding: the chunk padding is malformed. BadSecurityChecksFailed.
+	ErrPadding = errors.New("uasc: invalid chunk padding")
+	// ErrNonce: a peer's nonce has the wrong length for the policy. BadNonceInvalid.
+	ErrNonce = errors.New("uasc: invalid nonce length")
+)
+
 // ServiceFaultError is returned for a request the server answered with a
 // ServiceFault.
 type ServiceFaultError struct {
