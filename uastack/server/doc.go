@@ -12,6 +12,7 @@
 // What lives here:
 //
 //   - config.go: Config and its defaults, Validate;
+//   - errors.go: the package's sentinel errors;
 //   - server.go: Server (New, Start, Close, Stats, SetValue), the accept loop,
 //     the bounded request queue and its workers: a full queue answers
 //     Bad_TcpServerTooBusy, the standard "too busy" status code;
@@ -32,9 +33,16 @@
 //     channel's Publish responses are written by a sender of its own, so that
 //     neither the sweep nor a worker waits for a slow client (one that lets
 //     256 responses pile up is cut off);
-//   - monitor.go: monitored items, DataChangeFilter, queues with discard
-//     policies, and the sampling sweep: one goroutine per sampling rate (on a
+//   - monitor.go: the monitored item;
+//     monitoreditems.go: CreateMonitoredItems, ModifyMonitoredItems,
+//     SetMonitoringMode, DeleteMonitoredItems, GetMonitoredItems, and the
+//     items' parameters and registration with the sampler;
+//     sampling.go: the sampling sweep: one goroutine per sampling rate (on a
 //     fixed ladder of rates), not one per item;
+//     filter.go: DataChangeFilter (trigger, absolute and percent deadband);
+//     queue.go: the items' queues with their discard policies;
+//     notification.go: collecting queued notifications into a message within
+//     the response size the client accepts (notification sizing);
 //   - events.go: the simulated alarm source and EventFilter evaluation;
 //   - nodes.go, sim.go: the address space: standard folders, types and
 //     reference types, and the configurable simulation (SimConfig): Demo with

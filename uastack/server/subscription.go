@@ -22,7 +22,7 @@ const (
 )
 
 // subscription is an OPC UA subscription. Everything below mu is guarded by it;
-// sampling (monitor.go) and publishing (publish.go) both work under it.
+// sampling (sampling.go) and publishing (publish.go) both work under it.
 type subscription struct {
 	id  uint32
 	srv *Server
