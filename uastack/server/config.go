@@ -154,8 +154,9 @@ type Config struct {
 	MaxWorkers        int
 	MaxQueuedRequests int
 
-	// Operation limits, published in ServerCapabilities/OperationLimits and
-	// enforced (Bad_TooManyOperations beyond). Default DefaultMaxNodesPerOperation.
+	// Operation limits, published in ServerCapabilities/OperationLimits (unless
+	// HideOperationLimits) and enforced (Bad_TooManyOperations beyond). Default
+	// DefaultMaxNodesPerOperation.
 	MaxNodesPerRead                          uint32
 	MaxNodesPerWrite                         uint32
 	MaxNodesPerBrowse                        uint32
@@ -163,6 +164,12 @@ type Config struct {
 	MaxNodesPerRegisterNodes                 uint32
 	MaxNodesPerTranslateBrowsePathsToNodeIDs uint32
 	MaxMonitoredItemsPerCall                 uint32
+	// HideOperationLimits leaves the OperationLimits object out of
+	// ServerCapabilities (it is optional, Part 5 §6.3.11), so that clients find
+	// no limits to read; the limits are still enforced. It plays a server that
+	// enforces limits it does not publish, for testing how a client learns them
+	// from Bad_TooManyOperations.
+	HideOperationLimits bool
 	// MaxBrowseContinuationPoints bounds the continuation points of a session.
 	MaxBrowseContinuationPoints int
 	// MaxReferencesPerNode bounds the references of one Browse result when the

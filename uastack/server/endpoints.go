@@ -221,6 +221,22 @@ func (s *Server) buildServerObject(b *builder) {
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxMonitoredItemsPerSubscription, "MaxMonitoredItemsPerSubscription", uint32(ua.TypeUInt32), ua.NewUInt32Variant(uint32(c.MaxMonitoredItemsPerSubscription)))
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxMonitoredItemsQueueSize, "MaxMonitoredItemsQueueSize", uint32(ua.TypeUInt32), ua.NewUInt32Variant(c.MaxQueueSize))
 
+	if !c.HideOperationLimits {
+		s.buildOperationLimits(b, caps)
+	}
+
+	u32 := ua.NewNumericNodeID(0, uint32(ua.TypeUInt32))
+	b.method(srv, id(ua.ID_Server_GetMonitoredItems), "GetMonitoredItems",
+		[]ua.Argument{{Name: "SubscriptionId", DataType: u32, ValueRank: -1}},
+		[]ua.Argument{{Name: "ServerHandles", DataType: u32, ValueRank: 1}, {Name: "ClientHandles", DataType: u32, ValueRank: 1}},
+		s.getMonitoredItemsMethod)
+}
+
+// buildOperationLimits makes ServerCapabilities/OperationLimits with the limits
+// the services enforce; 0 means no limit (the services without one here).
+func (s *Server) buildOperationLimits(b *builder, caps *node) {
+	c := &s.cfg
+	id := func(n uint32) ua.NodeID { return ua.NewNumericNodeID(0, n) }
 	limits := b.object(caps, ua.ID_HasComponent, id(ua.ID_Server_ServerCapabilities_OperationLimits), "OperationLimits", ua.ID_OperationLimitsType)
 	for _, l := range []struct {
 		id   uint32
@@ -240,12 +256,6 @@ func (s *Server) buildServerObject(b *builder) {
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryUpdateData, "MaxNodesPerHistoryUpdateData", 0},
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryUpdateEvents, "MaxNodesPerHistoryUpdateEvents", 0},
 	} {
-		prop(limits, l.id, l.name, uint32(ua.TypeUInt32), ua.NewUInt32Variant(l.v))
+		b.constant(limits, id(l.id), l.name, uint32(ua.TypeUInt32), -1, ua.ID_PropertyType, ua.NewUInt32Variant(l.v))
 	}
-
-	u32 := ua.NewNumericNodeID(0, uint32(ua.TypeUInt32))
-	b.method(srv, id(ua.ID_Server_GetMonitoredItems), "GetMonitoredItems",
-		[]ua.Argument{{Name: "SubscriptionId", DataType: u32, ValueRank: -1}},
-		[]ua.Argument{{Name: "ServerHandles", DataType: u32, ValueRank: 1}, {Name: "ClientHandles", DataType: u32, ValueRank: 1}},
-		s.getMonitoredItemsMethod)
 }

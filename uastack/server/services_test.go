@@ -326,3 +326,68 @@ func TestFindServers(t *testing.T) {
 		t.Fatalf("other server: %v %+v", err, resp.Servers)
 	}
 }
+
+// TestHideOperationLimits: with HideOperationLimits the server publishes no
+// OperationLimits (neither the object nor its properties), and still refuses a
+// request above a limit with Bad_TooManyOperations.
+func TestHideOperationLimits(t *testing.T) {
+	limitIDs := []string{"i=11705", "i=11707", "i=11710", "i=11714"} // MaxNodesPerRead, …Write, …Browse, MaxMonitoredItemsPerCall
+	for _, hide := range []bool{false, true} {
+		s := startServer(t, func(c *Config) {
+			c.MaxNodesPerRead, c.MaxNodesPerWrite, c.MaxNodesPerBrowse, c.MaxMonitoredItemsPerCall = 5, 5, 5, 5
+			c.HideOperationLimits = hide
+		})
+		ctx := testContext(t, time.Minute)
+		ts := mustSession(t, ctx, s, dialOpts{})
+
+		res, err := ts.read(ctx, append(limitIDs, "i=11704")...) // and OperationLimits itself
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			switch {
+			case hide && r.Status != ua.StatusBadNodeIdUnknown:
+				t.Errorf("hidden: %s reads %v %v, want BadNodeIdUnknown", append(limitIDs, "i=11704")[i], r.Status, r.Value)
+			case !hide && i < len(limitIDs) && (r.Status != ua.StatusGood || r.Value.UInt32() != 5):
+				t.Errorf("published: %s reads %v %v, want 5", limitIDs[i], r.Status, r.Value)
+			}
+		}
+		var br ua.BrowseResponse
+		if _, err := ts.send(ctx, &ua.BrowseRequest{NodesToBrowse: []ua.BrowseDescription{{
+			NodeID: ua.NewNumericNodeID(0, ua.ID_Server_ServerCapabilities), BrowseDirection: ua.BrowseDirectionForward,
+			ReferenceTypeID: ua.NewNumericNodeID(0, ua.ID_HierarchicalReferences), IncludeSubtypes: true, ResultMask: 63,
+		}}}, &br); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ref := range br.Results[0].References {
+			found = found || ref.BrowseName.Name == "OperationLimits"
+		}
+		if found == hide || len(br.Results[0].References) == 0 {
+			t.Errorf("hide=%v: ServerCapabilities has OperationLimits: %v (%d references)", hide, found, len(br.Results[0].References))
+		}
+
+		// Enforced either way: Read, Browse, CreateMonitoredItems.
+		six := []string{NodeCounter, NodeCounter, NodeCounter, NodeCounter, NodeCounter, NodeCounter}
+		if _, err := ts.read(ctx, six...); !isStatus(err, ua.StatusBadTooManyOperations) {
+			t.Errorf("hide=%v: 6 reads with MaxNodesPerRead 5: %v", hide, err)
+		}
+		if _, err := ts.read(ctx, six[:5]...); err != nil {
+			t.Errorf("hide=%v: 5 reads: %v", hide, err)
+		}
+		bds := make([]ua.BrowseDescription, 6)
+		for i := range bds {
+			bds[i] = ua.BrowseDescription{NodeID: ua.NewNumericNodeID(0, ua.ID_ObjectsFolder), ResultMask: 63}
+		}
+		if _, err := ts.send(ctx, &ua.BrowseRequest{NodesToBrowse: bds}, &br); !isStatus(err, ua.StatusBadTooManyOperations) {
+			t.Errorf("hide=%v: 6 browses with MaxNodesPerBrowse 5: %v", hide, err)
+		}
+		sub, err := ts.createSubscription(ctx, 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.monitor(ctx, sub.SubscriptionID, 100, 1, nil, six...); !isStatus(err, ua.StatusBadTooManyOperations) {
+			t.Errorf("hide=%v: 6 items with MaxMonitoredItemsPerCall 5: %v", hide, err)
+		}
+	}
+}
