@@ -18,8 +18,8 @@
 //     Bad_TcpServerTooBusy, the standard "too busy" status code;
 //   - endpoints.go: endpoints and user token policies, GetEndpoints,
 //     FindServers, the Server object's essentials (ServerStatus with State and
-//     CurrentTime, NamespaceArray, ServerCapabilities with OperationLimits,
-//     GetMonitoredItems);
+//     CurrentTime, NamespaceArray, ServerCapabilities with OperationLimits
+//     (left out with HideOperationLimits, still enforced), GetMonitoredItems);
 //   - session.go: CreateSession, ActivateSession (anonymous, user name, X.509),
 //     CloseSession, session timeouts and MaxSessionCount;
 //   - services.go: Browse, BrowseNext, Read, Write,
