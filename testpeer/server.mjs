@@ -160,7 +160,26 @@ const userCertificateManager = new OPCUACertificateManager({
     disableFileWatchers: true,
 });
 
+// node-opcua's own certificate names this machine's host name and external
+// addresses, not the loopback address the peer listens on; a client that checks
+// the hostname (ours does by default) would refuse it. Create the certificate
+// first, for the names it is reached at; node-opcua keeps an existing one.
+await serverCertificateManager.initialize();
+const certificateFile = path.join(serverCertificateManager.rootDir, "own", "certs", "certificate.pem");
+if (!fs.existsSync(certificateFile)) {
+    await serverCertificateManager.createSelfSignedCertificate({
+        applicationUri: "urn:uagate:testpeer:node-opcua",
+        dns: [...new Set(["localhost", os.hostname()])],
+        ip: ["127.0.0.1"],
+        outputFile: certificateFile,
+        subject: "/CN=uagate node-opcua test peer/O=uagate",
+        startDate: new Date(Date.now() - 60 * 60 * 1000),
+        validity: 365 * 10,
+    });
+}
+
 const server = new OPCUAServer({
+    certificateFile,
     port,
     host: "127.0.0.1",
     hostname: "127.0.0.1",
