@@ -51,10 +51,21 @@ type Config struct {
 	// AutoAccept trusts a server certificate the Store does not know yet: it is
 	// moved from rejected/ to trusted/ with a warning. For development only.
 	AutoAccept bool
-	// CheckHostname also requires the server certificate to name the host of the
-	// endpoint URL. Off by default: servers are often reached through addresses
-	// their certificate cannot know (NAT, containers); the trust list and the
-	// ApplicationUri check bind the identity.
+	// SkipHostnameCheck accepts a server certificate that does not name the host
+	// of the endpoint URL among its DNS names and IP addresses (SubjectAltName).
+	// The check is on by default (Part 4 §6.1.3, Table 106): a trusted
+	// certificate presented at another address may be a copy in the wrong
+	// hands. Turn it off for servers reached through addresses their
+	// certificate cannot know (NAT, port forwarding, containers); the trust list
+	// and the ApplicationUri check still bind the identity. A refusal wraps
+	// pki.ErrHostnameMismatch (a *pki.CertError).
+	SkipHostnameCheck bool
+	// CheckHostname is what SkipHostnameCheck was before it: the check is now on
+	// unless SkipHostnameCheck is set, and withDefaults sets this field from it.
+	// Setting it together with SkipHostnameCheck is an error.
+	//
+	// Deprecated: the hostname is checked by default; use SkipHostnameCheck to
+	// turn the check off.
 	CheckHostname bool
 	// AllowInsecurePassword lets a password travel unencrypted when the server's
 	// token policy asks for that on a channel that is not encrypted. Off by
@@ -133,6 +144,9 @@ func (c *Config) validate() (certURI string, err error) {
 	default:
 		return "", fmt.Errorf("client: Config.SecurityMode %v is not a security mode", c.SecurityMode)
 	}
+	if c.CheckHostname && c.SkipHostnameCheck {
+		return "", errors.New("client: Config.CheckHostname and Config.SkipHostnameCheck contradict each other")
+	}
 	if (c.Certificate == nil) != (c.PrivateKey == nil) {
 		return "", errors.New("client: Config.Certificate and Config.PrivateKey go together")
 	}
@@ -193,6 +207,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.Identity == nil {
 		cfg.Identity = Anonymous()
 	}
+	cfg.CheckHostname = !cfg.SkipHostnameCheck
 	if cfg.ApplicationURI == "" {
 		cfg.ApplicationURI = certURI
 		if cfg.ApplicationURI == "" {

@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 
+	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -16,8 +19,20 @@ import (
 //
 // An untrusted server certificate fails with an error that wraps the Store's
 // *pki.UntrustedError (errors.As), which names the copy in rejected/.
+//
+// The server certificate must name the host of endpointURL (unless
+// Config.SkipHostnameCheck), and the endpoints the server lists in
+// CreateSession must be those GetEndpoints (or Config.Endpoints) showed: a
+// difference fails with an *EndpointMismatchError naming it.
 func Dial(ctx context.Context, endpointURL string, cfg *Config) (*Client, error) {
+	cfg, err := discover(ctx, endpointURL, cfg)
+	if err != nil {
+		return nil, err
+	}
 	c, err := prepare(ctx, endpointURL, cfg)
+	if errors.Is(err, pki.ErrHostnameMismatch) {
+		return nil, fmt.Errorf("%w (Config.SkipHostnameCheck turns this check off)", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +46,33 @@ func Dial(ctx context.Context, endpointURL string, cfg *Config) (*Client, error)
 		return nil, err
 	}
 	return c, nil
+}
+
+// discover returns cfg with Endpoints filled from GetEndpoints when it has none,
+// so that the Client keeps the whole list the session's endpoints are checked
+// against (checkSessionEndpoints).
+func discover(ctx context.Context, endpointURL string, cfg *Config) (*Config, error) {
+	if cfg != nil && len(cfg.Endpoints) > 0 {
+		return cfg, nil
+	}
+	// The configuration and the URL are checked before anything is sent, as
+	// prepare would.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if u, err := url.Parse(endpointURL); err != nil || u.Scheme != "opc.tcp" || u.Host == "" {
+		return nil, fmt.Errorf("client: endpoint URL %q: want opc.tcp://host:port/path", endpointURL)
+	}
+	eps, err := GetEndpoints(ctx, endpointURL, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Endpoints = eps
+	return &c, nil
 }
 
 // GetEndpoints asks the server at endpointURL for its endpoints over an

@@ -159,3 +159,166 @@ func tokenName(t ua.UserTokenType) string {
 	}
 	return t.String()
 }
+
+// EndpointMismatchError is the refusal of a session whose CreateSession response
+// lists other endpoints than GetEndpoints did (Part 4 §5.6.2). GetEndpoints runs
+// on an unsecured channel, CreateSession on the secured one: a difference means
+// someone on the network path altered the discovery answer, to steer the client
+// to a weaker endpoint (a stripped list) or to one that is not the server's.
+// Only the fields Part 4 tells the client to verify are compared: EndpointURL,
+// SecurityMode, SecurityPolicyURI, UserIdentityTokens, TransportProfileURI,
+// SecurityLevel and Server.ApplicationURI. It unwraps to ErrServerEndpoints
+// (BadSecurityChecksFailed).
+type EndpointMismatchError struct {
+	// Missing are endpoints GetEndpoints returned that CreateSession does not.
+	Missing []ua.EndpointDescription
+	// Extra are endpoints CreateSession returned that GetEndpoints did not.
+	Extra []ua.EndpointDescription
+	// Changed are endpoints both returned (the same URL, policy and mode) with
+	// other compared fields.
+	Changed []EndpointChange
+}
+
+// EndpointChange is one endpoint that GetEndpoints and CreateSession describe
+// differently.
+type EndpointChange struct {
+	Discovered, Session ua.EndpointDescription
+	Fields              []string // the compared fields that differ, e.g. "SecurityLevel"
+}
+
+func (e *EndpointMismatchError) Error() string {
+	var b strings.Builder
+	b.WriteString("client: the endpoints of CreateSession differ from those of GetEndpoints (a sign of tampering with the discovery answer):")
+	for i := range e.Missing {
+		b.WriteString(" missing from CreateSession: ")
+		b.WriteString(describeEndpoint(&e.Missing[i]))
+		b.WriteByte(';')
+	}
+	for i := range e.Extra {
+		b.WriteString(" missing from GetEndpoints: ")
+		b.WriteString(describeEndpoint(&e.Extra[i]))
+		b.WriteByte(';')
+	}
+	for _, c := range e.Changed {
+		fmt.Fprintf(&b, " %s differs in %s (GetEndpoints: %s; CreateSession: %s);",
+			policyName(c.Discovered.SecurityPolicyURI)+"/"+modeName(c.Discovered.SecurityMode),
+			strings.Join(c.Fields, ", "), describeFields(&c.Discovered, c.Fields), describeFields(&c.Session, c.Fields))
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+func (e *EndpointMismatchError) Unwrap() error { return ErrServerEndpoints }
+
+// compareEndpoints checks the endpoints CreateSession returned against those
+// GetEndpoints returned for the same server (appURI), as multisets: the order
+// may differ, nothing else. It returns nil or an *EndpointMismatchError.
+func compareEndpoints(discovered, session []ua.EndpointDescription, appURI string) error {
+	var disc []*ua.EndpointDescription
+	for i := range discovered {
+		// GetEndpoints of a discovery server may list other servers' endpoints;
+		// CreateSession lists only those of the server we asked for.
+		if discovered[i].Server.ApplicationURI == appURI {
+			disc = append(disc, &discovered[i])
+		}
+	}
+	sess := make([]*ua.EndpointDescription, len(session))
+	for i := range session {
+		sess[i] = &session[i]
+	}
+	// Equal endpoints cancel out; what remains differs.
+	for i := 0; i < len(disc); i++ {
+		k := endpointKey(disc[i])
+		if j := slices.IndexFunc(sess, func(s *ua.EndpointDescription) bool { return endpointKey(s) == k }); j >= 0 {
+			sess = slices.Delete(sess, j, j+1)
+			disc = slices.Delete(disc, i, i+1)
+			i--
+		}
+	}
+	if len(disc) == 0 && len(sess) == 0 {
+		return nil
+	}
+	e := &EndpointMismatchError{}
+	for _, d := range disc {
+		j := slices.IndexFunc(sess, func(s *ua.EndpointDescription) bool {
+			return s.EndpointURL == d.EndpointURL && s.SecurityPolicyURI == d.SecurityPolicyURI && s.SecurityMode == d.SecurityMode
+		})
+		if j < 0 {
+			e.Missing = append(e.Missing, *d)
+			continue
+		}
+		e.Changed = append(e.Changed, EndpointChange{Discovered: *d, Session: *sess[j], Fields: endpointDiff(d, sess[j])})
+		sess = slices.Delete(sess, j, j+1)
+	}
+	for _, s := range sess {
+		e.Extra = append(e.Extra, *s)
+	}
+	return e
+}
+
+// endpointKey is the identity of an endpoint for compareEndpoints: the compared
+// fields, user token policies in a canonical order.
+func endpointKey(ep *ua.EndpointDescription) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q %q %d %q %q %d", ep.EndpointURL, ep.Server.ApplicationURI, ep.SecurityMode,
+		ep.SecurityPolicyURI, ep.TransportProfileURI, ep.SecurityLevel)
+	b.WriteString(tokensKey(ep.UserIdentityTokens))
+	return b.String()
+}
+
+func tokensKey(toks []ua.UserTokenPolicy) string {
+	keys := make([]string, len(toks))
+	for i, t := range toks {
+		keys[i] = fmt.Sprintf(" [%q %d %q %q %q]", t.PolicyID, t.TokenType, t.IssuedTokenType, t.IssuerEndpointURL, t.SecurityPolicyURI)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, "")
+}
+
+// endpointDiff names the compared fields in which a and b differ.
+func endpointDiff(a, b *ua.EndpointDescription) []string {
+	var out []string
+	if a.Server.ApplicationURI != b.Server.ApplicationURI {
+		out = append(out, "Server.ApplicationURI")
+	}
+	if a.TransportProfileURI != b.TransportProfileURI {
+		out = append(out, "TransportProfileURI")
+	}
+	if a.SecurityLevel != b.SecurityLevel {
+		out = append(out, "SecurityLevel")
+	}
+	if tokensKey(a.UserIdentityTokens) != tokensKey(b.UserIdentityTokens) {
+		out = append(out, "UserIdentityTokens")
+	}
+	return out
+}
+
+// describeEndpoint is "Policy/Mode [tokens] level N at URL" for errors.
+func describeEndpoint(ep *ua.EndpointDescription) string {
+	return fmt.Sprintf("%s level %d at %s", describeEndpoints([]ua.EndpointDescription{*ep}), ep.SecurityLevel, ep.EndpointURL)
+}
+
+// describeFields shows the named fields of ep.
+func describeFields(ep *ua.EndpointDescription, fields []string) string {
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		switch f {
+		case "Server.ApplicationURI":
+			parts = append(parts, fmt.Sprintf("%s %q", f, ep.Server.ApplicationURI))
+		case "TransportProfileURI":
+			parts = append(parts, fmt.Sprintf("%s %q", f, ep.TransportProfileURI))
+		case "SecurityLevel":
+			parts = append(parts, fmt.Sprintf("%s %d", f, ep.SecurityLevel))
+		case "UserIdentityTokens":
+			var toks []string
+			for _, t := range ep.UserIdentityTokens {
+				pol := "channel's policy"
+				if t.SecurityPolicyURI != "" {
+					pol = policyName(t.SecurityPolicyURI)
+				}
+				toks = append(toks, tokenName(t.TokenType)+"("+t.PolicyID+", "+pol+")")
+			}
+			parts = append(parts, f+" ["+strings.Join(toks, " ")+"]")
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -39,7 +39,7 @@ func testCerts(t testing.TB) {
 	t.Helper()
 	certsOnce.Do(func() {
 		mk := func(uri, cn string) testCert {
-			der, key, err := pki.CreateCertificate(pki.CertRequest{ApplicationURI: uri, CommonName: cn, Hosts: []string{"localhost"}}, nil, nil)
+			der, key, err := pki.CreateCertificate(pki.CertRequest{ApplicationURI: uri, CommonName: cn, Hosts: []string{"localhost", "fake"}}, nil, nil)
 			if err != nil {
 				panic(err)
 			}

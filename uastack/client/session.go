@@ -75,8 +75,8 @@ func (c *Client) createSession(ctx context.Context) (*sessionState, error) {
 
 // checkCreateSession verifies what a secure CreateSession must prove: the server
 // holds the private key of the certificate we validated (its signature over our
-// certificate and nonce), its nonce is long enough, and the endpoint we chose is
-// one it really offers.
+// certificate and nonce), its nonce is long enough, and the endpoints it offers
+// are those discovery showed us (nobody altered the GetEndpoints answer).
 func (c *Client) checkCreateSession(resp *ua.CreateSessionResponse, clientNonce []byte) error {
 	if c.policy.IsNone() {
 		// Without channel security only a user token may use the server's
@@ -96,20 +96,28 @@ func (c *Client) checkCreateSession(resp *ua.CreateSessionResponse, clientNonce 
 	if err := verifySignature(c.policy, c.serverKey, resp.ServerSignature, c.cert, clientNonce); err != nil {
 		return fmt.Errorf("%w: %v", ErrServerSignature, err)
 	}
-	if len(resp.ServerEndpoints) > 0 {
-		found := false
-		for i := range resp.ServerEndpoints {
-			ep := &resp.ServerEndpoints[i]
+	return c.checkSessionEndpoints(resp.ServerEndpoints)
+}
+
+// checkSessionEndpoints compares the endpoints of CreateSession, which came over
+// the secure channel, with those of GetEndpoints, which did not (Part 4 §5.6.2).
+// Only a secure channel makes the comparison mean anything, so it is done only
+// there. Config.Endpoints, filled by Dial from GetEndpoints or given by the
+// application from an earlier discovery, is the reference.
+func (c *Client) checkSessionEndpoints(session []ua.EndpointDescription) error {
+	discovered := c.cfg.Endpoints
+	if len(discovered) == 0 {
+		// Not from Dial (a Client made by hand in a test): the endpoint chosen
+		// must at least be among the server's.
+		for i := range session {
+			ep := &session[i]
 			if ep.SecurityPolicyURI == c.endpoint.SecurityPolicyURI && ep.SecurityMode == c.endpoint.SecurityMode {
-				found = true
-				break
+				return nil
 			}
 		}
-		if !found {
-			return fmt.Errorf("%w: %s/%s", ErrServerEndpoints, c.policy.Name, modeName(c.endpoint.SecurityMode))
-		}
+		return fmt.Errorf("%w: %s/%s", ErrServerEndpoints, c.policy.Name, modeName(c.endpoint.SecurityMode))
 	}
-	return nil
+	return compareEndpoints(discovered, session, c.endpoint.Server.ApplicationURI)
 }
 
 // sameCertificate compares the leaf certificates of two chains.

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/uagate/gateway/uastack/pki"
+	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -300,4 +305,228 @@ func TestSessionFakeRefusals(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// secureSim starts a simulation server with every default policy whose
+// CreateSession endpoint list goes through *alter (nil: unchanged), and a store
+// that trusts its certificate.
+func secureSim(t *testing.T, alter *atomic.Pointer[func([]ua.EndpointDescription) []ua.EndpointDescription], mod func(*server.Config)) (*server.Server, *pki.Store) {
+	t.Helper()
+	cfg := &server.Config{
+		Address:  "127.0.0.1:0",
+		Policies: server.DefaultPolicies(),
+		Sim:      server.SimConfig{Folders: -1, Variables: -1},
+	}
+	if alter != nil {
+		cfg.SessionEndpoints = func(eps []ua.EndpointDescription) []ua.EndpointDescription {
+			if f := alter.Load(); f != nil {
+				return (*f)(eps)
+			}
+			return eps
+		}
+	}
+	if mod != nil {
+		mod(cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	store, err := pki.Open(t.TempDir(), pki.Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Trust(srv.Certificate()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, store
+}
+
+func dialSim(t *testing.T, srv *server.Server, cfg Config) (*Client, error) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLog
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return Dial(ctx, srv.URL(), &cfg)
+}
+
+// TestSessionEndpointsChecked: the client refuses a session whose CreateSession
+// endpoint list differs from what GetEndpoints returned (Part 4 §5.6.2), naming
+// the difference; order alone is no difference, and on a None channel, where
+// the comparison proves nothing, there is none.
+func TestSessionEndpointsChecked(t *testing.T) {
+	var alter atomic.Pointer[func([]ua.EndpointDescription) []ua.EndpointDescription]
+	srv, store := secureSim(t, &alter, nil)
+	set := func(f func([]ua.EndpointDescription) []ua.EndpointDescription) { alter.Store(&f) }
+	secure := Config{Store: store, SecurityPolicy: "Basic256Sha256", SecurityMode: ua.MessageSecurityModeSignAndEncrypt}
+
+	// Unchanged, and reordered: accepted.
+	for _, name := range []string{"unchanged", "reordered"} {
+		if name == "reordered" {
+			set(func(eps []ua.EndpointDescription) []ua.EndpointDescription { slices.Reverse(eps); return eps })
+		}
+		c, err := dialSim(t, srv, secure)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c.Close()
+	}
+
+	signOnly := func(eps []ua.EndpointDescription) (n int) {
+		for _, ep := range eps {
+			if ep.SecurityMode == ua.MessageSecurityModeSign {
+				n++
+			}
+		}
+		return n
+	}
+	nSign := signOnly(srv.Endpoints())
+	cases := []struct {
+		name  string
+		alter func([]ua.EndpointDescription) []ua.EndpointDescription
+		check func(t *testing.T, e *EndpointMismatchError)
+		want  []string // in the message
+	}{
+		{"stripped", func(eps []ua.EndpointDescription) []ua.EndpointDescription {
+			return slices.DeleteFunc(eps, func(ep ua.EndpointDescription) bool { return ep.SecurityMode == ua.MessageSecurityModeSign })
+		}, func(t *testing.T, e *EndpointMismatchError) {
+			if len(e.Missing) != nSign || signOnly(e.Missing) != nSign || len(e.Extra) != 0 || len(e.Changed) != 0 {
+				t.Fatalf("missing %d (want the %d Sign endpoints), extra %d, changed %d", len(e.Missing), nSign, len(e.Extra), len(e.Changed))
+			}
+		}, []string{"missing from CreateSession: Basic256Sha256/Sign"}},
+		{"security level", func(eps []ua.EndpointDescription) []ua.EndpointDescription {
+			for i := range eps {
+				if eps[i].SecurityMode == ua.MessageSecurityModeNone {
+					eps[i].SecurityLevel = 200
+				}
+			}
+			return eps
+		}, func(t *testing.T, e *EndpointMismatchError) {
+			if len(e.Changed) != 1 || !slices.Equal(e.Changed[0].Fields, []string{"SecurityLevel"}) || e.Changed[0].Session.SecurityLevel != 200 {
+				t.Fatalf("changed %+v", e.Changed)
+			}
+		}, []string{"None/None differs in SecurityLevel", "SecurityLevel 200"}},
+		{"user tokens", func(eps []ua.EndpointDescription) []ua.EndpointDescription {
+			for i := range eps {
+				eps[i].UserIdentityTokens = []ua.UserTokenPolicy{{PolicyID: "anonymous", TokenType: ua.UserTokenTypeAnonymous}}
+			}
+			return eps
+		}, func(t *testing.T, e *EndpointMismatchError) {
+			if len(e.Changed) != len(srv.Endpoints()) || !slices.Equal(e.Changed[0].Fields, []string{"UserIdentityTokens"}) {
+				t.Fatalf("changed %+v", e.Changed)
+			}
+		}, []string{"differs in UserIdentityTokens"}},
+		{"added", func(eps []ua.EndpointDescription) []ua.EndpointDescription {
+			extra := eps[0]
+			extra.EndpointURL = "opc.tcp://elsewhere:4840"
+			return append(eps, extra)
+		}, func(t *testing.T, e *EndpointMismatchError) {
+			if len(e.Extra) != 1 || e.Extra[0].EndpointURL != "opc.tcp://elsewhere:4840" || len(e.Missing) != 0 {
+				t.Fatalf("extra %+v, missing %d", e.Extra, len(e.Missing))
+			}
+		}, []string{"missing from GetEndpoints", "opc.tcp://elsewhere:4840"}},
+		{"empty", func([]ua.EndpointDescription) []ua.EndpointDescription { return nil },
+			func(t *testing.T, e *EndpointMismatchError) {
+				if len(e.Missing) != len(srv.Endpoints()) {
+					t.Fatalf("missing %d of %d", len(e.Missing), len(srv.Endpoints()))
+				}
+			}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			set(tc.alter)
+			sessions := srv.Stats().SessionsClosed
+			c, err := dialSim(t, srv, secure)
+			if err == nil {
+				c.Close()
+				t.Fatal("altered endpoint list accepted")
+			}
+			var e *EndpointMismatchError
+			if !errors.As(err, &e) || !errors.Is(err, ErrServerEndpoints) || !errors.Is(err, ua.StatusBadSecurityChecksFailed) {
+				t.Fatalf("got %v, want an *EndpointMismatchError", err)
+			}
+			tc.check(t, e)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q does not say %q", err, w)
+				}
+			}
+			// The refused session does not linger on the server.
+			if st := srv.Stats(); st.SessionsClosed != sessions+1 {
+				t.Errorf("server closed %d sessions, want 1", st.SessionsClosed-sessions)
+			}
+
+			// Over None, both lists travel unprotected: nothing to compare.
+			c, err = dialSim(t, srv, Config{SecurityPolicy: "None"})
+			if err != nil {
+				t.Fatalf("None: %v", err)
+			}
+			c.Close()
+		})
+	}
+
+	// Endpoints the application cached (Config.Endpoints) are the reference too.
+	set(cases[0].alter)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eps, err := GetEndpoints(ctx, srv.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := secure
+	cached.Endpoints = eps
+	if _, err := dialSim(t, srv, cached); !errors.Is(err, ErrServerEndpoints) {
+		t.Fatalf("with Config.Endpoints: %v, want ErrServerEndpoints", err)
+	}
+}
+
+// TestHostnameChecked: by default the server certificate must name the host of
+// the endpoint URL; SkipHostnameCheck turns that off.
+func TestHostnameChecked(t *testing.T) {
+	der, key, err := pki.CreateCertificate(pki.CertRequest{
+		ApplicationURI: server.DefaultApplicationURI, CommonName: "elsewhere", Hosts: []string{"plc.example", "10.9.8.7"},
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, store := secureSim(t, nil, func(c *server.Config) { c.Certificate, c.Key = der, key })
+	_, err = dialSim(t, srv, Config{Store: store, SecurityPolicy: "Basic256Sha256"})
+	var ce *pki.CertError
+	if !errors.Is(err, pki.ErrHostnameMismatch) || !errors.As(err, &ce) || ce.Thumbprint != pki.ThumbprintHex(der) {
+		t.Fatalf("got %v, want pki.ErrHostnameMismatch", err)
+	}
+	for _, w := range []string{"127.0.0.1", "plc.example", "SkipHostnameCheck"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("message %q does not say %q", err, w)
+		}
+	}
+	// A user name token encrypted for the certificate on a None channel needs
+	// the same check.
+	if _, err := dialSim(t, srv, Config{Store: store, SecurityPolicy: "None", Identity: UserName("u", "p")}); !errors.Is(err, pki.ErrHostnameMismatch) && !errors.Is(err, ErrNoEndpoint) {
+		t.Fatalf("None with a user token: %v", err)
+	}
+
+	c, err := dialSim(t, srv, Config{Store: store, SecurityPolicy: "Basic256Sha256", SkipHostnameCheck: true})
+	if err != nil {
+		t.Fatalf("SkipHostnameCheck: %v", err)
+	}
+	c.Close()
+
+	// The sim server's own certificate names 127.0.0.1: accepted with the check.
+	srv2, store2 := secureSim(t, nil, nil)
+	c, err = dialSim(t, srv2, Config{Store: store2, SecurityPolicy: "Basic256Sha256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	if err := (&Config{CheckHostname: true, SkipHostnameCheck: true}).Validate(); err == nil {
+		t.Fatal("CheckHostname with SkipHostnameCheck accepted")
+	}
 }

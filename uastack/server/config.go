@@ -96,6 +96,15 @@ type Config struct {
 	// a simulation server.
 	ValidateClientCert func(chain []byte) error
 
+	// SessionEndpoints, when set, gets a copy of the endpoints and returns those
+	// CreateSession lists as ServerEndpoints (GetEndpoints still lists them
+	// all). For tests of clients only: it plays the server end of a discovery
+	// answer altered on the way (a stripped or changed list), which a client
+	// must detect by comparing the two lists (Part 4 §5.6.2). The copy is
+	// shallow: change the elements, not the slices they hold (replace
+	// UserIdentityTokens instead of writing into it).
+	SessionEndpoints func(eps []ua.EndpointDescription) []ua.EndpointDescription
+
 	// DisableAnonymous refuses anonymous sessions.
 	DisableAnonymous bool
 	// Users are the accepted user names and passwords. Empty offers no user

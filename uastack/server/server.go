@@ -533,14 +533,24 @@ func (s *Server) handle(ch *channel, r *uasc.Request) {
 		s.fault(ch, r, ua.StatusBadServiceUnsupported)
 		return
 	}
+	if m, ok := r.Message.(*ua.CloseSessionRequest); ok {
+		// A session may be closed before it is activated: a client that refuses
+		// the server's CreateSession answer (a bad signature, an altered endpoint
+		// list) must not leave it behind until it times out.
+		sess, st := s.sessionToClose(ch, hdr.AuthenticationToken)
+		if st != ua.StatusGood {
+			s.fault(ch, r, st)
+			return
+		}
+		s.closeSessionService(sess, ch, r, m)
+		return
+	}
 	sess, st := s.sessionFor(ch, hdr.AuthenticationToken)
 	if st != ua.StatusGood {
 		s.fault(ch, r, st)
 		return
 	}
 	switch m := r.Message.(type) {
-	case *ua.CloseSessionRequest:
-		s.closeSessionService(sess, ch, r, m)
 	case *ua.CancelRequest:
 		s.respond(ch, r, &ua.CancelResponse{})
 	case *ua.ReadRequest:

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,11 +98,15 @@ func (s *Server) createSession(ch *channel, r *uasc.Request, m *ua.CreateSession
 	}
 	timeout = min(max(timeout, s.cfg.MinSessionTimeout), s.cfg.MaxSessionTimeout)
 
+	eps := s.Endpoints()
+	if f := s.cfg.SessionEndpoints; f != nil {
+		eps = f(slices.Clone(eps))
+	}
 	resp := &ua.CreateSessionResponse{
 		RevisedSessionTimeout: float64(timeout) / float64(time.Millisecond),
 		ServerNonce:           s.newNonce(),
 		ServerCertificate:     s.cert,
-		ServerEndpoints:       s.Endpoints(),
+		ServerEndpoints:       eps,
 		MaxRequestMessageSize: s.cfg.Transport.MaxMessageSize,
 	}
 	if !p.IsNone() {
@@ -353,6 +358,21 @@ func (s *Server) sessionFor(ch *channel, token ua.NodeID) (*session, ua.StatusCo
 		return nil, ua.StatusBadSecureChannelIdInvalid
 	}
 	sess.lastSeen.Store(s.now())
+	return sess, ua.StatusGood
+}
+
+// sessionToClose is sessionFor for CloseSession, which a session that was
+// created but not activated accepts too (on the channel it was created on).
+func (s *Server) sessionToClose(ch *channel, token ua.NodeID) (*session, ua.StatusCode) {
+	s.sessMu.RLock()
+	sess := s.sessions[token]
+	s.sessMu.RUnlock()
+	switch {
+	case sess == nil || sess.closed.Load():
+		return nil, ua.StatusBadSessionIdInvalid
+	case sess.ch.Load() != ch:
+		return nil, ua.StatusBadSecureChannelIdInvalid
+	}
 	return sess, ua.StatusGood
 }
 
