@@ -1,7 +1,7 @@
 // node-opcua client for the simulation server's interop test
 // (uastack/server/interop_nodeopcua_test.go).
 //
-//   NODEOPCUA_DIR=<testpeer dir> node nodeclient.mjs <endpoint URL> '<JSON cases>'
+//   NODEOPCUA_DIR=<testpeer dir> [NODECLIENT_PKI=<dir>] node nodeclient.mjs <endpoint URL> '<JSON cases>'
 //
 // Each case {name, policy, mode, user?, password?} connects with that security
 // policy and mode, creates a session, browses Objects, reads Demo.Counter,
@@ -33,7 +33,11 @@ const {
     UserTokenType,
 } = opcua;
 
-const pki = fs.mkdtempSync(path.join(os.tmpdir(), "uagate-nodeclient-"));
+// NODECLIENT_PKI keeps the client's PKI (and so its certificate) across runs, for
+// tests that refuse the certificate, trust it and connect again; by default the
+// PKI is a temporary directory, removed at the end.
+const keepPKI = process.env.NODECLIENT_PKI || "";
+const pki = keepPKI || fs.mkdtempSync(path.join(os.tmpdir(), "uagate-nodeclient-"));
 const clientCertificateManager = new OPCUACertificateManager({
     rootFolder: pki,
     automaticallyAcceptUnknownCertificate: true,
@@ -118,5 +122,7 @@ for (const c of JSON.parse(casesJSON)) {
     out.ms = Date.now() - t0;
     console.log("RESULT " + JSON.stringify(out));
 }
-fs.rmSync(pki, { recursive: true, force: true });
+if (!keepPKI) {
+    fs.rmSync(pki, { recursive: true, force: true });
+}
 process.exit(0);
