@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/testpeer/nodeopcua"
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -225,14 +226,7 @@ func TestInterop(t *testing.T) {
 		// before was counted in TestInterop's goroutine; this subtest runs in one
 		// more. Everything the matrix above started must be gone too.
 		before++
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.WaitGoroutines(t, before)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -295,12 +296,8 @@ func TestSessionLimitsAndTimeout(t *testing.T) {
 		t.Fatalf("second subscription: %v", err)
 	}
 	// b says nothing: it times out, and a third session fits again.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().Sessions != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("session did not time out: %+v", s.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Eventually(10*time.Second, func() bool { return s.Stats().Sessions == 1 }) {
+		t.Fatalf("session did not time out: %+v", s.Stats())
 	}
 	if _, err := b.read(ctx, NodeCounter); !isStatus(err, ua.StatusBadSessionIdInvalid) {
 		t.Fatalf("read on a timed out session: %v", err)

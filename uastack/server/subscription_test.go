@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -186,8 +187,7 @@ func TestDataChangeFilters(t *testing.T) {
 func waitSampled(t *testing.T, s *Server, subID uint32, id string) {
 	t.Helper()
 	n := s.as.get(ua.MustParseNodeID(id))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, 10*time.Second, "the value to be sampled", func() bool {
 		s.subsMu.Lock()
 		sub := s.subs[subID]
 		s.subsMu.Unlock()
@@ -200,14 +200,8 @@ func waitSampled(t *testing.T, s *Server, subID uint32, id string) {
 			}
 		}
 		sub.mu.Unlock()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("value not sampled")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return done
+	})
 }
 
 func TestQueueOverflow(t *testing.T) {
@@ -394,13 +388,7 @@ func TestSubscriptionLifetime(t *testing.T) {
 	if cs.RevisedLifetimeCount != 3 || cs.RevisedMaxKeepAliveCount != 1 {
 		t.Fatalf("revised %+v", cs)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().SubsExpired == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription did not expire")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "the subscription to expire", func() bool { return s.Stats().SubsExpired > 0 })
 	r, err := ts.publishOnce(ctx)
 	if st, ok := statusChange(r); err != nil || !ok || st != ua.StatusBadTimeout || r.SubscriptionID != cs.SubscriptionID {
 		t.Fatalf("expiry: %v %+v", err, r)
@@ -422,12 +410,8 @@ func TestPublishParksWithoutWorker(t *testing.T) {
 	}
 	p := ts.startPublishing(10, func(*ua.PublishResponse) {})
 	defer p.halt()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().ParkedPublishRequests < 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("parked: %+v", s.Stats())
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !testutil.Eventually(10*time.Second, func() bool { return s.Stats().ParkedPublishRequests >= 10 }) {
+		t.Fatalf("parked: %+v", s.Stats())
 	}
 	// With one worker and ten parked Publish requests, a Read still runs.
 	if _, err := ts.read(ctx, NodeCounter); err != nil {

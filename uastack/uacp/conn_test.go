@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/pooling"
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -398,7 +399,7 @@ func TestListenerBusyAndClose(t *testing.T) {
 	defer silent.Close()
 	// … (wait until the listener has taken it) …
 	var busy net.Conn
-	if !eventually(2*time.Second, func() bool {
+	if !testutil.Eventually(2*time.Second, func() bool {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
 			return false

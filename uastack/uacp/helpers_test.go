@@ -10,22 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
-
-// eventually polls cond every few milliseconds until it holds or timeout passes.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
-}
 
 // checkGoroutines fails the test when goroutines it started outlive it. Register it
 // first, so that it runs after the test's other cleanups. Tests using it must not
@@ -34,7 +21,7 @@ func checkGoroutines(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		if eventually(10*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		if testutil.Eventually(testutil.GoroutineTimeout, func() bool { return runtime.NumGoroutine() <= before }) {
 			return
 		}
 		buf := make([]byte, 1<<20)

@@ -6,12 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uacp"
@@ -288,21 +288,9 @@ func waitErr(t testing.TB, c *Channel) error {
 	}
 }
 
-// checkGoroutines polls until the number of goroutines is back at base, as
+// checkGoroutines waits until the number of goroutines is back at base, as
 // goroutines of closed channels end asynchronously.
 func checkGoroutines(t testing.TB, base int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= base {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines, %d before:\n%s", n, base, buf)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitGoroutines(t, base)
 }
