@@ -150,6 +150,9 @@ func TestNodeOPCUAClientUntrusted(t *testing.T) {
 		LocalCertificate: clientPair.der, LocalKey: clientPair.key, RemoteCertificate: s.Certificate(),
 	}); !errors.Is(err, ua.StatusBadSecurityChecksFailed) {
 		t.Fatalf("an untrusted Go client got %v, want BadSecurityChecksFailed", err)
+	} else if strings.Contains(err.Error(), store.Path(pki.FolderRejected)) || strings.Contains(err.Error(), "rejected/") {
+		// The ERR reason goes to an unauthenticated peer: no paths of ours.
+		t.Fatalf("the server told an untrusted client where it keeps rejected certificates: %v", err)
 	}
 
 	// What an operator does: move the file to trusted/.

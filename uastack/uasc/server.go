@@ -202,7 +202,12 @@ func (s *ServerChannel) refuse(err error) {
 		s.sc.conn.Close()
 		return
 	}
-	_ = s.sc.conn.SendError(statusOf(err, ua.StatusBadSecurityChecksFailed), err.Error())
+	// The reason goes to an unauthenticated peer: the status code's name only,
+	// never err's text, which can name files of ours (the rejected/ copy of its
+	// certificate) or other internals. The details go to our log.
+	sc := statusOf(err, ua.StatusBadSecurityChecksFailed)
+	s.log.Info("uasc: channel refused", "status", sc, "err", err)
+	_ = s.sc.conn.SendError(sc, sc.String())
 }
 
 // handleOpen handles an OpenSecureChannel request: the first (Issue, from Accept)
