@@ -244,9 +244,24 @@ type Sink interface {
 	// to reconnect and retry, any other error to count and drop it. m stays
 	// the Output's: Publish and the sink must not call m.Done.
 	Publish(m *Message, ack Acker) error
-	// Close flushes what it can until ctx ends and disconnects.
+	// Close flushes what it can until ctx ends and disconnects. Before it
+	// returns it has called ack.Confirmed for every message it took (with an
+	// error for those the broker did not confirm), so that the Output can
+	// settle them. Connect after Close fails.
 	Close(ctx context.Context) error
 }
+
+// ConnState is implemented by sinks that learn of a lost connection between
+// publishes; Output.Stats reports it.
+type ConnState interface {
+	Connected() bool
+}
+
+// ErrUnauthorized is wrapped by the error of a sink's Connect when the broker
+// refused its credentials (or its certificate). The Output retries with
+// backoff, as for any connect error, and shows it in Stats.LastError: the
+// fix is in the configuration or on the broker.
+var ErrUnauthorized = errors.New("sink: broker refused the credentials")
 
 // Acker is told by a Sink what became of a message it took. Implemented by
 // Output; an interface rather than a func so that Publish allocates nothing.
