@@ -3,6 +3,7 @@ package brokertest
 import (
 	"fmt"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,6 +38,11 @@ func StartMosquitto(t testing.TB, opts MosquittoOptions) *Mosquitto {
 	conf := filepath.Join(m.dir, "mosquitto.conf")
 	var b strings.Builder
 	fmt.Fprintf(&b, "listener %d 127.0.0.1\n", port)
+	if u, err := user.Current(); err == nil {
+		// Started as root, mosquitto switches to the user "mosquitto", which
+		// cannot read the test's directory: stay who we are.
+		fmt.Fprintf(&b, "user %s\n", u.Username)
+	}
 	b.WriteString("log_dest stderr\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n")
 	b.WriteString("max_queued_messages 0\nmax_inflight_messages 0\n")
 	if opts.Persistence {
