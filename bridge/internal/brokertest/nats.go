@@ -14,9 +14,9 @@ type NATSOptions struct {
 	// JetStream enables JetStream with its store in the test's directory,
 	// which survives Kill and Stop.
 	JetStream bool
-	// User and Password, or Token, require authentication.
-	User, Password string
-	Token          string
+	// Users (user → password), or Token, require authentication.
+	Users map[string]string
+	Token string
 }
 
 // NATS is a nats-server on a loopback port.
@@ -58,8 +58,12 @@ func (n *NATS) writeConf(t testing.TB) {
 	switch {
 	case o.Token != "":
 		fmt.Fprintf(&b, "authorization {\n  token: %s\n}\n", strconv.Quote(o.Token))
-	case o.User != "":
-		fmt.Fprintf(&b, "authorization {\n  user: %s\n  password: %s\n}\n", strconv.Quote(o.User), strconv.Quote(o.Password))
+	case o.Users != nil:
+		b.WriteString("authorization {\n  users: [\n")
+		for u, pw := range o.Users {
+			fmt.Fprintf(&b, "    {user: %s, password: %s}\n", strconv.Quote(u), strconv.Quote(pw))
+		}
+		b.WriteString("  ]\n}\n")
 	}
 	writeFile(t, n.conf, b.String())
 }
@@ -67,12 +71,13 @@ func (n *NATS) writeConf(t testing.TB) {
 // URL is nats://127.0.0.1:port.
 func (n *NATS) URL() string { return "nats://" + n.Addr() }
 
-// SetAuth replaces the authorization (user and password, or token) and
-// makes the running server reload it (SIGHUP).
-func (n *NATS) SetAuth(t testing.TB, user, password, token string) {
+// SetAuth replaces the authorization (users, or a token) and makes the
+// running server reload it (SIGHUP); clients whose credentials no longer
+// pass are disconnected by the server.
+func (n *NATS) SetAuth(t testing.TB, users map[string]string, token string) {
 	t.Helper()
 	n.mu.Lock()
-	n.opts.User, n.opts.Password, n.opts.Token = user, password, token
+	n.opts.Users, n.opts.Token = users, token
 	n.mu.Unlock()
 	n.writeConf(t)
 	if err := n.reload(); err != nil {
