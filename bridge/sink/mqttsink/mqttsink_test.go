@@ -129,15 +129,6 @@ func (s *subscriber) snapshot() []received {
 	return append([]received(nil), s.msgs...)
 }
 
-func (s *subscriber) find(topic string) (received, bool) {
-	for _, r := range s.snapshot() {
-		if r.topic == topic {
-			return r, true
-		}
-	}
-	return received{}, false
-}
-
 func (s *subscriber) distinct() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
