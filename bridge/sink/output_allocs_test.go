@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ type chanTracker chan bool
 func (c chanTracker) Settled(_ uint64, delivered bool) { c <- delivered }
 
 func startDiscardOutput(tb testing.TB) *sink.Output {
-	o, err := sink.NewOutput(filesink.NewWriter("discard", io.Discard), sink.OutputOptions{})
+	o, err := sink.NewOutput(filesink.NewWriter("discard", io.Discard), sink.OutputOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
