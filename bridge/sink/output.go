@@ -515,6 +515,9 @@ func (o *Output) publish(m *Message) {
 		s.state = slotFailed
 		o.failedN++
 		o.connected = false
+		// After the reconnect a new pass starts from the window's head, so
+		// this message keeps its place in the order.
+		o.inPass = false
 		o.mu.Unlock()
 		return
 	}

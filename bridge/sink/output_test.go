@@ -143,6 +143,39 @@ func TestOutputRetriesFailedInOrder(t *testing.T) {
 	tr.check(t, 15, func(uint64) bool { return true })
 }
 
+// A connection lost with messages in flight: they all fail, the first
+// resend finds the sink disconnected, and after the reconnect the window is
+// resent from its head, in order.
+func TestOutputResendAfterLostConnectionInOrder(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 5})
+	o.Start()
+	tr := newTracker()
+	for i := range 8 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	s.mu.Lock()
+	s.notConnected = 1
+	s.mu.Unlock()
+	s.confirm(func(int) error { return ErrNotConnected })
+	waitFor(t, 2*time.Second, "resent window", func() bool { return s.npending() == 5 })
+	if got := s.publishedCopy()[5:]; !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("resent %v, want 0..4 in order", got)
+	}
+	s.confirm(func(int) error { return nil })
+	waitFor(t, 2*time.Second, "the rest", func() bool { return s.npending() == 3 })
+	s.confirm(func(int) error { return nil })
+	waitFor(t, 2*time.Second, "all settled", func() bool { return tr.settled() == 8 })
+	if st := o.Stats(); st.Reconnects != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 8, func(uint64) bool { return true })
+}
+
 // At-most-once, a failed confirmation is counted and the message settled as
 // delivered: nothing is resent.
 func TestOutputAtMostOnceCountsErrors(t *testing.T) {
