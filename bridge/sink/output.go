@@ -37,6 +37,22 @@ type OutputOptions struct {
 	Logger *slog.Logger
 }
 
+// ParseOutputOptions builds OutputOptions from the configuration's words
+// (config.Delivery: guarantee, policy, queueSize); package sink does not
+// import package config, which may use this package's parsers.
+func ParseOutputOptions(guarantee, policy string, queueSize int) (OutputOptions, error) {
+	g, err := ParseGuarantee(guarantee)
+	if err != nil {
+		return OutputOptions{}, err
+	}
+	p, err := ParsePolicy(policy)
+	if err != nil {
+		return OutputOptions{}, err
+	}
+	o := OutputOptions{Guarantee: g, Policy: p, QueueSize: queueSize}
+	return o, o.Validate()
+}
+
 // Validate names the first field that cannot work.
 func (o *OutputOptions) Validate() error {
 	switch {
@@ -382,7 +398,8 @@ func (o *Output) Stats() OutputStats {
 // Close stops accepting messages (Enqueue settles them at once, blocked
 // producers are released), delivers what it can of the queue until ctx
 // ends, then closes the sink and settles what is left: undelivered
-// at-least-once, delivered at-most-once. It returns the sink's Close error,
+// at-least-once, delivered at-most-once; with a context that never ends it
+// waits until everything was delivered. It returns the sink's Close error,
 // joined with a count of undelivered messages when there were any. Close
 // waits for the worker; calling it again waits for the first call.
 func (o *Output) Close(ctx context.Context) error {

@@ -45,6 +45,18 @@ func TestOutputRefusesAtLeastOnceOverAtMostOnceSink(t *testing.T) {
 	}
 }
 
+func TestParseOutputOptions(t *testing.T) {
+	o, err := ParseOutputOptions("at-least-once", "drop-oldest", 10)
+	if err != nil || o.Guarantee != AtLeastOnce || o.Policy != DropOldest || o.QueueSize != 10 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, c := range [][3]any{{"exactly-once", "", 0}, {"", "newest", 0}, {"", "", -1}} {
+		if _, err := ParseOutputOptions(c[0].(string), c[1].(string), c[2].(int)); err == nil {
+			t.Errorf("%v accepted", c)
+		}
+	}
+}
+
 func TestOutputDeliversInOrder(t *testing.T) {
 	s := &scriptSink{guarantee: AtLeastOnce, autoConfirm: true}
 	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 8, MaxInFlight: 4})
