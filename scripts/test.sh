@@ -3,12 +3,24 @@
 # race-enabled tests and short bounded fuzz runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.tools/bin:$PATH"
+# Debian installs the brokers' daemons to /usr/sbin, which a non-root PATH may lack.
+export PATH="$PWD/.tools/bin:$PATH:/usr/sbin"
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "tools"
 make -s tools
+step "brokers for the sink tests (Debian's mosquitto and nats-server)"
+need=()
+command -v mosquitto >/dev/null || need+=(mosquitto)
+command -v nats-server >/dev/null || need+=(nats-server)
+if [ ${#need[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	$sudo apt-get update
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}"
+fi
+
 step "node-opcua peer and JSON cross-check packages"
 ./scripts/install-node-opcua.sh
 

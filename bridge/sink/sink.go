@@ -23,6 +23,20 @@
 // never be delivered). An at-most-once output, and a drop-oldest queue that
 // drops a message, pass true: they never hold an upstream acknowledgement
 // back.
+//
+// # Output
+//
+// Output is the Queue in front of one Sink: a bounded queue with its policy,
+// a window of at most MaxInFlight messages published and not yet confirmed,
+// and one worker goroutine that connects, reconnects with backoff after
+// ErrNotConnected, publishes in order and, at-least-once, resends in order
+// what the broker did not confirm. Close drains until its context ends, then
+// closes the sink and settles the rest. Stats are its counters for metrics.
+// The steady path allocates nothing; the broker clients may (see their
+// packages).
+//
+// Topics renders an Addr through a sink's topic templates, cached; TLSOptions
+// builds a sink's tls.Config.
 package sink
 
 import (
@@ -237,16 +251,31 @@ type Sink interface {
 	// after ErrNotConnected, with backoff.
 	Connect(ctx context.Context) error
 	// Publish hands m to the broker without waiting for its confirmation. It
-	// calls ack.Confirmed(m, err) exactly once, possibly later and from
-	// another goroutine, with nil when the broker confirmed the message (for
+	// calls ack.Confirmed(m, err) exactly once, before Publish returns or
+	// later from another goroutine, with nil when the broker confirmed the message (for
 	// an at-most-once sink: when it was written) or the reason it was not. A
 	// non-nil return means m was not taken (ack is not called): ErrNotConnected
 	// to reconnect and retry, any other error to count and drop it. m stays
 	// the Output's: Publish and the sink must not call m.Done.
 	Publish(m *Message, ack Acker) error
-	// Close flushes what it can until ctx ends and disconnects.
+	// Close flushes what it can until ctx ends and disconnects. Before it
+	// returns it has called ack.Confirmed for every message it took (with an
+	// error for those the broker did not confirm), so that the Output can
+	// settle them. Connect after Close fails.
 	Close(ctx context.Context) error
 }
+
+// ConnState is implemented by sinks that learn of a lost connection between
+// publishes; Output.Stats reports it.
+type ConnState interface {
+	Connected() bool
+}
+
+// ErrUnauthorized is wrapped by the error of a sink's Connect when the broker
+// refused its credentials (or its certificate). The Output retries with
+// backoff, as for any connect error, and shows it in Stats.LastError: the
+// fix is in the configuration or on the broker.
+var ErrUnauthorized = errors.New("sink: broker refused the credentials")
 
 // Acker is told by a Sink what became of a message it took. Implemented by
 // Output; an interface rather than a func so that Publish allocates nothing.

@@ -1,0 +1,89 @@
+package brokertest
+
+import (
+	"fmt"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// MosquittoOptions configure a test mosquitto.
+type MosquittoOptions struct {
+	// Users, when not nil, switches anonymous access off and allows these
+	// user → password pairs (a mosquitto_passwd file).
+	Users map[string]string
+	// Persistence keeps sessions and queued messages across Stop/Start in
+	// the test's directory (written at Stop; Kill loses what came since).
+	Persistence bool
+}
+
+// Mosquitto is a mosquitto broker on a loopback port.
+type Mosquitto struct {
+	*process
+	opts      MosquittoOptions
+	dir       string
+	passwd    string
+	passwdBin string
+}
+
+// StartMosquitto starts mosquitto with a generated configuration and waits
+// until it accepts connections.
+func StartMosquitto(t testing.TB, opts MosquittoOptions) *Mosquitto {
+	t.Helper()
+	m := &Mosquitto{opts: opts, dir: t.TempDir()}
+	bin := binary(t, "mosquitto")
+	port := freePort(t)
+	conf := filepath.Join(m.dir, "mosquitto.conf")
+	var b strings.Builder
+	fmt.Fprintf(&b, "listener %d 127.0.0.1\n", port)
+	if u, err := user.Current(); err == nil {
+		// Started as root, mosquitto switches to the user "mosquitto", which
+		// cannot read the test's directory: stay who we are.
+		fmt.Fprintf(&b, "user %s\n", u.Username)
+	}
+	b.WriteString("log_dest stderr\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n")
+	b.WriteString("max_queued_messages 0\nmax_inflight_messages 0\n")
+	if opts.Persistence {
+		fmt.Fprintf(&b, "persistence true\npersistence_location %s/\nautosave_interval 1\n", m.dir)
+	}
+	if opts.Users != nil {
+		m.passwdBin = binary(t, "mosquitto_passwd")
+		m.passwd = filepath.Join(m.dir, "passwd")
+		m.writeUsers(t, opts.Users)
+		fmt.Fprintf(&b, "allow_anonymous false\npassword_file %s\n", m.passwd)
+	} else {
+		b.WriteString("allow_anonymous true\n")
+	}
+	writeFile(t, conf, b.String())
+	m.process = newProcess(t, "mosquitto", bin, port, func() []string { return []string{"-c", conf} })
+	m.Start()
+	return m
+}
+
+// URL is tcp://127.0.0.1:port.
+func (m *Mosquitto) URL() string { return "tcp://" + m.Addr() }
+
+func (m *Mosquitto) writeUsers(t testing.TB, users map[string]string) {
+	t.Helper()
+	writeFile(t, m.passwd, "")
+	for u, pw := range users {
+		if out, err := exec.Command(m.passwdBin, "-b", m.passwd, u, pw).CombinedOutput(); err != nil {
+			t.Fatalf("brokertest: mosquitto_passwd: %v: %s", err, out)
+		}
+	}
+}
+
+// SetUsers replaces the allowed users and makes the running broker reload
+// them (SIGHUP). Only for a broker started with Users.
+func (m *Mosquitto) SetUsers(t testing.TB, users map[string]string) {
+	t.Helper()
+	if m.passwd == "" {
+		t.Fatal("brokertest: SetUsers on a mosquitto started without Users")
+	}
+	m.writeUsers(t, users)
+	if err := m.reload(); err != nil {
+		t.Fatalf("brokertest: reload mosquitto: %v", err)
+	}
+}

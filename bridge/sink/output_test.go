@@ -1,0 +1,372 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newTestOutput(t *testing.T, s Sink, opts OutputOptions) *Output {
+	t.Helper()
+	if opts.Backoff == (OutputOptions{}).Backoff {
+		opts.Backoff = fastBackoff
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	o, err := NewOutput(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func closeOutput(t *testing.T, o *Output, d time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return o.Close(ctx)
+}
+
+func TestOutputRefusesAtLeastOnceOverAtMostOnceSink(t *testing.T) {
+	_, err := NewOutput(&scriptSink{guarantee: AtMostOnce}, OutputOptions{Guarantee: AtLeastOnce})
+	if err == nil || !strings.Contains(err.Error(), "at-least-once") {
+		t.Fatalf("NewOutput = %v, want a refusal naming at-least-once", err)
+	}
+	if _, err := NewOutput(&scriptSink{guarantee: AtLeastOnce}, OutputOptions{Guarantee: AtLeastOnce}); err != nil {
+		t.Fatalf("at-least-once over an at-least-once sink: %v", err)
+	}
+	if _, err := NewOutput(&scriptSink{}, OutputOptions{QueueSize: -1}); err == nil || !strings.Contains(err.Error(), "QueueSize") {
+		t.Fatalf("negative QueueSize: %v", err)
+	}
+}
+
+func TestParseOutputOptions(t *testing.T) {
+	o, err := ParseOutputOptions("at-least-once", "drop-oldest", 10)
+	if err != nil || o.Guarantee != AtLeastOnce || o.Policy != DropOldest || o.QueueSize != 10 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, c := range [][3]any{{"exactly-once", "", 0}, {"", "newest", 0}, {"", "", -1}} {
+		if _, err := ParseOutputOptions(c[0].(string), c[1].(string), c[2].(int)); err == nil {
+			t.Errorf("%v accepted", c)
+		}
+	}
+}
+
+func TestOutputDeliversInOrder(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce, autoConfirm: true}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 8, MaxInFlight: 4})
+	o.Start()
+	tr := newTracker()
+	const n = 500
+	for i := range n {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 5*time.Second, "all settled", func() bool { return tr.settled() == n })
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, n, func(uint64) bool { return true })
+	got := s.publishedCopy()
+	for i, c := range got {
+		if c != i {
+			t.Fatalf("published[%d] = %d: out of order", i, c)
+		}
+	}
+	st := o.Stats()
+	if st.Enqueued != n || st.Sent != n || st.Confirmed != n || st.Errors != 0 || st.Queued != 0 || st.InFlight != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if !s.closed {
+		t.Fatal("sink not closed")
+	}
+}
+
+func TestOutputMaxInFlight(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, MaxInFlight: 3})
+	o.Start()
+	tr := newTracker()
+	for i := range 10 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
+	if st := o.Stats(); st.InFlight != 3 || st.Queued != 7 {
+		t.Fatalf("in flight %d queued %d, want 3 and 7", st.InFlight, st.Queued)
+	}
+	for tr.settled() < 10 {
+		s.confirm(func(int) error { return nil })
+		waitFor(t, 2*time.Second, "next window", func() bool { return s.npending() > 0 || tr.settled() == 10 })
+	}
+	if s.maxPending > 3 {
+		t.Fatalf("%d in flight, limit 3", s.maxPending)
+	}
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 10, func(uint64) bool { return true })
+}
+
+// A failed confirmation at-least-once stops the stream, waits for what is
+// outstanding, and resends the failed messages in their order before
+// anything newer.
+func TestOutputRetriesFailedInOrder(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, MaxInFlight: 10})
+	o.Start()
+	tr := newTracker()
+	for i := range 10 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "10 in flight", func() bool { return s.npending() == 10 })
+	for i := 10; i < 15; i++ {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	boom := errors.New("broker said no")
+	s.confirm(func(c int) error {
+		if c >= 3 && c <= 6 || c == 8 {
+			return boom
+		}
+		return nil
+	})
+	// The window spans 3..12 (10 slots, 7 and 9 settled): the 5 resends,
+	// then 3 new messages fit.
+	waitFor(t, 2*time.Second, "resends", func() bool { return s.npending() == 8 })
+	got := s.publishedCopy()[10:]
+	want := []int{3, 4, 5, 6, 8, 10, 11, 12}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the failures published %v, want %v", got, want)
+	}
+	s.confirm(func(int) error { return nil })
+	waitFor(t, 2*time.Second, "13 and 14", func() bool { return s.npending() == 2 })
+	s.confirm(func(int) error { return nil })
+	waitFor(t, 2*time.Second, "all settled", func() bool { return tr.settled() == 15 })
+	st := o.Stats()
+	if st.Retries != 5 || st.Errors != 5 || st.Confirmed != 15 || !strings.Contains(st.LastError, "broker said no") {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 15, func(uint64) bool { return true })
+}
+
+// A connection lost with messages in flight: they all fail, the first
+// resend finds the sink disconnected, and after the reconnect the window is
+// resent from its head, in order.
+func TestOutputResendAfterLostConnectionInOrder(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 5})
+	o.Start()
+	tr := newTracker()
+	for i := range 8 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	s.mu.Lock()
+	s.notConnected = 1
+	s.mu.Unlock()
+	s.confirm(func(int) error { return ErrNotConnected })
+	waitFor(t, 2*time.Second, "resent window", func() bool { return s.npending() == 5 })
+	if got := s.publishedCopy()[5:]; !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("resent %v, want 0..4 in order", got)
+	}
+	s.confirm(func(int) error { return nil })
+	waitFor(t, 2*time.Second, "the rest", func() bool { return s.npending() == 3 })
+	s.confirm(func(int) error { return nil })
+	waitFor(t, 2*time.Second, "all settled", func() bool { return tr.settled() == 8 })
+	if st := o.Stats(); st.Reconnects != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 8, func(uint64) bool { return true })
+}
+
+// At-most-once, a failed confirmation is counted and the message settled as
+// delivered: nothing is resent.
+func TestOutputAtMostOnceCountsErrors(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtMostOnce})
+	o.Start()
+	tr := newTracker()
+	for i := range 5 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	s.confirm(func(c int) error {
+		if c%2 == 0 {
+			return errors.New("lost")
+		}
+		return nil
+	})
+	waitFor(t, 2*time.Second, "settled", func() bool { return tr.settled() == 5 })
+	if st := o.Stats(); st.Errors != 3 || st.Confirmed != 2 || st.Retries != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if len(s.publishedCopy()) != 5 {
+		t.Fatalf("published %v, want 5 without resends", s.publishedCopy())
+	}
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 5, func(uint64) bool { return true })
+}
+
+// ErrNotConnected from Publish reconnects (with backoff past failed
+// connects) and sends the same message again; a refused message is dropped
+// as undelivered at-least-once.
+func TestOutputReconnects(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce, autoConfirm: true, connectFails: 2}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce})
+	o.Start()
+	tr := newTracker()
+	o.Enqueue(counterMessage(tr, 0))
+	waitFor(t, 2*time.Second, "first message", func() bool { return tr.settled() == 1 })
+	st := o.Stats()
+	if st.ConnectFailures != 2 || st.Reconnects != 0 || !st.Connected || !strings.Contains(st.LastError, "refused the credentials") {
+		t.Fatalf("after 2 failed connects: %+v", st)
+	}
+	s.mu.Lock()
+	s.notConnected, s.connectFails = 1, 1
+	s.mu.Unlock()
+	o.Enqueue(counterMessage(tr, 1))
+	o.Enqueue(counterMessage(tr, 2))
+	waitFor(t, 2*time.Second, "after reconnect", func() bool { return tr.settled() == 3 })
+	if st = o.Stats(); st.Reconnects != 1 || st.ConnectFailures != 3 {
+		t.Fatalf("after a lost connection: %+v", st)
+	}
+	s.mu.Lock()
+	s.refuse = errors.New("message too large")
+	s.mu.Unlock()
+	o.Enqueue(counterMessage(tr, 3))
+	o.Enqueue(counterMessage(tr, 4))
+	waitFor(t, 2*time.Second, "refused", func() bool { return tr.settled() == 5 })
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 5, func(tok uint64) bool { return tok != 3 })
+	if got := s.publishedCopy(); !slices.Equal(got, []int{0, 1, 2, 4}) {
+		t.Fatalf("published %v", got)
+	}
+	if st = o.Stats(); st.Undelivered != 1 || st.Errors != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Block: a full queue makes Enqueue wait; Close releases it and settles the
+// waiting and queued messages as undelivered at-least-once.
+func TestOutputBlockPolicy(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 2})
+	o.Start()
+	tr := newTracker()
+	o.Enqueue(counterMessage(tr, 0))
+	o.Enqueue(counterMessage(tr, 1))
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		o.Enqueue(counterMessage(tr, 2))
+	}()
+	waitFor(t, 2*time.Second, "3 enqueued", func() bool { return o.Stats().Enqueued == 3 })
+	select {
+	case <-returned:
+		t.Fatal("Enqueue on a full blocking queue returned")
+	case <-time.After(50 * time.Millisecond): // a wait for nothing to happen: the negative check
+	}
+	err := closeOutput(t, o, 100*time.Millisecond)
+	<-returned
+	if err == nil || !strings.Contains(err.Error(), "2 messages undelivered") {
+		t.Fatalf("Close = %v, want 2 undelivered", err)
+	}
+	tr.check(t, 3, func(uint64) bool { return false })
+	// After Close, Enqueue settles at once.
+	o.Enqueue(counterMessage(tr, 3))
+	tr.check(t, 4, func(uint64) bool { return false })
+	if st := o.Stats(); st.Undelivered != 4 || st.Connected {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// DropOldest never waits: it drops the oldest queued message, settled as
+// delivered, and counts it.
+func TestOutputDropOldest(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueSize: 4})
+	o.Start()
+	tr := newTracker()
+	for i := range 10 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	if st := o.Stats(); st.Dropped != 6 || st.Queued != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	tr.check(t, 6, func(uint64) bool { return true })
+	err := closeOutput(t, o, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "4 messages undelivered") {
+		t.Fatalf("Close = %v", err)
+	}
+	tr.check(t, 10, func(tok uint64) bool { return tok < 6 })
+}
+
+// Close drains: what is queued and in flight is delivered while ctx lasts.
+func TestOutputCloseDrains(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 2})
+	o.Start()
+	tr := newTracker()
+	for i := range 6 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "2 in flight", func() bool { return s.npending() == 2 })
+	closed := make(chan error, 1)
+	go func() { closed <- closeOutput(t, o, 5*time.Second) }()
+	for tr.settled() < 6 {
+		waitFor(t, 2*time.Second, "in flight", func() bool { return s.npending() > 0 })
+		s.confirm(func(int) error { return nil })
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 6, func(uint64) bool { return true })
+}
+
+// At close, unconfirmed messages come back from the sink's Close with an
+// error and are settled undelivered (at-least-once) exactly once.
+func TestOutputCloseSettlesUnconfirmed(t *testing.T) {
+	s := &scriptSink{guarantee: AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 3})
+	o.Start()
+	tr := newTracker()
+	for i := range 5 {
+		o.Enqueue(counterMessage(tr, i))
+	}
+	waitFor(t, 2*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
+	err := closeOutput(t, o, 30*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "5 messages undelivered") {
+		t.Fatalf("Close = %v", err)
+	}
+	tr.check(t, 5, func(uint64) bool { return false })
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestOutputCloseWithoutStart(t *testing.T) {
+	s := &scriptSink{guarantee: AtMostOnce}
+	o := newTestOutput(t, s, OutputOptions{})
+	tr := newTracker()
+	o.Enqueue(counterMessage(tr, 0))
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 1, func(uint64) bool { return true })
+	if !s.closed || s.connects != 0 {
+		t.Fatalf("closed %v connects %d", s.closed, s.connects)
+	}
+}
