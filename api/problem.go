@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	json "github.com/goccy/go-json"
 )
@@ -102,7 +103,9 @@ func problemOf(err error, instance string) Problem {
 		k = ErrInternal
 	}
 	p := Problem{Type: k.Type(), Title: k.title, Status: k.status, Instance: instance}
-	if d := err.Error(); d != k.title {
+	// A backend's fmt.Errorf("…: %w", ErrNotFound) ends in the kind's
+	// title, which the problem carries already.
+	if d := strings.TrimSuffix(err.Error(), ": "+k.title); d != k.title {
 		p.Detail = d
 	}
 	var fe *fieldError
