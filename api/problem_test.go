@@ -32,11 +32,11 @@ func TestBadInput(t *testing.T) {
 	groups := "/api/v1/writer-groups"
 	big := `{"name":"g","endpoint":"plc1","writers":[],"x":"` + strings.Repeat("a", 300) + `"}`
 	cases := []struct {
-		name                 string
-		method, path, token  string
-		body                 any
-		ctype                string
-		want                 Problem
+		name                string
+		method, path, token string
+		body                any
+		ctype               string
+		want                Problem
 	}{
 		{"malformed JSON", "POST", groups, adminToken, `{"name":"g",`, "",
 			Problem{Type: "urn:uagate:problem:malformed-json", Title: "Malformed JSON", Status: 400, Detail: "malformed JSON: unexpected end of input"}},

@@ -174,4 +174,3 @@ func TestEndpointConfig(t *testing.T) {
 		t.Fatal("not deleted")
 	}
 }
-
