@@ -109,7 +109,7 @@ type mqttListener struct {
 	ln      net.Listener
 	log     *slog.Logger
 	conns   sync.WaitGroup
-	serving bool // the broker spawned Serve; set before anyone calls wait
+	serving bool          // the broker spawned Serve; set before anyone calls wait
 	served  chan struct{} // closed when Serve returns
 	stop    chan struct{} // closed by Close
 	closing atomic.Bool
