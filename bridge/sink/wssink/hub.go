@@ -316,10 +316,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader answered (handshakeError) and counted it
 	}
 	c := newClient(h, conn)
-	if !h.register(c) {
-		_ = conn.WriteControl(websocket.CloseMessage,
-			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"),
-			time.Now().Add(closeGrace))
+	if code, reason := h.register(c); code != 0 {
+		h.rejected.Add(1)
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
 		_ = conn.Close()
 		return
 	}
@@ -370,20 +369,25 @@ func (h *Hub) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], h.tokenHash[:]) == 1 && ok
 }
 
-// register adds c to the clients, unless the hub is closed.
-func (h *Hub) register(c *client) bool {
+// register adds c to the clients, unless the hub is closed or full (the
+// check before the upgrade lets concurrent handshakes through); else it
+// returns the close code and reason to send.
+func (h *Hub) register(c *client) (int, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed.Load() {
-		return false
+		return websocket.CloseGoingAway, "server shutting down"
 	}
 	old := *h.clients.Load()
+	if len(old) >= h.opts.MaxClients {
+		return websocket.CloseTryAgainLater, "too many websocket clients"
+	}
 	next := make([]*client, len(old), len(old)+1)
 	copy(next, old)
 	next = append(next, c)
 	h.clients.Store(&next)
 	h.wg.Add(1)
-	return true
+	return 0, ""
 }
 
 func (h *Hub) unregister(c *client) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -515,4 +516,75 @@ func TestHubCloseDeadline(t *testing.T) {
 	if n := h.Stats().Clients; n != 0 {
 		t.Errorf("%d clients after Close", n)
 	}
+}
+
+// TestHubConcurrent: producers on several goroutines while clients come and
+// go, subscribe again and fall behind; every reference is given up exactly
+// once by the end.
+func TestHubConcurrent(t *testing.T) {
+	checkGoroutines(t)
+	h, url := serve(t, Options{ClientQueue: 16, MaxMetaData: 8}, nil)
+	tr := newTracker()
+	const producers, clientRounds, maxPerProducer = 4, 30, 200000
+	var rounds atomic.Int32
+	stopClients := make(chan struct{})
+	clientsDone := make(chan struct{})
+	go func() {
+		defer close(clientsDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopClients:
+				return
+			default:
+			}
+			c, _, err := websocket.DefaultDialer.Dial(url+"?group=g"+fmt.Sprint(i%3), nil)
+			if err != nil {
+				select {
+				case <-stopClients: // refused by the closed hub
+				default:
+					t.Errorf("dial: %v", err)
+				}
+				return
+			}
+			if i%2 == 0 {
+				_ = c.WriteMessage(websocket.TextMessage, []byte(`{"subscribe":{"kinds":["data","metadata","status"]}}`))
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for range i % 40 { // read a few, then vanish; some read nothing and fall behind
+				if _, _, err := c.ReadMessage(); err != nil {
+					break
+				}
+			}
+			_ = c.Close()
+			rounds.Add(1)
+		}
+	}()
+	var wg sync.WaitGroup
+	var produced [producers]int
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < maxPerProducer && rounds.Load() < clientRounds; i++ {
+				tok := uint64(p*maxPerProducer + i + 1)
+				kind := []sink.Kind{sink.KindData, sink.KindData, sink.KindMetaData, sink.KindStatus, sink.KindField}[i%5]
+				h.Enqueue(msg(tr, tok, kind, "g"+fmt.Sprint(i%3), "w"+fmt.Sprint(i%4), fmt.Sprintf("%d", tok)))
+				produced[p]++
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopClients)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil { // also ends the last client's read
+		t.Fatal(err)
+	}
+	<-clientsDone
+	total := 0
+	for _, n := range produced {
+		total += n
+	}
+	tr.check(t, total)
+	t.Logf("stats %+v", h.Stats())
 }
