@@ -181,6 +181,7 @@ type WriterGroup struct {
 	writers    []*writer
 	base       uint32 // client handle of fields[0]
 	namespaces []string
+	versions   map[string]jsonenc.ConfigurationVersion // last version by writer name
 	closed     bool
 	started    bool
 
@@ -437,8 +438,16 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 			jsonenc.DSMMetaDataVersion | jsonenc.DSMTimestamp | jsonenc.DSMStatus | jsonenc.DSMMessageType |
 			jsonenc.FieldEncodingBits(g.fieldMode)
 	}
-	v := versionTime(time.Now(), 0)
+	// A writer that replaces one of the same name (a reload that changed its
+	// fields) gets a newer MajorVersion: its fields may have changed in any
+	// way.
+	prev := g.versions[w.name]
+	v := versionTime(time.Now(), max(prev.MajorVersion, prev.MinorVersion))
 	w.version = jsonenc.ConfigurationVersion{MajorVersion: v, MinorVersion: v}
+	if g.versions == nil {
+		g.versions = map[string]jsonenc.ConfigurationVersion{}
+	}
+	g.versions[w.name] = w.version
 	g.writers = append(g.writers, w)
 	return nil
 }
@@ -895,6 +904,17 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 		return fmt.Errorf("bridge: writer group %s: writer %s: creating monitored items: %w", g.cfg.Name, w.name, err)
 	}
 	return nil
+}
+
+// ReplaceWriter replaces the writer of wc's name by wc (a reload that
+// changed its fields): the old one's items are deleted, the new one's
+// created, and its metadata is sent with a newer MajorVersion. Its
+// SequenceNumbers start over.
+func (g *WriterGroup) ReplaceWriter(ctx context.Context, wc config.DataSetWriter) error {
+	if err := g.RemoveWriter(ctx, wc.Name); err != nil {
+		return err
+	}
+	return g.AddWriter(ctx, wc)
 }
 
 // RemoveWriter removes a dataset writer from a running group: its monitored

@@ -200,6 +200,7 @@ func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredIt
 	g.vmu.Unlock()
 	if changed && w.metaSent {
 		w.version.MinorVersion = versionTime(time.Now(), w.version.MinorVersion)
+		g.versions[w.name] = w.version
 		g.sendMetaData(w)
 	}
 }
