@@ -231,6 +231,16 @@ type item struct {
 	queue    uint32        // revised queue size
 	mode     MonitoringMode
 	flags    uint8
+	nsu      uint16 // 1 + index into itemTable.uris of the node's namespace URI; 0: none
+
+	// The last value delivered, for dropping resent ones (resend.go);
+	// written by the dispatch loop only.
+	lastTS     ua.DateTime
+	lastFP     uint64
+	lastStatus ua.StatusCode
+	lastGen    uint32
+	lastType   uint8
+	lastFlags  uint8
 }
 
 const (
