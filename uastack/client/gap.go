@@ -259,7 +259,8 @@ func (p *publisher) onGap(ev gapEvent) {
 		sub.stats.republished.Add(1)
 		p.deliver(j.c, sub, ev.seq, ev.msg, false)
 		st.last = ev.seq
-		j.reply <- true
+		// No room for the next one: stop before fetching it.
+		j.reply <- sub.room() > 0
 	case gapEnd:
 		p.gaps--
 		if !current {

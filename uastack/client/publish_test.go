@@ -34,6 +34,10 @@ type fakePubServer struct {
 	retained  map[uint32][]float64 // seq -> values, for Republish: what was sent and not acknowledged
 	keepAcked bool                 // keep acknowledged messages for Republish (numbers used twice)
 	noRetain  bool                 // keep nothing for Republish (allocation tests)
+	repGate   chan struct{}        // when set, a Republish waits for a receive from it (or its context)
+	repNow    atomic.Int32         // Republish calls under way
+	repMax    atomic.Int32         // the most at once
+	ts        ua.DateTime          // source timestamp of the values built
 	republish []uint32
 	nextSub   uint32
 	nextItem  uint32
@@ -67,6 +71,22 @@ func (f *fakePubServer) client() *Client {
 }
 
 func (f *fakePubServer) SendRequest(ctx context.Context, req, resp ua.Structure) (ua.Structure, error) {
+	if _, ok := req.(*ua.RepublishRequest); ok {
+		n := f.repNow.Add(1)
+		defer f.repNow.Add(-1)
+		for m := f.repMax.Load(); n > m && !f.repMax.CompareAndSwap(m, n); m = f.repMax.Load() {
+		}
+		f.mu.Lock()
+		gate := f.repGate
+		f.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch r := req.(type) {
@@ -172,6 +192,7 @@ func (f *fakePubServer) build(sub, seq uint32, avail []uint32, values []float64)
 		var n ua.MonitoredItemNotification
 		n.ClientHandle = uint32(i + 1)
 		n.Value.Value.SetDouble(v)
+		n.Value.SourceTimestamp = f.ts
 		f.dcn.MonitoredItems = append(f.dcn.MonitoredItems, n)
 	}
 	f.msg.NotificationMessage.NotificationData = append(f.msg.NotificationMessage.NotificationData,
@@ -308,6 +329,16 @@ func syncLoop(t testing.TB, p *publisher) {
 	}
 }
 
+// waitGapIdle waits until no gap fill runs for sub.
+func waitGapIdle(t testing.TB, p *publisher, sub *Subscription) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the gap fill to end", func() bool {
+		idle := false
+		p.post(func() { idle = sub.syncSeq().gap == nil })
+		return idle
+	})
+}
+
 func newFakeSub(t *testing.T) (*fakePubServer, *Client, *Subscription, *recorder) {
 	f := newFakePubServer(t)
 	c := f.client()
@@ -410,7 +441,8 @@ func TestPublishWrapAround(t *testing.T) {
 	if g := rec.gapList(); !slices.Equal(g, [][2]uint32{{3, 3}}) {
 		t.Fatalf("gaps %v", g)
 	}
-	// A gap across the wrap.
+	// A gap across the wrap (once the last gap fill has ended).
+	waitGapIdle(t, p, sub)
 	p.post(func() { sub.syncSeq().last = 0xFFFFFFFE })
 	f.answer(id, 2, nil, []float64{6}, nil)
 	rec.wait(t, 2)
