@@ -344,8 +344,8 @@ type ItemInfo struct {
 	// it had when the item was last created (NamespaceURI says which).
 	NodeID       ua.NodeID
 	NamespaceURI string
-	AttributeID uint32
-	IndexRange  string
+	AttributeID  uint32
+	IndexRange   string
 	// ID is the server's id of the item, 0 while it does not exist there.
 	ID uint32
 	// Status is the server's last answer for the item: Good once created, the
