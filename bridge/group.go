@@ -571,16 +571,22 @@ func (g *WriterGroup) prepare(ctx context.Context, c *client.Client, w *writer, 
 		x, _ := ua.ParseExpandedNodeID(fc.Node) // checked by appendWriter
 		id, err := x.Resolve(g.namespaces)
 		if err != nil {
-			// An unknown namespace URI: the item is still created (with a null
-			// node id the server refuses), so that its status is reported and
-			// retried like any unknown node.
+			// A namespace URI the server does not know (now): the item is
+			// still created; the client resolves the URI at every creation,
+			// reports BadNodeIdUnknown meanwhile and retries.
 			bad[slot] = err
-			id = ua.NodeID{}
 		}
 		if g.samples {
 			g.nodes[slot] = id
 		}
-		reqs[k].NodeID = id
+		if x.NamespaceURI != "" {
+			// The client re-resolves nsu= at every (re)creation: a server that
+			// restarted with its namespaces in another order still gets the
+			// node meant.
+			reqs[k].Node = x
+		} else {
+			reqs[k].NodeID = id
+		}
 		if ev := fc.Events; ev != nil {
 			sel := w.eventSelect(slot)
 			filter := &ua.EventFilter{SelectClauses: client.SelectEventFields(sel...)}
@@ -621,11 +627,10 @@ func (g *WriterGroup) prepare(ctx context.Context, c *client.Client, w *writer, 
 			results = resp.Results
 		}
 	}
-	g.vmu.Lock()
 	for slot, err := range bad {
-		g.fields[slot].status = ua.StatusBadNodeIdUnknown
-		g.log.Warn("bridge: field node cannot be resolved", "group", g.cfg.Name, "writer", w.name, "field", g.fields[slot].name, "err", err)
+		g.log.Warn("bridge: field node cannot be resolved now", "group", g.cfg.Name, "writer", w.name, "field", g.fields[slot].name, "err", err)
 	}
+	g.vmu.Lock()
 	for i, slot := range readSlots {
 		if 2*i+1 >= len(results) {
 			break
@@ -759,29 +764,29 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 }
 
 // configureAck sets the subscription's acknowledgement mode: manual when an
-// at-least-once queue needs the tracker (g.tr), with the client's
-// OnMessageDone telling the tracker that a sequence number was handed over
-// completely.
-//
-// Not wired yet: the client's manual-ack API (AckMode, MaxUnacked,
-// OnMessageDone, Subscription.Ack) is being added on another branch. Until
-// then the subscription acknowledges on return, and the tracker counts the
-// outcome of every message (Stats: Unacked, Undelivered) without an
-// upstream acker. Wiring it is:
-//
-//	scfg.AckMode = client.AckManual
-//	scfg.MaxUnacked = g.maxUnacked
-//	scfg.OnMessageDone = func(_ *client.Subscription, seq uint32) { g.tr.handed(seq) }
-//
-// and, in wireAck, g.tr.setAcker(sub).
+// at-least-once queue needs the tracker (g.tr), with MaxUnacked as the
+// backpressure bound and the client's OnMessageDone telling the tracker that
+// every handler call for a sequence number returned. Without an
+// at-least-once queue the client acknowledges on return.
 func (g *WriterGroup) configureAck(scfg *client.SubscriptionConfig) {
-	_ = scfg
+	if g.tr == nil {
+		return
+	}
+	scfg.AckMode = client.AckManual
+	scfg.MaxUnacked = g.maxUnacked
+	scfg.OnMessageDone = g.onMessageDone
 }
 
-// wireAck gives the tracker the subscription to acknowledge on (see
-// configureAck).
+// onMessageDone: every notification of seq was handed to the queues.
+func (g *WriterGroup) onMessageDone(_ *client.Subscription, seq uint32) {
+	g.tr.handed(seq)
+}
+
+// wireAck gives the tracker the subscription to acknowledge on.
 func (g *WriterGroup) wireAck(sub *client.Subscription) {
-	_ = sub
+	if g.tr != nil {
+		g.tr.setAcker(sub)
+	}
 }
 
 // keepAliveLoop sends ua-keepalive DataSetMessages for writers that sent

@@ -572,9 +572,9 @@ func TestWriterGroupEvents(t *testing.T) {
 	}
 }
 
-// TestWriterGroupAckTracking: with an at-least-once queue every data message
-// is counted by the tracker and settled; a queue that fails some leaves
-// them undelivered.
+// TestWriterGroupAckTracking: with an at-least-once queue the subscription
+// acknowledges manually: a sequence number once all its messages were
+// delivered, never one with a message settled undelivered.
 func TestWriterGroupAckTracking(t *testing.T) {
 	srv := startSim(t, 50*time.Millisecond, 0)
 	m := startSession(t, srv.URL())
@@ -582,43 +582,90 @@ func TestWriterGroupAckTracking(t *testing.T) {
 	alo.guarantee = sink.AtLeastOnce
 	alo.undeliver = func(m *sink.Message) bool { return m.Kind == sink.KindData && m.Token%5 == 0 }
 	cfg := config.WriterGroup{
-		Name: "ack", PublishingInterval: config.Duration(100 * time.Millisecond),
+		Name: "ack", PublishingInterval: config.Duration(100 * time.Millisecond), MaxUnacked: 1000,
 		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}},
 	}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{alo, amo}})
 	if g.tr == nil {
 		t.Fatal("no tracker with an at-least-once queue")
 	}
-	waitFor(t, 20*time.Second, "20 data messages", func() bool { return len(dataSetMessages(alo.all(), "w")) >= 20 })
+	waitFor(t, 20*time.Second, "20 data messages and some undelivered", func() bool {
+		return len(dataSetMessages(alo.all(), "w")) >= 20 && g.Stats().Undelivered >= 2
+	})
 	// Both queues got the same messages.
 	if a, b := len(alo.all()), len(amo.all()); a == 0 || a > b+1 || b > a+1 {
 		t.Fatalf("queues got %d and %d messages", a, b)
 	}
-	// Without the client's OnMessageDone (not wired yet) no sequence number
-	// is handed over, so all of them wait; what the tracker counted matches
-	// what the queues saw.
-	tokens := map[uint64]bool{}
-	for _, r := range alo.all() {
-		if r.kind == sink.KindData && r.token != 0 {
-			tokens[r.token] = true
+	st := g.Stats()
+	sub := g.Subscription()
+	// What the client still waits for is what was not delivered (plus what
+	// is in flight right now).
+	if u := sub.Unacked(); u < int(st.Undelivered) || u > int(st.Undelivered)+st.Unacked+3 {
+		t.Fatalf("client has %d unacknowledged, tracker: %d undelivered, %d pending", u, st.Undelivered, st.Unacked)
+	}
+	if st.Acked == 0 || st.AckErrors != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if bad := sub.Stats().BadAcks; bad != 0 {
+		t.Fatalf("client saw %d bad acknowledgements", bad)
+	}
+}
+
+// TestWriterGroupBackpressure: an at-least-once queue that holds its
+// messages stops the subscription at MaxUnacked; once it confirms them the
+// data resumes, and nothing was lost meanwhile (the server kept it).
+func TestWriterGroupBackpressure(t *testing.T) {
+	srv := startSim(t, 50*time.Millisecond, 0)
+	m := startSession(t, srv.URL())
+	q := newTestQueue(t, "alo")
+	q.guarantee = sink.AtLeastOnce
+	q.hold = true
+	const maxUnacked = 3
+	cfg := config.WriterGroup{
+		Name: "bp", PublishingInterval: config.Duration(50 * time.Millisecond), MaxUnacked: maxUnacked,
+		KeyFrameCount: 1000,
+		Nodes:         config.NodeDefaults{SamplingInterval: dur(10 * time.Millisecond), QueueSize: 200},
+		Writers:       []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}},
+	}
+	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
+	tokens := func() int {
+		seen := map[uint64]bool{}
+		for _, r := range q.all() {
+			if r.kind == sink.KindData && r.token != 0 {
+				seen[r.token] = true
+			}
 		}
+		return len(seen)
 	}
-	if u := g.Stats().Unacked; u < len(tokens)-2 || u > len(tokens)+2 {
-		t.Fatalf("tracker has %d sequence numbers pending, the queue saw %d", u, len(tokens))
-	}
-	// Hand every one over as the client will: only those with an
-	// undelivered message stay unacknowledged.
-	a := &recordingAcker{}
-	g.tr.setAcker(a)
-	for tok := range tokens {
-		g.tr.handed(uint32(tok))
-	}
-	for _, s := range a.got() {
-		if s%5 == 0 {
-			t.Fatalf("sequence number %d acknowledged although a message was not delivered", s)
+	waitFor(t, 20*time.Second, "MaxUnacked notification messages", func() bool { return tokens() >= maxUnacked })
+	// Held: for half a second (ten publishing intervals) nothing more.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n := tokens(); n > maxUnacked {
+			t.Fatalf("%d notification messages delivered with %d unacknowledged allowed", n, maxUnacked)
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if st := g.Stats(); st.Acked == 0 || st.Undelivered == 0 || st.Acked+st.Undelivered < uint64(len(tokens))-2 {
-		t.Fatalf("acked %d undelivered %d of %d", st.Acked, st.Undelivered, len(tokens))
+	if u := g.Stats().Unacked; u != maxUnacked {
+		t.Fatalf("tracker has %d pending, want %d", u, maxUnacked)
+	}
+	q.mu.Lock()
+	q.hold = false
+	q.mu.Unlock()
+	q.release()
+	waitFor(t, 20*time.Second, "data after the release", func() bool { return tokens() >= maxUnacked+5 })
+	prev := -1.0
+	for _, d := range dataSetMessages(q.all(), "w") {
+		v, ok := fieldValue(&d.DataSetMessage, "Counter")
+		if !ok {
+			continue
+		}
+		if c := v.Value.Double(); prev >= 0 && c != prev+1 && !(c == prev && d.Type == jsonenc.KeyFrame) {
+			t.Fatalf("Counter %v after %v across the hold (seq %d)", c, prev, d.SequenceNumber)
+		}
+		prev = v.Value.Double()
+	}
+	if st := g.Stats(); st.Acked < maxUnacked {
+		t.Fatalf("stats %+v", st)
 	}
 }

@@ -81,7 +81,11 @@ func startSession(t testing.TB, url string) *client.ManagedSession {
 		t.Fatal(err)
 	}
 	m.Start()
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	})
 	return m
 }
 
@@ -108,6 +112,19 @@ type testQueue struct {
 
 	mu   sync.Mutex
 	msgs []received
+	hold bool            // keep messages unsettled until release
+	held []*sink.Message // messages not settled yet
+}
+
+// release settles the held messages as delivered.
+func (q *testQueue) release() {
+	q.mu.Lock()
+	held := q.held
+	q.held = nil
+	q.mu.Unlock()
+	for _, m := range held {
+		m.Done(true)
+	}
 }
 
 func newTestQueue(t testing.TB, name string) *testQueue {
@@ -135,6 +152,11 @@ func (q *testQueue) Enqueue(m *sink.Message) {
 	}
 	q.mu.Lock()
 	q.msgs = append(q.msgs, r)
+	if q.hold {
+		q.held = append(q.held, m)
+		q.mu.Unlock()
+		return
+	}
 	q.mu.Unlock()
 	m.Done(q.undeliver == nil || !q.undeliver(m))
 }
