@@ -669,3 +669,45 @@ func TestWriterGroupBackpressure(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestWriterGroupSamples: the legacy OPC Publisher samples format, one
+// sample per value, with node id and display name.
+func TestWriterGroupSamples(t *testing.T) {
+	srv := startSim(t, 50*time.Millisecond, 0)
+	m := startSession(t, srv.URL())
+	q := newTestQueue(t, "q")
+	q.samples, q.types = true, jsonenc.FieldTypes{"Counter": ua.TypeDouble}
+	cfg := config.WriterGroup{
+		Name: "legacy", PublishingInterval: config.Duration(100 * time.Millisecond),
+		Format: config.FormatSamples, MessageShape: config.ShapeBatched, FieldEncoding: config.FieldDataValue,
+		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}},
+	}
+	startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
+	var samples []jsonenc.Sample
+	waitFor(t, 20*time.Second, "10 samples", func() bool {
+		samples = samples[:0]
+		d := jsonenc.NewDecoder(jsonenc.DecoderOptions{})
+		for _, r := range q.all() {
+			if r.kind != sink.KindData {
+				continue
+			}
+			s, err := d.DecodeSamples(r.payload, jsonenc.FieldTypes{"Counter": ua.TypeDouble})
+			if err != nil {
+				t.Fatalf("samples %s: %v", r.payload, err)
+			}
+			samples = append(samples, s...)
+		}
+		return len(samples) >= 10
+	})
+	prev := -1.0
+	for _, s := range samples {
+		// The node id in its nsu= form (the namespace URI, not the index).
+		if !strings.HasPrefix(s.NodeID, "nsu=") || !strings.HasSuffix(s.NodeID, ";s=Demo.Counter") || s.DisplayName != "Counter" || s.EndpointURL != srv.URL() || s.Value.SourceTimestamp == 0 {
+			t.Fatalf("sample %+v", s)
+		}
+		if c := s.Value.Value.Double(); prev >= 0 && c != prev+1 {
+			t.Fatalf("Counter %v after %v", c, prev)
+		}
+		prev = s.Value.Value.Double()
+	}
+}

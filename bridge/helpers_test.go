@@ -108,6 +108,7 @@ type testQueue struct {
 	name      string
 	guarantee sink.Guarantee
 	types     jsonenc.FieldTypes
+	samples   bool // data messages are in the samples format
 	undeliver func(m *sink.Message) bool
 
 	mu   sync.Mutex
@@ -139,6 +140,10 @@ func (q *testQueue) Enqueue(m *sink.Message) {
 	d := jsonenc.NewDecoder(jsonenc.DecoderOptions{})
 	switch m.Kind {
 	case sink.KindData:
+		if q.samples {
+			_, err = d.DecodeSamples(r.payload, q.types)
+			break
+		}
 		r.nm, err = d.DecodeNetworkMessage(r.payload, q.types)
 	case sink.KindMetaData:
 		r.md, err = d.DecodeMetaDataMessage(r.payload)
