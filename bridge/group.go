@@ -166,8 +166,9 @@ type WriterGroup struct {
 	fieldKeep  bool        // per-field messages are retained
 	tr         *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
-	opMu sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
-	sub  *client.Subscription
+	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
+	sub     *client.Subscription
+	stopped bool // Stop was called; opMu
 
 	// mu is held by the handlers for a whole notification message, by the
 	// keep-alive loop and by reconfiguration; it guards the writers, the
@@ -686,7 +687,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	started, closed := g.started, g.closed
 	g.started = true
 	g.mu.Unlock()
-	if started || closed {
+	if started || closed || g.stopped {
 		return errors.New("bridge: writer group " + g.cfg.Name + ": started twice or after Stop")
 	}
 	c, err := g.session.WaitConnected(ctx)
@@ -810,16 +811,17 @@ func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 // Stop ends the group: it stops the keep-alive timer, deletes the
 // subscription on the server (ctx bounds it) and releases the JSON writer.
 // Messages already handed to the queues stay theirs. Safe to call more than
-// once; later calls return nil.
+// once; later calls return nil. Stop the groups before closing their queues:
+// a handler blocked on a full Block queue is released only by the queue
+// (Stop returns ctx's error then, and the release completes when the
+// handler returns).
 func (g *WriterGroup) Stop(ctx context.Context) error {
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
+	if g.stopped {
 		return nil
 	}
-	g.mu.Unlock()
+	g.stopped = true
 	if g.cancel != nil {
 		g.cancel()
 	}
@@ -828,12 +830,25 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 	if g.sub != nil {
 		err = g.sub.Delete(ctx)
 	}
-	g.mu.Lock()
-	g.closed = true
-	g.w.Release()
-	g.fenc.Release()
-	g.w, g.fenc = nil, nil
-	g.mu.Unlock()
+	// A handler blocked in a full Block queue holds g.mu until the queue
+	// takes the message or is closed; Stop does not wait for that past ctx.
+	// The goroutine below then finishes the release when the handler
+	// returns.
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.closed = true
+		g.w.Release()
+		g.fenc.Release()
+		g.w, g.fenc = nil, nil
+	}()
+	select {
+	case <-released:
+	case <-ctx.Done():
+		return fmt.Errorf("bridge: writer group %s: a handler is still waiting for a full queue: %w", g.cfg.Name, ctx.Err())
+	}
 	if err != nil {
 		return fmt.Errorf("bridge: writer group %s: deleting the subscription: %w", g.cfg.Name, err)
 	}
@@ -847,7 +862,7 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
 	g.mu.Lock()
-	if g.closed || g.sub == nil {
+	if g.closed || g.stopped || g.sub == nil {
 		g.mu.Unlock()
 		return errors.New("bridge: writer group " + g.cfg.Name + ": AddWriter before Start or after Stop")
 	}
@@ -928,6 +943,9 @@ func (g *WriterGroup) ReplaceWriter(ctx context.Context, wc config.DataSetWriter
 func (g *WriterGroup) RemoveWriter(ctx context.Context, name string) error {
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
+	if g.stopped {
+		return errors.New("bridge: writer group " + g.cfg.Name + ": RemoveWriter after Stop")
+	}
 	g.mu.Lock()
 	var w *writer
 	for _, x := range g.writers {

@@ -711,3 +711,104 @@ func TestWriterGroupSamples(t *testing.T) {
 		prev = s.Value.Value.Double()
 	}
 }
+
+// TestWriterGroupStop: Stop ends the delivery and is safe to repeat; the
+// group cannot be restarted or changed afterwards.
+func TestWriterGroupStop(t *testing.T) {
+	srv := startSim(t, 20*time.Millisecond, 0)
+	m := startSession(t, srv.URL())
+	q := newTestQueue(t, "q")
+	cfg := config.WriterGroup{
+		Name: "stop", PublishingInterval: config.Duration(50 * time.Millisecond), KeepAlive: config.Duration(100 * time.Millisecond),
+		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}},
+	}
+	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
+	waitFor(t, 20*time.Second, "data", func() bool { return len(q.all()) >= 5 })
+	ctx := ctxT(t)
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	n := len(q.all())
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if len(q.all()) != n {
+			t.Fatalf("messages after Stop: %d → %d", n, len(q.all()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := g.Start(ctx); err == nil {
+		t.Fatal("Start after Stop succeeded")
+	}
+	if err := g.AddWriter(ctx, config.DataSetWriter{Name: "x", Fields: []config.Field{{Node: server.NodeStep}}}); err == nil {
+		t.Fatal("AddWriter after Stop succeeded")
+	}
+	if len(m.Subscriptions()) != 0 {
+		t.Fatalf("%d subscriptions left on the session", len(m.Subscriptions()))
+	}
+}
+
+// TestNewWriterGroupErrors: bad configurations are refused with the field
+// named.
+func TestNewWriterGroupErrors(t *testing.T) {
+	ok := config.DataSetWriter{Name: "w", Fields: []config.Field{{Name: "a", Node: "i=2258"}}}
+	for _, c := range []struct {
+		cfg  config.WriterGroup
+		want string
+	}{
+		{config.WriterGroup{}, "name is empty"},
+		{config.WriterGroup{Name: "g", MessageShape: "round", Writers: []config.DataSetWriter{ok}}, "messageShape"},
+		{config.WriterGroup{Name: "g", Encoding: "tiny"}, "encoding"},
+		{config.WriterGroup{Name: "g", FieldEncoding: "xml"}, "fieldEncoding"},
+		{config.WriterGroup{Name: "g", Format: "csv"}, "format"},
+		{config.WriterGroup{Name: "g", Nodes: config.NodeDefaults{Trigger: "always"}}, "trigger"},
+		{config.WriterGroup{Name: "g", Nodes: config.NodeDefaults{Deadband: config.Deadband{Type: "percent", Value: 150}}}, "percent deadband"},
+		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{ok, ok}}, "not unique"},
+		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Node: "x=1"}}}}}, `node "x=1"`},
+		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "a", Node: "i=1"}, {Name: "a", Node: "i=2"}}}}}, `field name "a"`},
+		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "a", Node: "i=1", SamplingInterval: dur(-time.Second)}}}}}, "samplingInterval"},
+	} {
+		_, err := NewWriterGroup(c.cfg, Options{Logger: quietLog})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one about %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestWriterGroupRaw: the raw field encoding writes bare values.
+func TestWriterGroupRaw(t *testing.T) {
+	srv := startSim(t, 50*time.Millisecond, 0)
+	m := startSession(t, srv.URL())
+	q := newTestQueue(t, "q")
+	q.types = jsonenc.FieldTypes{"Counter": ua.TypeDouble, "Step": ua.TypeInt32}
+	cfg := config.WriterGroup{
+		Name: "raw", PublishingInterval: config.Duration(100 * time.Millisecond), FieldEncoding: config.FieldRaw,
+		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}, {Name: "Step", Node: server.NodeStep}}}},
+	}
+	startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
+	waitFor(t, 20*time.Second, "5 data messages", func() bool { return len(dataSetMessages(q.all(), "w")) >= 5 })
+	for _, r := range q.all() {
+		if r.kind != sink.KindData {
+			continue
+		}
+		var nm struct {
+			Messages struct {
+				MessageType string
+				Payload     map[string]any
+			}
+		}
+		if err := json.Unmarshal(r.payload, &nm); err != nil {
+			t.Fatal(err)
+		}
+		if nm.Messages.MessageType == "ua-keepalive" {
+			continue
+		}
+		for name, v := range nm.Messages.Payload {
+			if _, ok := v.(float64); !ok {
+				t.Fatalf("raw field %s = %#v in %s, want a bare number", name, v, r.payload)
+			}
+		}
+	}
+}

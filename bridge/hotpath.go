@@ -448,7 +448,7 @@ func (g *WriterGroup) publishField(w *writer, f *field) {
 func (g *WriterGroup) keepAlives(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closed || g.samples { // the samples format has no keep-alives
 		return
 	}
 	n := now.UnixNano()
