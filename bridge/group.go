@@ -205,6 +205,10 @@ type WriterGroup struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// testTap, set by tests before Start, sees every notification message
+	// the client delivers (g.mu held).
+	testTap func(seq uint32, items []ua.MonitoredItemNotification)
 }
 
 // NewWriterGroup checks cfg and builds the group's writers and fields. Start

@@ -215,6 +215,12 @@ func dur(d time.Duration) *config.Duration { x := config.Duration(d); return &x 
 // startGroup builds and starts a writer group; stopped when the test ends.
 func startGroup(t testing.TB, m *client.ManagedSession, cfg config.WriterGroup, opts Options) *WriterGroup {
 	t.Helper()
+	return startGroupWith(t, m, cfg, opts, nil)
+}
+
+// startGroupWith is startGroup with a hook that sees the group before Start.
+func startGroupWith(t testing.TB, m *client.ManagedSession, cfg config.WriterGroup, opts Options, before func(*WriterGroup)) *WriterGroup {
+	t.Helper()
 	opts.Session = m
 	if opts.PublisherID == "" {
 		opts.PublisherID = "test-pub"
@@ -231,6 +237,9 @@ func startGroup(t testing.TB, m *client.ManagedSession, cfg config.WriterGroup, 
 			t.Errorf("Stop: %v", err)
 		}
 	})
+	if before != nil {
+		before(g)
+	}
 	if err := g.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

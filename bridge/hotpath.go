@@ -38,6 +38,9 @@ func (g *WriterGroup) onDataChange(_ *client.Subscription, seq uint32, items []u
 	if g.closed {
 		return
 	}
+	if g.testTap != nil {
+		g.testTap(seq, items)
+	}
 	g.stats.notifications.Add(uint64(len(items)))
 	ents := g.ents[:0]
 	inOrder, dup := true, false
