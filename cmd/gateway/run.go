@@ -153,7 +153,9 @@ Flags:
 	if err != nil {
 		return err
 	}
-	defer m.Close() // deletes the subscription on the server
+	// Deletes the subscription on the server; a fresh context, as ctx may be
+	// over already (Ctrl-C, -duration).
+	defer closeManaged(m)
 	m.Start()
 	c, err := m.WaitConnected(ctx)
 	if err != nil {
@@ -201,10 +203,17 @@ Flags:
 		return ctxDone(ctx, nil)
 	case <-p.done:
 	}
-	_ = m.Close() // stop delivery before the writer is released
+	closeManaged(m) // stop delivery before the writer is released
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// closeManaged closes a managed session, draining for at most two seconds.
+func closeManaged(m *client.ManagedSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = m.Close(ctx)
 }
 
 // ctxDone turns the end of ctx (Ctrl-C, -duration) into a clean exit; other

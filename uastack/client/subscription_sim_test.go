@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -276,7 +277,7 @@ func TestManagedSimRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer m.Close(context.Background())
 	m.Start()
 	ctx := ctxT(t)
 	scfg := clog.config()
@@ -451,7 +452,7 @@ func TestManagedTooManySessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer m.Close(context.Background())
 	m.Start()
 	busy := func() (at []time.Time) {
 		slog.mu.Lock()
@@ -507,7 +508,7 @@ func TestPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	defer pool.Close(context.Background())
 	var got [6]atomic.Int64
 	start := time.Now()
 	for i := range 6 {
@@ -555,7 +556,7 @@ func TestPool(t *testing.T) {
 	if d := last.Sub(start); d < 190*time.Millisecond {
 		t.Errorf("6 connects took %v: not rate limited", d)
 	}
-	if err := pool.Close(); err != nil {
+	if err := pool.Close(context.Background()); err != nil {
 		t.Error(err)
 	}
 	if _, err := pool.Session(urls[0], "x"); err == nil {
