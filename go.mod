@@ -7,3 +7,9 @@ require (
 	github.com/gopcua/opcua v0.8.0
 	github.com/valyala/bytebufferpool v1.0.0
 )
+
+require (
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/goccy/go-yaml v1.19.2 // indirect
+	golang.org/x/sys v0.28.0 // indirect
+)
