@@ -75,6 +75,17 @@ func newDecoder(file string) *decoder {
 }
 
 func (d *decoder) at(n positioned) origin {
+	// A mapping is where its first key is (its own token is a ':').
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		if len(m.Values) > 0 && m.Values[0].Key != nil {
+			return d.at(m.Values[0].Key)
+		}
+	case *ast.MappingValueNode:
+		if m.Key != nil {
+			return d.at(m.Key)
+		}
+	}
 	if rv := reflect.ValueOf(n); n != nil && (rv.Kind() != reflect.Pointer || !rv.IsNil()) {
 		if tk := n.GetToken(); tk != nil && tk.Position != nil {
 			return origin{d.file, tk.Position.Line, tk.Position.Column}

@@ -125,7 +125,7 @@ sinks:
 func TestParseTypeErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"gateway: [1]", "test.yaml:1:10: gateway: want a mapping, got a sequence"},
-		{"endpoints: {name: x}", "test.yaml:1:12: endpoints: want a sequence, got a mapping"},
+		{"endpoints: {name: x}", "test.yaml:1:13: endpoints: want a sequence, got a mapping"},
 		{"http: {disabled: 1}", "test.yaml:1:18: http.disabled: want true or false, got an integer"},
 		{"writerGroups: [{name: g, maxUnacked: x}]", "test.yaml:1:38: writerGroups[0].maxUnacked: want an integer, got a string"},
 		{"writerGroups: [{name: g, writers: [{id: 70000}]}]", "test.yaml:1:41: writerGroups[0].writers[0].id: 70000 is out of range (at most 65535)"},
@@ -280,7 +280,7 @@ func TestSecrets(t *testing.T) {
 	for _, tc := range []struct{ secret, want string }{
 		{"{file: " + filepath.Join(dir, "missing") + "}", "test.yaml:7:7: endpoints[0].identity.password: secret file " + filepath.Join(dir, "missing") + ": no such file or directory"},
 		{"{env: NOT_SET}", "test.yaml:7:7: endpoints[0].identity.password: secret environment variable NOT_SET is not set"},
-		{"{env: A, file: B}", "test.yaml:7:17: endpoints[0].identity.password: give one of value, file, env, not 2"},
+		{"{env: A, file: B}", "test.yaml:7:18: endpoints[0].identity.password: give one of value, file, env, not 2"},
 		{"{vault: x}", "test.yaml:7:18: endpoints[0].identity.password.vault: unknown key \"vault\" (want one of value, file, env)"},
 		{"[hunter2]", "test.yaml:7:17: endpoints[0].identity.password: want a string or a mapping with one of value, file, env; got a sequence"},
 	} {
