@@ -257,7 +257,7 @@ func (wg *WriterGroup) applyDefaults() {
 		}
 		setString(&w.Name, "writer"+strconv.Itoa(int(w.ID)))
 		for j := range w.Fields {
-			w.Fields[j].applyDefaults(nd)
+			w.Fields[j].applyDefaults(nd, pi)
 		}
 		for j := range w.Browse {
 			b := &w.Browse[j]
@@ -282,7 +282,7 @@ func queueFor(pi, si time.Duration) uint32 {
 	return uint32(min(max(n, 1), MaxQueueSize))
 }
 
-func (f *Field) applyDefaults(nd *NodeDefaults) {
+func (f *Field) applyDefaults(nd *NodeDefaults, pi time.Duration) {
 	if f.Name == "" {
 		f.Name = defaultFieldName(f.Node)
 	}
@@ -292,12 +292,16 @@ func (f *Field) applyDefaults(nd *NodeDefaults) {
 		}
 		return // the data change settings do not apply to events
 	}
-	if f.SamplingInterval == nil {
+	own := f.SamplingInterval != nil
+	if !own {
 		si := *nd.SamplingInterval
 		f.SamplingInterval = &si
 	}
 	if f.QueueSize == 0 {
 		f.QueueSize = nd.QueueSize
+		if own && *f.SamplingInterval != *nd.SamplingInterval {
+			f.QueueSize = queueFor(pi, f.SamplingInterval.D()) // sized for its own sampling
+		}
 	}
 	if f.DiscardOldest == nil {
 		b := *nd.DiscardOldest
