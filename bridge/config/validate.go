@@ -144,7 +144,7 @@ func checkListen(v *validator, p, addr string) {
 	}
 }
 
-// validate checks one endpoint: the same checks ClientConfig relies on.
+// validate checks one endpoint.
 func (e *Endpoint) validate(v *validator, p string) {
 	if e.Name == "" {
 		v.errorf(p+".name", "missing")
@@ -159,6 +159,15 @@ func (e *Endpoint) validate(v *validator, p string) {
 			v.errorf(p+".url", "%q: want opc.tcp://host:port[/path] or %s", e.URL, EmbeddedSimURL)
 		}
 	}
+	e.validateConnection(v, p)
+	if e.AutoAccept && e.URL != EmbeddedSimURL {
+		v.warnf(p+".autoAccept", "trusts any server certificate: for development only")
+	}
+}
+
+// validateConnection checks the settings that make the client.Config (all
+// but name and URL): what ClientConfig relies on.
+func (e *Endpoint) validateConnection(v *validator, p string) {
 	var pol *uasc.Policy
 	if e.SecurityPolicy != "" && !strings.EqualFold(e.SecurityPolicy, SecurityBest) {
 		uri, err := client.ParseSecurityPolicy(e.SecurityPolicy)
@@ -222,9 +231,6 @@ func (e *Endpoint) validate(v *validator, p string) {
 	}
 	if e.MaxMessageSize != 0 && (e.MaxMessageSize < MinEndpointMessage || e.MaxMessageSize > MaxEndpointMessage) {
 		v.errorf(p+".maxMessageSize", "%d: want 0 (the default) or %d to %d bytes", e.MaxMessageSize, MinEndpointMessage, MaxEndpointMessage)
-	}
-	if e.AutoAccept && e.URL != EmbeddedSimURL {
-		v.warnf(p+".autoAccept", "trusts any server certificate: for development only")
 	}
 }
 
