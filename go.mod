@@ -3,13 +3,11 @@ module github.com/uagate/gateway
 go 1.26
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/goccy/go-json v0.10.5
+	github.com/goccy/go-yaml v1.19.2
 	github.com/gopcua/opcua v0.8.0
 	github.com/valyala/bytebufferpool v1.0.0
 )
 
-require (
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/goccy/go-yaml v1.19.2 // indirect
-	golang.org/x/sys v0.28.0 // indirect
-)
+require golang.org/x/sys v0.28.0 // indirect

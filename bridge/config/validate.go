@@ -431,6 +431,9 @@ func ParseDataType(s string) (ua.ExpandedNodeID, error) {
 
 func (c *Config) validateSinks(v *validator) {
 	names := map[string]string{}
+	if c.Sinks.WebSocket != nil {
+		names["websocket"] = "sinks.websocket" // its name in logs, metrics and Diff
+	}
 	name := func(p, n string) {
 		if n == "" {
 			v.errorf(p+".name", "missing")
