@@ -1,6 +1,7 @@
 // Command gateway is the OPC UA → PubSub/JSON gateway.
 //
-// Subcommands grow with the project; today: version, decode, browse, read, pki.
+// Subcommands grow with the project; today: run, version, decode, browse, read, sim,
+// pki, check-config.
 package main
 
 import (
@@ -48,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdSim(ctx, args[1:], stdout, stderr)
 	case "pki":
 		err = cmdPKI(args[1:], stdout, stderr)
+	case "check-config":
+		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 	default:
@@ -94,6 +97,8 @@ Usage:
   gateway read [flags] <endpoint> <node>...
                                read the values of nodes; -json prints JSON
   gateway sim [flags]          run the simulation OPC UA server (gateway sim -h)
+  gateway check-config FILE    validate a configuration file (YAML or OPC Publisher's
+                               publishednodes.json): warnings and a summary, or every error
   gateway pki [-pki dir] list | trust <thumbprint>
                                list the certificate store; trust a rejected certificate
 
