@@ -21,9 +21,15 @@ import (
 // position is remembered so that validation, which runs on the decoded
 // structs, can name the line of the field it complains about.
 
-// maxNodes bounds the nodes one decode visits, so that a few lines of nested
-// aliases ("billion laughs") cannot expand into unbounded work.
-const maxNodes = 1 << 20
+// minNodeBudget is the least number of nodes one decode may visit; the budget
+// grows with the file (nodeBudget), so that a few lines of nested aliases
+// ("billion laughs") cannot expand into unbounded work while a large
+// configuration written out in full always fits.
+const minNodeBudget = 1 << 18
+
+// nodeBudget is the budget for a file of n bytes: a node takes at least two
+// bytes, so 4n leaves room for aliases used a few times over.
+func nodeBudget(n int) int { return max(minNodeBudget, 4*n) }
 
 // maxIssues bounds the issues collected from one file.
 const maxIssues = 200
@@ -67,11 +73,12 @@ type decoder struct {
 	warns    []Issue
 	anchors  map[string]ast.Node
 	visited  int
+	budget   int // of visited
 	tooLarge bool
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, pos: positions{"": {file: file}}, anchors: map[string]ast.Node{}}
+	return &decoder{file: file, pos: positions{"": {file: file}}, anchors: map[string]ast.Node{}, budget: minNodeBudget}
 }
 
 func (d *decoder) at(n positioned) origin {
@@ -213,13 +220,22 @@ type nodeDecoder interface {
 
 var nodeDecoderType = reflect.TypeFor[nodeDecoder]()
 
+// count counts a visited node against the budget; false once it is spent
+// (reported once).
+func (d *decoder) count(n positioned, path string) bool {
+	if d.visited++; d.visited <= d.budget {
+		return true
+	}
+	if !d.tooLarge {
+		d.tooLarge = true
+		d.errorf(n, path, "more than %d YAML nodes (aliases expanding?); stopped", d.budget)
+	}
+	return false
+}
+
 // decode stores node n into v (addressable), reporting problems under path.
 func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
-	if d.visited++; d.visited > maxNodes {
-		if !d.tooLarge {
-			d.tooLarge = true
-			d.errorf(n, path, "more than %d YAML nodes (aliases expanding?); stopped", maxNodes)
-		}
+	if !d.count(n, path) {
 		return
 	}
 	n = d.resolve(n)
@@ -392,11 +408,7 @@ func (d *decoder) mappingEntries(n ast.Node, path string, depth int) ([]*ast.Map
 	var merged, own []*ast.MappingValueNode
 	for _, mv := range values {
 		// Merges of merges multiply: count every entry against the budget.
-		if d.visited++; d.visited > maxNodes {
-			if !d.tooLarge {
-				d.tooLarge = true
-				d.errorf(n, path, "more than %d YAML nodes (aliases expanding?); stopped", maxNodes)
-			}
+		if !d.count(n, path) {
 			return nil, true
 		}
 		if _, ok := mv.Key.(*ast.MergeKeyNode); !ok {

@@ -88,6 +88,7 @@ func Parse(data []byte, filename string) (*Config, []Warning, error) {
 
 func parse(data []byte, filename string, lookup func(string) (string, bool), environ []string) (*Config, []Warning, error) {
 	d := newDecoder(filename)
+	d.budget = nodeBudget(len(data))
 	c := new(Config)
 	if isPublishedNodes(data) {
 		d.publishedNodes(data, c)

@@ -271,8 +271,7 @@ func (d *decoder) publishedNodes(data []byte, c *Config) {
 	groupIndex := map[string]*pnGroup{}
 	for i, en := range seq.Values {
 		p := "[" + strconv.Itoa(i) + "]"
-		if d.visited++; d.visited > maxNodes {
-			d.errorf(en, p, "more than %d entries; stopped", maxNodes)
+		if !d.count(en, p) {
 			return
 		}
 		o, ok := d.pnObject(en, p)
@@ -549,8 +548,7 @@ func (d *decoder) pnNodes(o *pnObject, p string) []pnNode {
 	var out []pnNode
 	for j, e := range elems {
 		np := p + ".OpcNodes[" + strconv.Itoa(j) + "]"
-		if d.visited++; d.visited > maxNodes {
-			d.errorf(e, np, "more than %d nodes; stopped", maxNodes)
+		if !d.count(e, np) {
 			return out
 		}
 		n, ok := d.pnObject(e, np)
