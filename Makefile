@@ -4,7 +4,7 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION ?= v0.7.0
 FUZZTIME ?= 10s
 
-.PHONY: run build test vet staticcheck unit fuzz bench generate tools
+.PHONY: run build test vet staticcheck unit fuzz bench bench-e2e generate tools
 
 run:
 	$(GO) run ./cmd/gateway
@@ -35,6 +35,12 @@ fuzz:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+## bench-e2e: the end-to-end benchmark at full size, gateway and gopcua baseline
+## (gateway bench -h; a few minutes). Override with BENCH_E2E_FLAGS=….
+BENCH_E2E_FLAGS ?= -items 1000000 -rate 1s -duration 30s -bridge both
+bench-e2e: build
+	./bin/gateway bench $(BENCH_E2E_FLAGS)
 
 generate:
 	$(GO) generate ./...

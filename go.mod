@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/goccy/go-json v0.10.5
+	github.com/goccy/go-yaml v1.19.2
 	github.com/gopcua/opcua v0.8.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/valyala/bytebufferpool v1.0.0

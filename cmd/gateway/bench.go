@@ -360,7 +360,11 @@ func buildBaseline(ctx context.Context, dir string) (string, error) {
 func startNATSServer(ctx context.Context, procs *benchProcs, dir string) (*benchProc, string, error) {
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
-		return nil, "", fmt.Errorf("no nats-server on PATH (apt-get install nats-server) and no -nats URL: %w", err)
+		// Debian puts it in /usr/sbin, which a user's PATH may lack.
+		bin = "/usr/sbin/nats-server"
+		if _, serr := os.Stat(bin); serr != nil {
+			return nil, "", fmt.Errorf("no nats-server on PATH nor in /usr/sbin (apt-get install nats-server) and no -nats URL: %w", err)
+		}
 	}
 	conf := filepath.Join(dir, "nats-server.conf")
 	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\nmax_pending: 536870912\n"), 0o600); err != nil {

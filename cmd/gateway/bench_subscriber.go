@@ -520,19 +520,18 @@ func (s *benchScan) value() (int64, bool) {
 		s.i = save
 		return 0, false
 	case '{':
+		// A Variant without Value/Body holds its type's default: 0.
 		save := s.i
 		var n int64
-		found := false
+		valid := true
 		ok := s.object(func(k []byte) bool {
 			if string(k) == "Value" || string(k) == "Body" {
-				var isNum bool
-				n, isNum = s.value()
-				found = found || isNum
-				return isNum || s.skip()
+				n, valid = s.value()
+				return valid || s.skip()
 			}
 			return s.skip()
 		})
-		if ok && found {
+		if ok && valid {
 			return n, true
 		}
 		s.i = save
