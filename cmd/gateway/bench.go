@@ -203,8 +203,8 @@ func (o *benchOptions) resolve(bridge string) error {
 	if o.perFolder() > 99999 {
 		return fmt.Errorf("%w: -variables: at most 99,999 (field names V00000…)", errUsage)
 	}
-	if o.folders() > 999 {
-		return fmt.Errorf("%w: %d folders: at most 999, raise -variables", errUsage, o.folders())
+	if o.folders() > 65535 {
+		return fmt.Errorf("%w: %d folders: at most 65,535 (DataSetWriterIds), raise -variables", errUsage, o.folders())
 	}
 	if o.typ != "Int32" && o.typ != "Double" {
 		return fmt.Errorf("%w: -type: %q is not Int32 or Double", errUsage, o.typ)
@@ -687,7 +687,9 @@ func (ps *benchProcs) start(name, dir string, argv []string, flags int) (*benchP
 			sc := bufio.NewScanner(watchR)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
-				fmt.Fprintln(logf, sc.Text())
+				if !strings.HasPrefix(sc.Text(), "{") { // not the subscriber's answers
+					fmt.Fprintln(logf, sc.Text())
+				}
 				select {
 				case p.lines <- sc.Text():
 				default:

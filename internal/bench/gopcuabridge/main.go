@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -126,7 +127,27 @@ func run() error {
 		names[i+1] = item{folder: f, name: fmt.Sprintf("V%05d", v)}
 	}
 
+	// The consumer drains the channel from the start: gopcua's publish loop
+	// blocks on a full channel, and with it the creation of further items.
+	// It is stopped after the subscriptions are deleted (defers run last
+	// first), so that gopcua never blocks on the way out either.
 	ch := make(chan *opcua.PublishNotificationData, 256)
+	p := &publisher{nc: nc, subject: *subject, names: names, seq: map[int]uint32{}}
+	consCtx, consCancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errc <- p.run(consCtx, ch, logger)
+	}()
+	defer func() {
+		consCancel()
+		wg.Wait()
+		_ = nc.Flush()
+		fmt.Fprintf(os.Stderr, "gopcuabridge: %d notifications in %d messages\n", p.notifications, p.messages)
+	}()
+
 	var subs []*opcua.Subscription
 	defer func() {
 		for _, s := range subs {
@@ -142,6 +163,9 @@ func run() error {
 			return fmt.Errorf("subscribe: %w", err)
 		}
 		subs = append(subs, sub)
+		if start > 0 && start%100000 == 0 {
+			logger.Info("subscribing", "items", start, "of", *items)
+		}
 		for b := start; b < end; b += *batch {
 			reqs := make([]*ua.MonitoredItemCreateRequest, 0, *batch)
 			for i := b; i < min(b+*batch, end); i++ {
@@ -166,77 +190,88 @@ func run() error {
 		}
 	}
 	logger.Info("subscribed", "items", *items, "subscriptions", len(subs), "interval", *interval)
-
-	// One goroutine drains the channel: no locks.
-	var (
-		notifications int64
-		messages      int64
-		seq           = map[int]uint32{}
-	)
-	publish := func(d *opcua.PublishNotificationData) error {
-		dcn, ok := d.Value.(*ua.DataChangeNotification)
-		if !ok {
-			return nil
-		}
-		// One NetworkMessage per folder (writer), as the gateway's "single"
-		// message shape; a whole notification message would exceed NATS's
-		// payload limit at 10,000 items.
-		byFolder := map[int]map[string]field{}
-		for _, it := range dcn.MonitoredItems {
-			if int(it.ClientHandle) >= len(names) || it.ClientHandle == 0 || it.Value == nil {
-				continue
-			}
-			n := names[it.ClientHandle]
-			p := byFolder[n.folder]
-			if p == nil {
-				p = map[string]field{}
-				byFolder[n.folder] = p
-			}
-			var v any
-			if it.Value.Value != nil {
-				v = it.Value.Value.Value()
-			}
-			p[n.name] = field{Value: v, SourceTimestamp: it.Value.SourceTimestamp.UTC()}
-		}
-		for f, p := range byFolder {
-			seq[f]++
-			s := seq[f]
-			nm := networkMessage{
-				MessageId:   fmt.Sprintf("%d-%d", f, s),
-				MessageType: "ua-data",
-				PublisherId: "baseline",
-				Messages: []dataSetMessage{{
-					DataSetWriterId: f + 1, DataSetWriterName: fmt.Sprintf("F%03d", f),
-					SequenceNumber: s, MessageType: "ua-deltaframe", Payload: p,
-				}},
-			}
-			b, err := json.Marshal(&nm)
-			if err != nil {
-				return err
-			}
-			if err := nc.Publish(*subject, b); err != nil {
-				return fmt.Errorf("nats publish: %w", err)
-			}
-			notifications += int64(len(p))
-			messages++
-		}
+	select {
+	case <-ctx.Done():
 		return nil
+	case err := <-errc:
+		return err
 	}
+}
 
+// publisher turns notification messages into NATS messages; one goroutine
+// (run) owns it: no locks.
+type publisher struct {
+	nc            *nats.Conn
+	subject       string
+	names         []item
+	seq           map[int]uint32
+	notifications int64
+	messages      int64
+}
+
+func (p *publisher) run(ctx context.Context, ch <-chan *opcua.PublishNotificationData, logger *slog.Logger) error {
 	for {
 		select {
 		case <-ctx.Done():
-			_ = nc.Flush()
-			fmt.Fprintf(os.Stderr, "gopcuabridge: %d notifications in %d messages\n", notifications, messages)
 			return nil
 		case d := <-ch:
 			if d.Error != nil {
 				logger.Warn("subscription", "err", d.Error)
 				continue
 			}
-			if err := publish(d); err != nil {
+			if err := p.publish(d); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+func (p *publisher) publish(d *opcua.PublishNotificationData) error {
+	dcn, ok := d.Value.(*ua.DataChangeNotification)
+	if !ok {
+		return nil
+	}
+	// One NetworkMessage per folder (writer), as the gateway's "single"
+	// message shape; a whole notification message would exceed NATS's
+	// payload limit at 10,000 items.
+	byFolder := map[int]map[string]field{}
+	for _, it := range dcn.MonitoredItems {
+		if int(it.ClientHandle) >= len(p.names) || it.ClientHandle == 0 || it.Value == nil {
+			continue
+		}
+		n := p.names[it.ClientHandle]
+		payload := byFolder[n.folder]
+		if payload == nil {
+			payload = map[string]field{}
+			byFolder[n.folder] = payload
+		}
+		var v any
+		if it.Value.Value != nil {
+			v = it.Value.Value.Value()
+		}
+		payload[n.name] = field{Value: v, SourceTimestamp: it.Value.SourceTimestamp.UTC()}
+	}
+	for f, payload := range byFolder {
+		p.seq[f]++
+		s := p.seq[f]
+		nm := networkMessage{
+			MessageId:   fmt.Sprintf("%d-%d", f, s),
+			MessageType: "ua-data",
+			PublisherId: "baseline",
+			Messages: []dataSetMessage{{
+				DataSetWriterId: f + 1, DataSetWriterName: fmt.Sprintf("F%03d", f),
+				SequenceNumber: s, MessageType: "ua-deltaframe", Payload: payload,
+			}},
+		}
+		b, err := json.Marshal(&nm)
+		if err != nil {
+			return err
+		}
+		if err := p.nc.Publish(p.subject, b); err != nil {
+			return fmt.Errorf("nats publish: %w", err)
+		}
+		p.notifications += int64(len(payload))
+		p.messages++
+	}
+	return nil
 }
