@@ -12,6 +12,10 @@ make -s tools
 step "node-opcua peer and JSON cross-check packages"
 ./scripts/install-node-opcua.sh
 
+step "nats-server (gateway bench end-to-end test)"
+command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] ||
+  { apt-get update -qq && apt-get install -y -qq nats-server; }
+
 step "go vet"
 go vet ./...
 

@@ -392,7 +392,7 @@ type benchResult struct {
 	bridgeCPU, subCPU time.Duration
 	simCPU, natsCPU   time.Duration
 	natsMeasured      bool
-	rssBytes, subRSS  int64
+	rssBytes          int64
 	wall              time.Duration
 	setup             time.Duration
 }
