@@ -361,6 +361,64 @@ func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.M
 	if err != nil {
 		return fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
+	gctx, cancel := context.WithCancel(rt.ctx)
+	rg := &runGroup{m: m, key: key, cancel: cancel}
+	rt.groups[wg.Name] = rg
+	if !hasBrowse(wg) {
+		g, err := rt.newGroup(wg, m, url)
+		if err != nil {
+			delete(rt.groups, wg.Name)
+			cancel()
+			_ = rt.pool.Remove(context.Background(), key)
+			return err
+		}
+		rg.g = g
+	}
+	cfg := *wg
+	rt.starts.Add(1)
+	go func() {
+		defer rt.starts.Done()
+		g := rg.g
+		if g == nil {
+			// Browse selections need the server: expand them into fields
+			// once connected, then build the group.
+			expanded, err := rt.expandBrowse(gctx, &cfg, m)
+			if err == nil {
+				g, err = rt.newGroup(expanded, m, url)
+			}
+			if err != nil {
+				if gctx.Err() == nil {
+					rt.log.Error("writer group not started", "group", cfg.Name, "err", err)
+				}
+				return
+			}
+			rt.mu.Lock()
+			if gctx.Err() != nil { // removed meanwhile
+				rt.mu.Unlock()
+				_ = g.Stop(context.Background())
+				return
+			}
+			rg.g = g
+			rt.mu.Unlock()
+		}
+		if err := g.Start(gctx); err != nil && gctx.Err() == nil {
+			rt.log.Error("writer group did not start", "group", cfg.Name, "err", err)
+		}
+	}()
+	return nil
+}
+
+func hasBrowse(wg *config.WriterGroup) bool {
+	for _, w := range wg.Writers {
+		if len(w.Browse) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// newGroup makes the bridge's writer group of wg on session m.
+func (rt *runtime) newGroup(wg *config.WriterGroup, m *client.ManagedSession, url string) (*bridge.WriterGroup, error) {
 	data, fields, pf := rt.queues()
 	opts := bridge.Options{
 		Session:     m,
@@ -376,19 +434,56 @@ func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.M
 	}
 	g, err := bridge.NewWriterGroup(*wg, opts)
 	if err != nil {
-		_ = rt.pool.Remove(context.Background(), key)
-		return fmt.Errorf("writer group %s: %w", wg.Name, err)
+		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
-	gctx, cancel := context.WithCancel(rt.ctx)
-	rt.groups[wg.Name] = &runGroup{g: g, m: m, key: key, cancel: cancel}
-	rt.starts.Add(1)
-	go func() {
-		defer rt.starts.Done()
-		if err := g.Start(gctx); err != nil && gctx.Err() == nil {
-			rt.log.Error("writer group did not start", "group", wg.Name, "err", err)
+	return g, nil
+}
+
+// expandBrowse returns wg with the browse selections of its writers replaced
+// by the fields they select (after the listed ones), logging progress.
+func (rt *runtime) expandBrowse(ctx context.Context, wg *config.WriterGroup, m *client.ManagedSession) (*config.WriterGroup, error) {
+	c, err := m.WaitConnected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := *wg
+	out.Writers = make([]config.DataSetWriter, len(wg.Writers))
+	for i, w := range wg.Writers {
+		w.Fields = append([]config.Field(nil), w.Fields...)
+		names := map[string]bool{}
+		for _, f := range w.Fields {
+			names[f.Name] = true
 		}
-	}()
-	return nil
+		for _, sel := range w.Browse {
+			start := time.Now()
+			last := start
+			found, err := config.ExpandBrowse(ctx, c, sel, func(found, visited int) {
+				if now := time.Now(); now.Sub(last) >= 2*time.Second {
+					last = now
+					rt.log.Info("browsing", "group", wg.Name, "writer", w.Name, "root", sel.Root, "found", found, "visited", visited)
+				}
+			})
+			if err != nil && len(found) == 0 {
+				return nil, fmt.Errorf("writer %s/%s: browse %s: %w", wg.Name, w.Name, sel.Root, err)
+			}
+			if err != nil {
+				rt.log.Warn("browse stopped early", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", len(found), "err", err)
+			}
+			added := 0
+			for _, f := range found {
+				if names[f.Name] {
+					continue // a listed field of that name wins
+				}
+				names[f.Name] = true
+				w.Fields = append(w.Fields, f)
+				added++
+			}
+			rt.log.Info("browse selected fields", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", added, "took", time.Since(start).Round(time.Millisecond))
+		}
+		w.Browse = nil
+		out.Writers[i] = w
+	}
+	return &out, nil
 }
 
 // removeGroupLocked stops a writer group and closes its session.
@@ -399,8 +494,10 @@ func (rt *runtime) removeGroupLocked(ctx context.Context, name string) {
 	}
 	delete(rt.groups, name)
 	rg.cancel()
-	if err := rg.g.Stop(ctx); err != nil {
-		rt.log.Warn("writer group stop", "group", name, "err", err)
+	if rg.g != nil {
+		if err := rg.g.Stop(ctx); err != nil {
+			rt.log.Warn("writer group stop", "group", name, "err", err)
+		}
 	}
 	if err := rt.pool.Remove(ctx, rg.key); err != nil {
 		rt.log.Debug("session close", "group", name, "err", err)
@@ -469,7 +566,7 @@ func (rt *runtime) apply(ctx context.Context, next *config.Config) (config.Chang
 	for gwName := range touched {
 		gname, wname, _ := strings.Cut(gwName, "/")
 		rg := rt.groups[gname]
-		if rg == nil {
+		if rg == nil || rg.g == nil {
 			continue // a group added or recreated above has its writers already
 		}
 		g := rg.g
@@ -520,6 +617,9 @@ func (rt *runtime) stop(ctx context.Context) {
 	rt.starts.Wait()
 	var wg sync.WaitGroup
 	for name, rg := range groups {
+		if rg.g == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
