@@ -274,14 +274,6 @@ func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
 	return nil
 }
 
-// ctxDone turns the end of ctx (Ctrl-C, -duration) into a clean exit; other
-// errors are returned as they are.
-func ctxDone(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
 
 // parseRunNodes parses -nodes; empty means the Demo variables of the sim.
 func parseRunNodes(s string) ([]runNode, error) {

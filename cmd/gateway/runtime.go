@@ -687,10 +687,3 @@ func (rt *runtime) hints(w io.Writer) {
 	}
 }
 
-// state returns a summary of the sessions, for tests and logs.
-func (rt *runtime) sessions() map[client.State]int {
-	if rt.pool == nil {
-		return nil
-	}
-	return rt.pool.States()
-}
