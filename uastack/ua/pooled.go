@@ -13,9 +13,10 @@ import "unsafe"
 //
 // The response owns those objects. Whoever owns the response releases them all with
 // PublishResponse.Release once done with them (typically in a defer after the
-// handlers have returned); afterwards neither the notifications nor anything taken
-// from them (slices, Variant strings and arrays) may be used, and the response may be
-// decoded again. Do not Release a notification that is still held by the response's
+// handlers have returned); afterwards neither the notifications nor their slices
+// may be used, and the response may be decoded again. Values copied out of them
+// before (DataValues, Variants with their strings and arrays) stay valid: see
+// Borrowed notifications in the package documentation. Do not Release a notification that is still held by the response's
 // ExtensionObject: the next decode into the response would write into an object the
 // pool may already have handed to someone else. To keep one notification beyond the
 // response's Release, detach it first,
