@@ -694,7 +694,7 @@ func (w *NetworkMessageWriter) writeField(name string, node *ua.NodeID, dv *ua.D
 			e.WriteVariant(&dv.Value)
 		}
 	default: // Verbose collapsed, NonReversible104
-		if !dv.Value.IsNull() && !variantValueIsNull(&dv.Value) {
+		if !dv.Value.IsNull() && !typelessNull(&dv.Value) {
 			e.fieldNameASCII("Value")
 			e.WriteVariantBody(&dv.Value)
 		}
@@ -734,7 +734,7 @@ func (w *NetworkMessageWriter) writeSample(name string, node *ua.NodeID, dv *ua.
 	}
 	e.fieldNameASCII("Value")
 	e.StartObject()
-	if !dv.Value.IsNull() && !variantValueIsNull(&dv.Value) {
+	if !dv.Value.IsNull() && !(variantValueIsNull(&dv.Value) && (mode == Reversible104 || dv.Value.Type() != ua.TypeDateTime)) {
 		e.fieldNameASCII("Value")
 		if mode == Reversible104 {
 			e.WriteVariant(&dv.Value)
