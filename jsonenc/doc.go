@@ -43,9 +43,23 @@
 // (closed) exceed the limit, the writer closes it, emits it and opens a new
 // one with the same header (MessageId + "-<n>" when the caller set one, a new
 // id otherwise). A DataSetMessage cut this way continues in the next message
-// with the same header, SequenceNumber included; a ua-keyframe continues as
-// ua-deltaframe, so a subscriber that applies the parts in order ends with the
-// full key frame. A field that cannot fit even into an empty message is not
+// with the same header except for two members:
+//
+//   - SequenceNumber: every part is a DataSetMessage of its own and has its own
+//     number, consecutive from the header's SequenceNumber (the first part has
+//     it, the next part that plus one, and so on), so a subscriber sees no
+//     duplicate numbers and can tell a lost part from a gap. The writer reports
+//     the number after the last part with NextSequenceNumber; a caller keeping
+//     a counter per DataSetWriter continues from it. A keep-alive announces the
+//     next number and uses none.
+//   - MessageType: ua-keyframe always means a complete key frame, every field
+//     of the DataSet. A key frame that has to be split is sent as ua-deltaframe
+//     parts only, the first one included (its type is rewritten when the split
+//     happens; the size budget keeps room for that). A subscriber that applies
+//     the parts in order, as delta frames, ends with the full key frame; one
+//     that needs a complete key frame waits for a ua-keyframe.
+//
+// A field that cannot fit even into an empty message is not
 // dropped silently: AddField returns ErrFieldTooLarge naming it, nothing of it
 // is written, and the writer can go on. With Gzip the limit applies to the
 // compressed message; the JSON is budgeted so that even incompressible data
