@@ -129,23 +129,23 @@ type WriterOptions struct {
 // Release returns the writer's pooled buffers; the writer must not be used
 // afterwards.
 type NetworkMessageWriter struct {
-	opts     WriterOptions
-	enc      *Encoder
-	stream   bool
-	budget   int
-	hdr      NetworkMessageHeader
-	dsm      DataSetMessageHeader
-	began    bool
-	nmOpen   bool
-	dsmOpen  bool
-	dsmCont  bool // the open DataSetMessage continues one split off
-	seq      uint32 // SequenceNumber of the open (or last) DataSetMessage part
-	next     uint32 // what NextSequenceNumber reports
+	opts    WriterOptions
+	enc     *Encoder
+	stream  bool
+	budget  int
+	hdr     NetworkMessageHeader
+	dsm     DataSetMessageHeader
+	began   bool
+	nmOpen  bool
+	dsmOpen bool
+	dsmCont bool   // the open DataSetMessage continues one split off
+	seq     uint32 // SequenceNumber of the open (or last) DataSetMessage part
+	next    uint32 // what NextSequenceNumber reports
 	// typeOff is where the open DataSetMessage's "ua-keyframe" starts in the
 	// buffer (-1: none), to be rewritten "ua-deltaframe" if the message is split;
 	// reserve keeps the 2 bytes that takes within the budget.
-	typeOff int
-	reserve int
+	typeOff  int
+	reserve  int
 	dsmsInNM int
 	fields   int // fields in the open DataSetMessage
 	dsmStart Checkpoint
