@@ -28,10 +28,13 @@
 // # Streaming and flushing
 //
 // An Encoder with an io.Writer flushes its pending bytes once at least
-// FlushThreshold (16 KiB) are pending, but only at the next StartObject or
-// StartArray, as the .NET stack does: the output is byte-identical to an
-// in-memory encode and the buffer stays near the threshold however large the
-// message (TestStream10MB: 10 MB through a 16.5 KiB buffer).
+// FlushThreshold (16 KiB) are pending, at the next StartObject or StartArray,
+// as the .NET stack does, and also at the next array element or other value,
+// and between 2 KiB pieces of a String or ByteString longer than the
+// threshold: the output is byte-identical to an in-memory encode and the
+// buffer stays near the threshold however large the message or one value in it
+// (TestStream10MB: 10 MB of fields through a 16.5 KiB buffer; TestStream10MBValue:
+// one 10 MB array, String or ByteString through at most 18.4 KiB).
 //
 // A NetworkMessageWriter streams when it has a Writer and neither
 // MaxMessageSize nor Gzip; otherwise it keeps one message in memory (at most
