@@ -11,10 +11,10 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// TestDecoderLimits: each limit of DecoderOptions is checked while the document
+// TestDecoderLimitsAllocs: each limit of DecoderOptions is checked while the document
 // is parsed: exceeding it gives the typed error, having allocated a small part of
 // what the whole tree would take (about 70 bytes per value).
-func TestDecoderLimits(t *testing.T) {
+func TestDecoderLimitsAllocs(t *testing.T) {
 	repeat := func(prefix, elem, sep, suffix string, n int) []byte {
 		var b bytes.Buffer
 		b.WriteString(prefix)

@@ -67,13 +67,6 @@ func TestVariantEqual(t *testing.T) {
 			t.Errorf("%s: not symmetric", c.name)
 		}
 	}
-	if !genRaceEnabled {
-		a, b := NewDoubleVariant(1), NewDoubleVariant(2)
-		s1, s2 := NewStringVariant("abc"), NewStringVariant("abc")
-		if n := testing.AllocsPerRun(100, func() { a.Equal(&b); s1.Equal(&s2) }); n != 0 {
-			t.Errorf("Equal of scalars: %v allocs", n)
-		}
-	}
 }
 
 func TestExceedsDeadband(t *testing.T) {
@@ -121,10 +114,25 @@ func TestExceedsDeadband(t *testing.T) {
 	if !ExceedsDeadband(&a, &b, DeadbandTypePercent, 10, 400, 200) {
 		t.Error("21 beyond 10% of 400..200")
 	}
-	if !genRaceEnabled {
-		if n := testing.AllocsPerRun(100, func() { ExceedsDeadband(&a, &b, DeadbandTypeAbsolute, 1, 0, 0) }); n != 0 {
-			t.Errorf("ExceedsDeadband of scalars: %v allocs", n)
-		}
+}
+
+// TestEqualAllocs: Equal and ExceedsDeadband of scalars and numeric arrays do not
+// allocate (checked by the non-race run of scripts/test.sh).
+func TestEqualAllocs(t *testing.T) {
+	if genRaceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	a, b := NewDoubleVariant(1), NewDoubleVariant(2)
+	s1, s2 := NewStringVariant("abc"), NewStringVariant("abc")
+	x, y := MustVariant([]float64{1, 2}), MustVariant([]float64{1, 3})
+	if n := testing.AllocsPerRun(100, func() { a.Equal(&b); s1.Equal(&s2); x.Equal(&y) }); n != 0 {
+		t.Errorf("Equal: %v allocs", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		ExceedsDeadband(&a, &b, DeadbandTypeAbsolute, 1, 0, 0)
+		ExceedsDeadband(&x, &y, DeadbandTypePercent, 1, 0, 10)
+	}); n != 0 {
+		t.Errorf("ExceedsDeadband: %v allocs", n)
 	}
 }
 
