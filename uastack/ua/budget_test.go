@@ -25,13 +25,13 @@ func hostileCallRequest(n int) []byte {
 
 // decodeAllocated decodes b with ReadStructure and returns the error and the bytes
 // the process allocated meanwhile.
-func decodeAllocated(d *Decoder, b []byte, lim *Limits) (error, uint64) {
+func decodeAllocated(d *Decoder, b []byte, lim *Limits) (uint64, error) {
 	var ms0, ms1 runtime.MemStats
 	d.Reset(b, lim)
 	runtime.ReadMemStats(&ms0)
 	_, err := d.ReadStructure(nil)
 	runtime.ReadMemStats(&ms1)
-	return err, ms1.TotalAlloc - ms0.TotalAlloc
+	return ms1.TotalAlloc - ms0.TotalAlloc, err
 }
 
 // TestMemoryBudgetHostileArray: the 48× message is refused with the typed error
@@ -40,7 +40,7 @@ func decodeAllocated(d *Decoder, b []byte, lim *Limits) (error, uint64) {
 func TestMemoryBudgetHostileArray(t *testing.T) {
 	b := hostileCallRequest(1 << 20)
 	d := NewDecoder(nil, nil)
-	err, got := decodeAllocated(d, b, nil)
+	got, err := decodeAllocated(d, b, nil)
 	t.Logf("%d-byte message, budget %d: %v, %d bytes allocated", len(b), d.MemoryBudget(), err, got)
 	if !errors.Is(err, ErrMemoryBudgetExceeded) || !errors.Is(err, StatusBadEncodingLimitsExceeded) {
 		t.Fatalf("err = %v, want ErrMemoryBudgetExceeded", err)
@@ -55,13 +55,13 @@ func TestMemoryBudgetHostileArray(t *testing.T) {
 	// Zero limits mean the defaults.
 	var zero Limits = DefaultLimits
 	zero.MemoryPerByte, zero.MemoryAllowance = 0, 0
-	if err, _ := decodeAllocated(d, b, &zero); !errors.Is(err, ErrMemoryBudgetExceeded) {
+	if _, err := decodeAllocated(d, b, &zero); !errors.Is(err, ErrMemoryBudgetExceeded) {
 		t.Fatalf("zero memory limits: err = %v, want ErrMemoryBudgetExceeded", err)
 	}
 
 	lim := DefaultLimits
 	lim.MemoryPerByte = 64
-	err, got = decodeAllocated(d, b, &lim)
+	got, err = decodeAllocated(d, b, &lim)
 	t.Logf("budget %d: %v, %d bytes allocated, %d charged", d.MemoryBudget(), err, got, d.MemoryCharged())
 	if err != nil {
 		t.Fatalf("with 64 bytes per byte: %v", err)
