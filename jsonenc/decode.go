@@ -738,6 +738,9 @@ func (d *Decoder) extensionObject(n *node) (*ua.ExtensionObject, error) {
 	} else if t := n.get("TypeId"); t != nil {
 		legacy = true
 		typeNode, encNode, bodyNode = t, n.get("Encoding"), n.get("Body")
+	} else if enc := n.get("UaEncoding"); enc != nil {
+		// Compact leaves a null UaTypeId out, as every null NodeId.
+		typeNode, encNode, bodyNode = &node{kind: kNull}, enc, n.get("UaBody")
 	} else {
 		return nil, errf("ExtensionObject without UaTypeId")
 	}
