@@ -23,7 +23,10 @@
 //     Reversible104; NonReversible104 and collapsed PubSub fields when the
 //     type is given), for tests, subscribers and REST bodies. It builds a
 //     small tree and allocates; it is not for the hot path. It never panics
-//     on bad input (FuzzDecode) and bounds nesting and array lengths.
+//     on bad input (FuzzDecode) and checks nesting, array and object length,
+//     string length, the number of values and the input size while parsing,
+//     before the tree they would grow is built (DecoderOptions;
+//     ErrTooDeep, ErrLimitExceeded).
 //
 // # Streaming and flushing
 //

@@ -7,9 +7,12 @@
 //
 // Decoding. A Decoder reads from a byte slice and keeps its first error; every length
 // read from the wire is checked against Limits and against the bytes left before
-// anything is allocated. Decode methods decode into their receiver and reuse the
-// capacity of the slices they already hold, so a message decoded again and again into
-// the same object allocates nothing in steady state.
+// anything is allocated, and every allocation is charged first against the
+// message's memory budget (Limits.MemoryPerByte × its length + Limits.MemoryAllowance;
+// ErrMemoryBudgetExceeded), so that what a peer declares cannot make one message
+// take more memory than that. Decode methods decode into their receiver and reuse the
+// capacity of the slices they already hold, uncharged, so a message decoded again and
+// again into the same object allocates nothing in steady state.
 //
 // Ownership. DataChangeNotification, MonitoredItemNotification, EventFieldList and
 // EventNotificationList come from bounded pools (package pooling) when the decoder
