@@ -247,7 +247,7 @@ type Subscription struct {
 	items itemTable
 	stats subStats
 
-	recoverGen uint32 // dispatch loop only: recoveries so far, for dropping resent values
+	recoverGen uint16 // dispatch loop only: recoveries so far, for dropping resent values
 
 	acks       ackSet       // AckManual: delivered, not yet acknowledged
 	releasedAt atomic.Int64 // UnixNano when it was last released from being held (for the watchdog)
