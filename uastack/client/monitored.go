@@ -21,9 +21,12 @@ import (
 // … in the order items are added, and is what notifications carry. The table
 // holds what it takes to create the item again (node, attribute, options shared
 // by all items created with the same *ItemOptions) and the server's answer (id,
-// status, revised sampling interval and queue size), about 72 bytes per item
-// (plus 24 bytes for the last value delivered, resend.go) in pages of 4096, so a million items stay well under 200 bytes each, and a
-// notification never looks an item up: the handler gets the client handles.
+// status, revised sampling interval and queue size), about 80 bytes per item,
+// plus 24 for the last value delivered (resend.go), in pages of 4096, so a
+// million items stay well under 200 bytes each, and a notification never
+// looks an item up: the handler gets the client handles. A node given by
+// namespace URI keeps the URI (an index into a small list of the table's
+// URIs), resolved again at every creation on the server.
 //
 // An item the server refuses (BadNodeIdUnknown, BadNotReadable,
 // BadTooManyMonitoredItems …) is reported through OnItemStatus and tried again
