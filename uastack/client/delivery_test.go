@@ -67,15 +67,15 @@ func startManualSim(t *testing.T, srvURL string, l *ackLog, maxUnacked int) (*Ma
 	if _, err := m.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
+	l.handle = 1 // the first item's, set before the handler can run
 	sub, err := m.CreateSubscription(ctx, l.config(maxUnacked))
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := sub.CreateMonitoredItems(ctx, []ItemRequest{{NodeID: mustNode(server.NodeCounter)}}, nil)
-	if err != nil || res.Created != 1 {
+	if err != nil || res.Created != 1 || res.FirstHandle != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	l.handle = res.FirstHandle
 	return m, sub
 }
 
@@ -375,6 +375,7 @@ func TestManagedResendNodeOPCUA(t *testing.T) {
 	if _, err := m.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
+	clog.handle = 1 // before the handler can run
 	sub, err := m.CreateSubscription(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +387,6 @@ func TestManagedResendNodeOPCUA(t *testing.T) {
 	if err != nil || res.Created != 4 || res.FirstHandle != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	clog.handle = 1
 	waitFor(t, 10*time.Second, "first values", func() bool {
 		return clog.count() >= 5 && static[2].Load() == 1 && static[3].Load() == 1 && static[4].Load() == 1
 	})
