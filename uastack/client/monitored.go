@@ -21,9 +21,12 @@ import (
 // … in the order items are added, and is what notifications carry. The table
 // holds what it takes to create the item again (node, attribute, options shared
 // by all items created with the same *ItemOptions) and the server's answer (id,
-// status, revised sampling interval and queue size), about 72 bytes per item
-// in pages of 4096, so a million items stay well under 200 bytes each, and a
-// notification never looks an item up: the handler gets the client handles.
+// status, revised sampling interval and queue size), about 80 bytes per item,
+// plus 24 for the last value delivered (resend.go), in pages of 4096, so a
+// million items stay well under 200 bytes each, and a notification never
+// looks an item up: the handler gets the client handles. A node given by
+// namespace URI keeps the URI (an index into a small list of the table's
+// URIs), resolved again at every creation on the server.
 //
 // An item the server refuses (BadNodeIdUnknown, BadNotReadable,
 // BadTooManyMonitoredItems …) is reported through OnItemStatus and tried again
@@ -242,15 +245,19 @@ type item struct {
 	mode     MonitoringMode
 	flags    uint8
 	nsu      uint16 // 1 + index into itemTable.uris of the node's namespace URI; 0: none
+}
 
-	// The last value delivered, for dropping resent ones (resend.go);
-	// written by the dispatch loop only.
-	lastTS     ua.DateTime
-	lastFP     uint64
-	lastStatus ua.StatusCode
-	lastGen    uint32
-	lastType   uint8
-	lastFlags  uint8
+// lastValue is the last value delivered for an item, for dropping resent ones
+// (resend.go); the dispatch loop reads and writes it, under itemTable.mu. It
+// lives beside the items, in pages of its own, so the pass over a message's
+// notifications touches 24 bytes per item, not the whole entry.
+type lastValue struct {
+	ts     ua.DateTime
+	fp     uint64
+	status ua.StatusCode
+	gen    uint16 // Subscription.recoverGen whose window this item closed
+	typ    uint8
+	flags  uint8
 }
 
 const (
@@ -269,6 +276,7 @@ const (
 type itemTable struct {
 	mu       sync.Mutex
 	pages    [][]item
+	last     [][]lastValue // parallel to pages
 	n        int
 	created  int // items that exist on the server
 	failed   int // items the server refused
@@ -299,14 +307,23 @@ func (t *itemTable) at(h uint32) *item {
 	return &t.pages[i>>itemPageShift][i&(itemPageSize-1)]
 }
 
+// lastOf returns the last value of handle h (1 … n); t.mu must be held.
+func (t *itemTable) lastOf(h uint32) *lastValue {
+	i := int(h) - 1
+	return &t.last[i>>itemPageShift][i&(itemPageSize-1)]
+}
+
 func (t *itemTable) valid(h uint32) bool { return h >= 1 && int(h) <= t.n }
 
 func (t *itemTable) push(it item) uint32 {
 	if len(t.pages) == 0 || len(t.pages[len(t.pages)-1]) == itemPageSize {
 		t.pages = append(t.pages, nil)
+		t.last = append(t.last, nil)
 	}
 	last := &t.pages[len(t.pages)-1]
 	*last = append(*last, it)
+	lv := &t.last[len(t.last)-1]
+	*lv = append(*lv, lastValue{})
 	t.n++
 	t.count(&it, 1)
 	return uint32(t.n)

@@ -76,11 +76,12 @@ const (
 type Grouping uint8
 
 const (
-	// PerEndpoint: one session per endpoint URL; the group is ignored.
+	// PerEndpoint: one session per endpoint and identity (PoolKey without
+	// the group); the group is ignored.
 	PerEndpoint Grouping = iota
-	// PerEndpointAndGroup: one session per endpoint URL and group, to spread
-	// the subscriptions of one server over several sessions (say, one per
-	// writer group).
+	// PerEndpointAndGroup: one session per endpoint, identity and group, to
+	// spread the subscriptions of one server over several sessions (say, one
+	// per writer group, or one per at-least-once subscription).
 	PerEndpointAndGroup
 )
 

@@ -11,17 +11,18 @@ import (
 // Some servers resend every item's last value after ActivateSession or
 // TransferSubscriptions, in a new message with a new sequence number
 // (node-opcua does on every ActivateSession). The sequence check cannot see
-// it; the values can: the dispatch loop keeps, in each item's entry of the
-// dense item table, the status, source timestamp and a fingerprint of the
-// last value it delivered (24 bytes, no map), and after a recovery compares
+// it; the values can: the dispatch loop keeps, beside each item's entry in
+// the dense item table (lastValue, in pages parallel to the items'), the
+// status, source timestamp and a fingerprint of the last value it delivered
+// (24 bytes, no map), and after a recovery compares
 // the item's notifications with it until the first one that comes in a fresh
 // (not republished) message: that one ends the item's window. One identical
 // in all three is dropped and counted (SubscriptionStats.Suppressed). An item
 // without a source timestamp is never dropped.
 //
-// Subscription.recoverGen numbers the recoveries; an item whose lastGen is
-// behind it is in its window. Both belong to the dispatch loop, which reads
-// and writes the items' last* fields under the table's mutex (once per
+// Subscription.recoverGen numbers the recoveries; an item whose lastValue.gen
+// is behind it is in its window. Both belong to the dispatch loop, which reads
+// and writes the lastValue entries under the table's mutex (taken once per
 // message, not per notification).
 
 // lastSet marks an item whose last* fields hold a delivered value.
@@ -37,6 +38,13 @@ type fingerprinter struct {
 // maxFingerprintBuffer is the encoding buffer kept between values; a larger
 // one (a huge array) is let go after use.
 const maxFingerprintBuffer = 64 << 10
+
+// inlineType marks the scalar types whose value is the inline payload.
+var inlineType = [64]bool{
+	ua.TypeBoolean: true, ua.TypeSByte: true, ua.TypeByte: true, ua.TypeInt16: true, ua.TypeUInt16: true,
+	ua.TypeInt32: true, ua.TypeUInt32: true, ua.TypeInt64: true, ua.TypeUInt64: true, ua.TypeFloat: true,
+	ua.TypeDouble: true, ua.TypeDateTime: true, ua.TypeStatusCode: true,
+}
 
 func newFingerprinter() fingerprinter { return fingerprinter{seed: maphash.MakeSeed()} }
 
@@ -77,26 +85,31 @@ func (p *publisher) dropResent(sub *Subscription, items []ua.MonitoredItemNotifi
 	for i := range items {
 		n := &items[i]
 		if h := n.ClientHandle; t.valid(h) {
-			if it := t.at(h); !it.deleted() {
-				dv := &n.Value
-				fp := p.fp.of(&dv.Value)
-				typ := uint8(dv.Value.Type())
-				if dv.Value.IsArray() {
-					typ |= 0x80
-				}
-				if gen != 0 && it.lastGen != gen {
-					if fresh {
-						it.lastGen = gen
-					}
-					if it.lastFlags&lastSet != 0 && dv.SourceTimestamp != 0 && it.lastTS == dv.SourceTimestamp &&
-						it.lastStatus == dv.Status && it.lastType == typ && it.lastFP == fp {
-						sub.stats.suppressed.Add(1)
-						continue
-					}
-				}
-				it.lastTS, it.lastStatus, it.lastType, it.lastFP = dv.SourceTimestamp, dv.Status, typ, fp
-				it.lastFlags |= lastSet
+			lv := t.lastOf(h)
+			dv := &n.Value
+			typ := uint8(dv.Value.Type())
+			var fp uint64
+			switch {
+			case dv.Value.IsArray():
+				typ |= 0x80
+				fp = p.fp.of(&dv.Value)
+			case inlineType[typ&0x3f]:
+				fp = dv.Value.RawBits() // the common case, without a call
+			default:
+				fp = p.fp.of(&dv.Value)
 			}
+			if gen != 0 && lv.gen != gen {
+				if fresh {
+					lv.gen = gen
+				}
+				if lv.flags&lastSet != 0 && dv.SourceTimestamp != 0 && lv.ts == dv.SourceTimestamp &&
+					lv.status == dv.Status && lv.typ == typ && lv.fp == fp {
+					sub.stats.suppressed.Add(1)
+					continue
+				}
+			}
+			lv.ts, lv.status, lv.typ, lv.fp = dv.SourceTimestamp, dv.Status, typ, fp
+			lv.flags |= lastSet
 		}
 		if k != i {
 			items[k], items[i] = items[i], items[k]

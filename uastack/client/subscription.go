@@ -56,8 +56,10 @@ import (
 //     silent: it does not start a recovery. Use one subscription per session
 //     for at-least-once delivery, so that no request meant for one subscription
 //     carries another's messages. The engine's Publish requests carry the
-//     acknowledgements; a held session sends none until Ack frees room, and
-//     then at once. Keep the limit well below the server's retransmission
+//     acknowledgements: a held session sends none until Ack frees room, and
+//     then at once; otherwise an acknowledgement goes out with the next
+//     request sent, which, when all of them wait at the server, is the one
+//     sent after the next response (at the latest a keep-alive). Keep the limit well below the server's retransmission
 //     queue (MaxUnacked ≤ the server's queue, say 64 for most servers), or the
 //     server drops what it cannot keep and the loss is reported through OnGap.
 //
@@ -247,7 +249,7 @@ type Subscription struct {
 	items itemTable
 	stats subStats
 
-	recoverGen uint32 // dispatch loop only: recoveries so far, for dropping resent values
+	recoverGen uint16 // dispatch loop only: recoveries so far, for dropping resent values
 
 	acks       ackSet       // AckManual: delivered, not yet acknowledged
 	releasedAt atomic.Int64 // UnixNano when it was last released from being held (for the watchdog)
@@ -379,7 +381,7 @@ func (s *Subscription) Ack(seq uint32) error {
 	}
 	a.ents[i].marked = true
 	a.marked++
-	if int(a.unacked.Add(-1)) == cap(a.ents)-1 {
+	if int(a.unacked.Add(-1)) == s.cfg.MaxUnacked-1 {
 		// It was held: the watchdog's window starts now.
 		s.releasedAt.Store(time.Now().UnixNano())
 	}
@@ -394,7 +396,7 @@ func (s *Subscription) Unacked() int { return int(s.acks.unacked.Load()) }
 
 // held reports whether an AckManual subscription is at MaxUnacked.
 func (s *Subscription) held() bool {
-	return s.cfg.AckMode == AckManual && int(s.acks.unacked.Load()) >= cap(s.acks.ents)
+	return s.cfg.AckMode == AckManual && int(s.acks.unacked.Load()) >= s.cfg.MaxUnacked
 }
 
 // room is the number of messages it may still be given (a large number under
@@ -403,7 +405,7 @@ func (s *Subscription) room() int {
 	if s.cfg.AckMode != AckManual {
 		return math.MaxInt32
 	}
-	return max(0, cap(s.acks.ents)-int(s.acks.unacked.Load()))
+	return max(0, s.cfg.MaxUnacked-int(s.acks.unacked.Load()))
 }
 
 // SubscriptionStats are a subscription's counters since it was made.

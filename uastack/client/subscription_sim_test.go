@@ -37,6 +37,8 @@ type simOptions struct {
 	MaxItemsPerCall uint32
 	Types           []ua.TypeID // of the Load variables (default: the server's, every scalar type)
 	AllPolicies     bool        // offer every non-deprecated policy, not only None
+	NamespaceURI    string      // of namespace 1 (default the server's)
+	ExtraNamespaces []string    // namespaces 2, 3 …
 }
 
 func (o simOptions) config() *server.Config {
@@ -45,6 +47,8 @@ func (o simOptions) config() *server.Config {
 		Policies:                 []uasc.EndpointSecurity{{PolicyURI: uasc.SecurityPolicyNone, Mode: ua.MessageSecurityModeNone}},
 		MaxSessionCount:          o.MaxSessions,
 		MaxMonitoredItemsPerCall: o.MaxItemsPerCall,
+		NamespaceURI:             o.NamespaceURI,
+		ExtraNamespaces:          o.ExtraNamespaces,
 		Sim: server.SimConfig{
 			DemoRate:      o.DemoRate,
 			Folders:       o.Folders,
