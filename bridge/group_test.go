@@ -341,7 +341,7 @@ func TestWriterGroupSplit(t *testing.T) {
 				return len(seen) == n
 			})
 			msgs := q.all()
-			data, seqs := 0, map[uint32]int{}
+			data := 0
 			for i, r := range msgs {
 				if r.kind != sink.KindData {
 					continue
@@ -350,24 +350,27 @@ func TestWriterGroupSplit(t *testing.T) {
 				if len(r.payload) > limit {
 					t.Fatalf("message %d has %d bytes, above MaxMessageSize %d", i, len(r.payload), limit)
 				}
-				for _, d := range r.nm.Messages {
-					seqs[d.SequenceNumber]++
-				}
 			}
-			if data < 2 || seqs[1] < 2 {
-				t.Fatalf("%d data messages, key frame seq 1 in %d pieces: want it split", data, seqs[1])
-			}
-			// The pieces of the first key frame: ua-keyframe, then
-			// continuations as ua-deltaframe with the same sequence number;
-			// all fields, each once, in order.
+			// The first key frame, split: parts with consecutive sequence
+			// numbers from 1, every one a ua-deltaframe (ua-keyframe always
+			// means a complete one); together all fields, each once, in
+			// order.
 			var got []string
+			next := uint32(1)
 			for _, d := range dataSetMessages(msgs, "load") {
-				if d.SequenceNumber != 1 {
+				if d.SequenceNumber != next || len(got) == n {
 					continue
 				}
+				if d.Type != jsonenc.DeltaFrame {
+					t.Fatalf("part %d of the split key frame is %q, want ua-deltaframe", next, d.Type)
+				}
+				next++
 				for _, f := range d.Fields {
 					got = append(got, f.Name)
 				}
+			}
+			if data < 2 || next < 3 {
+				t.Fatalf("%d data messages, key frame in %d parts: want it split", data, next-1)
 			}
 			if !slices.Equal(got, names) {
 				t.Fatalf("key frame pieces hold %d fields, want all %d in order", len(got), n)

@@ -317,7 +317,11 @@ func (g *WriterGroup) beginDSM(w *writer, typ jsonenc.DataSetMessageType) {
 
 func (g *WriterGroup) endDSM(w *writer) {
 	if !g.skip {
-		g.check(g.w.EndDataSetMessage(), "")
+		if g.check(g.w.EndDataSetMessage(), "") && w.hdr.Type != jsonenc.KeepAlive {
+			// A DataSetMessage split at MaxMessageSize used one number per
+			// part.
+			w.seq = g.w.NextSequenceNumber()
+		}
 	}
 	if g.single {
 		g.check(g.w.End(), "")
