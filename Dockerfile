@@ -35,7 +35,7 @@ COPY bin/image/rootfs/ /
 # subscription state) must be writable by the user, also when a fresh volume
 # is mounted there: a runtime initialises an empty named volume from the
 # image's directory, ownership included.
-COPY --chown=65532:65532 bin/image/state/ /var/lib/uagate/
+COPY --chown=65532:65532 bin/image/state/ /var/lib/
 
 USER 65532:65532
 WORKDIR /var/lib/uagate

@@ -4,13 +4,18 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION ?= v0.7.0
 FUZZTIME ?= 10s
 
-.PHONY: run build test vet staticcheck unit fuzz bench generate tools
+.PHONY: run build image test vet staticcheck unit fuzz bench generate tools
 
 run:
 	$(GO) run ./cmd/gateway
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
+
+## image: the container image uagate/gateway:<git describe> (FROM scratch; the
+## binary is built here; buildah, podman or docker; IMAGE=name:tag to rename).
+image:
+	./scripts/build-image.sh
 
 ## test: everything CI runs (installs its own tools and peers first).
 test:

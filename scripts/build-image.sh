@@ -33,7 +33,7 @@ ctx="$root/bin/image"
 rm -rf "$ctx"
 # var/lib is in rootfs so that it stays root-owned: COPY --chown would also
 # give the parent directories it creates to the user.
-mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp" "$ctx/rootfs/var/lib" "$ctx/state"
+mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp" "$ctx/rootfs/var/lib" "$ctx/state/uagate"
 
 log "building the static binary ($version)"
 CGO_ENABLED=0 go build -trimpath -buildvcs=false \
@@ -71,8 +71,10 @@ chmod 0755 "$ctx/rootfs/gateway"
 # bit as usual. (The chart mounts an emptyDir there: its root is read-only.)
 chmod 1777 "$ctx/rootfs/tmp"
 # The state directory is COPY --chown'ed to the user; 0700 because it holds the
-# application certificate's private key.
-chmod 0700 "$ctx/state"
+# application certificate's private key. It is copied as state/uagate into
+# /var/lib: COPY keeps the mode of a directory it copies, not of the one it
+# copies the contents of.
+chmod 0700 "$ctx/state/uagate"
 
 if [ -n "${CONTEXT_ONLY:-}" ]; then
 	log "context ready in $ctx (docker build --build-arg VERSION=$version -t $image .)"
