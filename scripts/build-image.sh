@@ -11,7 +11,9 @@
 #   CONTEXT_ONLY=1 scripts/build-image.sh   only the context (then: docker build .)
 #   IMAGE=name:tag scripts/build-image.sh   another name
 #   BUILDER=docker|podman|buildah           default: buildah, else podman, else docker
-#   BUILDAH_FLAGS="--storage-driver vfs"    global flags for buildah (CI uses vfs)
+#   BUILDAH_FLAGS=…                         global flags for buildah; default
+#                                           "--storage-driver vfs" (no kernel overlay or
+#                                           fuse needed; the image is one small layer)
 #
 # VERSION (default: git describe) is stamped into the binary (gateway version)
 # and the image's OCI labels.
@@ -94,10 +96,14 @@ log "building $image with $builder"
 case "$builder" in
 buildah)
 	# shellcheck disable=SC2086 # BUILDAH_FLAGS is a list of flags
-	buildah ${BUILDAH_FLAGS:-} bud --isolation chroot --layers=false "${args[@]}"
+	buildah ${BUILDAH_FLAGS---storage-driver vfs} bud --isolation chroot --layers=false "${args[@]}"
 	;;
 *)
 	"$builder" build "${args[@]}"
 	;;
 esac
 log "built $image"
+if [ "$builder" = buildah ]; then
+	# shellcheck disable=SC2086
+	log "push it with: buildah ${BUILDAH_FLAGS---storage-driver vfs} push $image docker://<registry>/uagate/gateway:$version"
+fi

@@ -97,9 +97,10 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		m="$($BAH mount "$C")"
 		trap "$BAH umount \"$C\" >/dev/null" EXIT
 		fail() { echo "test-deploy: FAIL: $*" >&2; exit 1; }
-		out="$("$m/gateway" version)"
-		[ "$out" = "gateway $V" ] || fail "gateway version from the image: got \"$out\", want \"gateway $V\""
-		echo "test-deploy: image /gateway version: $out" >&2
+		# As in a container: the image as the root directory, its user.
+		out="$(chroot --userspec=65532:65532 "$m" /gateway version)"
+		[ "$out" = "gateway $V" ] || fail "gateway version in the image: got \"$out\", want \"gateway $V\""
+		echo "test-deploy: chroot <image> as 65532: /gateway version: $out" >&2
 		[ "$(stat -c %u:%g:%a "$m/var/lib/uagate")" = "65532:65532:700" ] ||
 			fail "/var/lib/uagate: $(stat -c %u:%g:%a "$m/var/lib/uagate"), want 65532:65532:700"
 		[ "$(stat -c %u:%g "$m/var/lib")" = "0:0" ] || fail "/var/lib is not root-owned"
@@ -112,16 +113,29 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		[ "$n" = 0 ] || fail "unexpected files in the image: $(find "$m" -mindepth 1 | head -20)"
 		echo "test-deploy: image files: /gateway, /etc/{passwd,group,ssl/certs/ca-certificates.crt}, /tmp (1777), /var/lib/uagate (65532, 0700)" >&2
 	'
-	# The binary is static: no interpreter, no shared library (CGO off).
+	# The binary is static (CGO off: no interpreter, no shared library on an
+	# empty base) and reproducible (-trimpath); its build information says so.
+	buildinfo="$(go version -m "$gateway_bin")"
+	for s in "CGO_ENABLED=0" "-trimpath=true"; do
+		grep -q -- "build[[:space:]]*$s" <<<"$buildinfo" || fail "the gateway was not built with $s:
+$buildinfo"
+	done
 	if command -v file >/dev/null 2>&1; then
 		file -L "$gateway_bin" | grep -q "statically linked" || fail "the gateway is not statically linked: $(file -L "$gateway_bin")"
 	fi
+	log "image /gateway: CGO_ENABLED=0, -trimpath, statically linked"
 	t3=$(now)
 	log "image: buildah install $((t1 - t0))s, build (binary + image) $((t2 - t1))s, checks $((t3 - t2))s"
 fi
 
 # --- 2. the chart -------------------------------------------------------------
 helm="${HELM:-$tools/helm}"
+# A helm built by go install reports only major.minor (no version is stamped
+# in); an older one in the cache is replaced.
+if [ -z "${HELM:-}" ] && [ -x "$helm" ] && ! "$helm" version --short 2>/dev/null | grep -q "^${HELM_VERSION%.*}"; then
+	log "replacing $helm ($("$helm" version --short 2>/dev/null)): want $HELM_VERSION"
+	rm -f "$helm"
+fi
 if [ ! -x "$helm" ]; then
 	log "building helm $HELM_VERSION into $tools (once; it takes a few minutes)"
 	t0=$(now)
