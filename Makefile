@@ -4,7 +4,7 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION ?= v0.7.0
 FUZZTIME ?= 10s
 
-.PHONY: run build image test vet staticcheck unit fuzz bench generate tools
+.PHONY: run build test vet staticcheck unit fuzz bench generate tools
 
 run:
 	$(GO) run ./cmd/gateway
@@ -14,6 +14,7 @@ build:
 
 ## image: the container image uagate/gateway:<git describe> (FROM scratch; the
 ## binary is built here; buildah, podman or docker; IMAGE=name:tag to rename).
+.PHONY: image
 image:
 	./scripts/build-image.sh
 
