@@ -4,8 +4,10 @@
 # 1. The image: built with buildah (Debian's package, installed when missing;
 #    vfs storage and chroot isolation: no daemon, no registry, no base image),
 #    then its user, entrypoint, command, port, volume, environment and size
-#    are checked, and the binary is run from the image's own filesystem
-#    (gateway version, and its files' owners). The image is removed after.
+#    are checked, and the binary is run in a chroot of the image's own
+#    filesystem as user 65532 (gateway version; gateway run with the chart's
+#    default configuration: /healthz, SIGTERM), and its files' owners are
+#    checked. The image is removed after.
 # 2. The Helm chart: the Go tests in charts/test, a module of its own (helm
 #    lint --strict, helm template for every ci/*-values.yaml decoded strictly
 #    into k8s.io/api types, the refusals, check-config on the rendered
@@ -31,6 +33,25 @@ image=localhost/uagate/gateway:test-deploy
 log() { printf 'test-deploy: %s\n' "$*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
 now() { date +%s; }
+
+# --- 0. helm (the image step renders the chart's configuration with it) -----
+helm="${HELM:-$tools/helm}"
+# A helm built by go install reports only major.minor (no version is stamped
+# in); an older one in the cache is replaced.
+if [ -z "${HELM:-}" ] && [ -x "$helm" ] && ! "$helm" version --short 2>/dev/null | grep -q "^${HELM_VERSION%.*}"; then
+	log "replacing $helm ($("$helm" version --short 2>/dev/null)): want $HELM_VERSION"
+	rm -f "$helm"
+fi
+if [ ! -x "$helm" ]; then
+	log "building helm $HELM_VERSION into $tools (once; it takes a few minutes)"
+	t0=$(now)
+	mkdir -p "$tools"
+	GOBIN="$tools" GOFLAGS=-buildvcs=false go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	log "helm built in $(($(now) - t0))s"
+	helm="$tools/helm"
+fi
+log "$("$helm" version --short 2>/dev/null || "$helm" version)"
+
 
 # --- 1. the image -----------------------------------------------------------
 gateway_bin="${UAGATE_GATEWAY:-}" # the image step sets it to the image's binary
@@ -90,17 +111,30 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 	[ "$size" -lt "$MAX_IMAGE_BYTES" ] || fail "image size $size bytes, more than $MAX_IMAGE_BYTES"
 	log "image size: $size bytes ($((size / 1000 / 1000)) MB, limit $((MAX_IMAGE_BYTES / 1000 / 1000)) MB)"
 
+	# The chart's default configuration, as its ConfigMap holds it.
+	cfg="$(mktemp)"
+	"$helm" template test charts/gateway --kube-version v1.33.0 --show-only templates/configmap.yaml |
+		sed -n '/^  config.yaml: |$/,$p' | tail -n +2 | sed 's/^    //' >"$cfg"
+	grep -q "websocket" "$cfg" || fail "no config.yaml in the chart's ConfigMap: $(cat "$cfg")"
+
 	# Run the binary from the image's own filesystem, and look at its files.
 	container="$("${bah[@]}" from --pull-never --name uagate-test-deploy "$image")"
 	# shellcheck disable=SC2016 # expanded by the inner shell
-	"${run_unshared[@]}" env BAH="${bah[*]}" C="$container" V="$version" sh -euc '
+	"${run_unshared[@]}" env BAH="${bah[*]}" C="$container" V="$version" CFG="$cfg" bash -euc '
 		m="$($BAH mount "$C")"
-		trap "$BAH umount \"$C\" >/dev/null" EXIT
+		pid=""
+		out="$(mktemp)"
+		cleanup() {
+			if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+			$BAH umount "$C" >/dev/null
+			rm -f "$out"
+		}
+		trap cleanup EXIT
 		fail() { echo "test-deploy: FAIL: $*" >&2; exit 1; }
 		# As in a container: the image as the root directory, its user.
-		out="$(chroot --userspec=65532:65532 "$m" /gateway version)"
-		[ "$out" = "gateway $V" ] || fail "gateway version in the image: got \"$out\", want \"gateway $V\""
-		echo "test-deploy: chroot <image> as 65532: /gateway version: $out" >&2
+		v="$(chroot --userspec=65532:65532 "$m" /gateway version)"
+		[ "$v" = "gateway $V" ] || fail "gateway version in the image: got \"$v\", want \"gateway $V\""
+		echo "test-deploy: chroot <image> as 65532: /gateway version: $v" >&2
 		[ "$(stat -c %u:%g:%a "$m/var/lib/uagate")" = "65532:65532:700" ] ||
 			fail "/var/lib/uagate: $(stat -c %u:%g:%a "$m/var/lib/uagate"), want 65532:65532:700"
 		[ "$(stat -c %u:%g "$m/var/lib")" = "0:0" ] || fail "/var/lib is not root-owned"
@@ -112,7 +146,48 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		n=$(find "$m" -mindepth 1 -not -path "$m/etc*" -not -path "$m/var*" -not -path "$m/tmp" -not -path "$m/gateway" | wc -l)
 		[ "$n" = 0 ] || fail "unexpected files in the image: $(find "$m" -mindepth 1 | head -20)"
 		echo "test-deploy: image files: /gateway, /etc/{passwd,group,ssl/certs/ca-certificates.crt}, /tmp (1777), /var/lib/uagate (65532, 0700)" >&2
+
+		# The gateway runs in the image as the chart runs it (its default
+		# configuration, its environment; the listener on loopback here):
+		# /healthz answers, the process is user 65532, SIGTERM ends it
+		# cleanly, and what it wrote to the state directory is the user'"'"'s.
+		cp "$CFG" "$m/tmp/config.yaml"
+		chmod 0644 "$m/tmp/config.yaml"
+		env -i UAGATE_STATE_DIR=/var/lib/uagate UAGATE_HTTP_LISTEN=127.0.0.1:0 \
+			"$(command -v chroot)" --userspec=65532:65532 "$m" /gateway run -config /tmp/config.yaml >/dev/null 2>"$out" &
+		pid=$!
+		addr=""
+		deadline=$((SECONDS + 30))
+		while [ -z "$addr" ]; do
+			addr="$(sed -n "s/.*msg=\"http listener\".*addr=\([0-9.]*:[0-9]*\).*/\1/p" "$out" | head -1)"
+			[ -n "$addr" ] && break
+			kill -0 "$pid" 2>/dev/null || fail "the gateway in the image exited: $(cat "$out")"
+			[ "$SECONDS" -lt "$deadline" ] || fail "the gateway in the image did not listen within 30s: $(cat "$out")"
+			sleep 0.1
+		done
+		exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}"
+		printf "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3
+		resp="$(timeout 10 cat <&3 | tr -d "\r")"
+		exec 3<&-
+		case "$resp" in "HTTP/1."?" 200"*) ;; *) fail "GET /healthz: $resp" ;; esac
+		uid="$(awk "/^Uid:/ {print \$2}" "/proc/$pid/status")"
+		[ "$uid" = 65532 ] || fail "the gateway runs as uid $uid"
+		echo "test-deploy: chroot <image> as 65532: gateway run -config <chart default>: GET http://$addr/healthz: ${resp%%$'"'"'\n'"'"'*}" >&2
+		kill -TERM "$pid"
+		deadline=$((SECONDS + 20))
+		while kill -0 "$pid" 2>/dev/null; do
+			[ "$SECONDS" -lt "$deadline" ] || fail "the gateway did not stop within 20s of SIGTERM: $(tail -5 "$out")"
+			sleep 0.1
+		done
+		rc=0
+		wait "$pid" || rc=$?
+		pid=""
+		[ "$rc" = 0 ] || fail "the gateway exited $rc on SIGTERM: $(tail -5 "$out")"
+		bad="$(find "$m/var/lib/uagate" ! -uid 65532)"
+		[ -z "$bad" ] || fail "files in the state directory not owned by 65532: $bad"
+		echo "test-deploy: SIGTERM: exit 0; state directory: $(find "$m/var/lib/uagate" -mindepth 1 | wc -l) entries, all 65532'"'"'s" >&2
 	'
+	rm -f "$cfg"
 	# The binary is static (CGO off: no interpreter, no shared library on an
 	# empty base) and reproducible (-trimpath); its build information says so.
 	buildinfo="$(go version -m "$gateway_bin")"
@@ -129,23 +204,6 @@ $buildinfo"
 fi
 
 # --- 2. the chart -------------------------------------------------------------
-helm="${HELM:-$tools/helm}"
-# A helm built by go install reports only major.minor (no version is stamped
-# in); an older one in the cache is replaced.
-if [ -z "${HELM:-}" ] && [ -x "$helm" ] && ! "$helm" version --short 2>/dev/null | grep -q "^${HELM_VERSION%.*}"; then
-	log "replacing $helm ($("$helm" version --short 2>/dev/null)): want $HELM_VERSION"
-	rm -f "$helm"
-fi
-if [ ! -x "$helm" ]; then
-	log "building helm $HELM_VERSION into $tools (once; it takes a few minutes)"
-	t0=$(now)
-	mkdir -p "$tools"
-	GOBIN="$tools" GOFLAGS=-buildvcs=false go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-	log "helm built in $(($(now) - t0))s"
-	helm="$tools/helm"
-fi
-log "$("$helm" version --short 2>/dev/null || "$helm" version)"
-
 t0=$(now)
 (
 	cd charts/test
