@@ -12,6 +12,12 @@ run:
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
 
+## image: the container image uagate/gateway:<git describe> (FROM scratch; the
+## binary is built here; buildah, podman or docker; IMAGE=name:tag to rename).
+.PHONY: image
+image:
+	./scripts/build-image.sh
+
 ## test: everything CI runs (installs its own tools and peers first).
 test:
 	./scripts/test.sh
