@@ -98,7 +98,7 @@ func Default() *Config {
 }
 
 // ApplyDefaults fills every setting left unset with its default (see
-// REFERENCE.md), including the embedded parts: with no endpoint configured,
+// the README's Configuration section), including the embedded parts: with no endpoint configured,
 // endpoint "sim" (URL EmbeddedSimURL) and a writer group "demo" over the
 // simulation server's Demo variables; with no sink configured, an MQTT and a
 // NATS sink on the embedded broker and server, and the WebSocket stream.

@@ -3,7 +3,7 @@
 // overrides, defaults, validation with precise errors (file, line, field,
 // why), the mapping of an endpoint to a client.Config, the difference between
 // two configurations that a reload applies, and the expansion of browse
-// selections into fields. REFERENCE.md documents every key.
+// selections into fields. The README's Configuration section documents every key.
 //
 //	c, warnings, err := config.Load("gateway.yaml") // defaults applied, secrets resolved, validated
 //	// err: *config.Error, every problem one per line:
