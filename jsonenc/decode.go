@@ -21,11 +21,40 @@ type DecoderOptions struct {
 	NamespaceURIs []string
 	// ServerURIs maps svu= URIs back to server indexes.
 	ServerURIs []string
+	// The limits below are checked while the input is parsed, before the
+	// value they bound is built, so a hostile document fails with a typed error
+	// (ErrTooDeep, ErrLimitExceeded) having allocated little.
+
 	// MaxDepth bounds nesting (default DefaultMaxDepth).
 	MaxDepth int
-	// MaxArrayLength bounds each array and matrix (default 1<<20).
+	// MaxArrayLength bounds each array and matrix, and the members of each
+	// object (default 1<<20).
 	MaxArrayLength int
+	// MaxStringLength bounds each string, member names included, in bytes as
+	// written in the input (default DefaultMaxStringLength).
+	MaxStringLength int
+	// MaxValues bounds the JSON values of one document, all levels together
+	// (default DefaultMaxValues): a parsed value takes 72 bytes, and up to five
+	// times that while its array is being parsed, so this bounds the memory a
+	// document of many tiny values ([0,0,0,...]) takes, to some 190 MB by
+	// default.
+	MaxValues int
+	// MaxInputSize bounds the document, in bytes (default DefaultMaxInputSize).
+	MaxInputSize int
 }
+
+// Defaults of DecoderOptions. A string may hold a base64 ByteString of the binary
+// codec's 16 MiB; a document, the largest message the binary codec accepts.
+const (
+	DefaultMaxStringLength = 24 << 20
+	DefaultMaxValues       = 1 << 19
+	DefaultMaxInputSize    = 32 << 20
+)
+
+// ErrLimitExceeded is returned when a document exceeds one of the
+// DecoderOptions limits (length of an array, an object or a string, number of
+// values, input size). It wraps ua.StatusBadEncodingLimitsExceeded.
+var ErrLimitExceeded = fmt.Errorf("jsonenc: decoding limit exceeded: %w", ua.StatusBadEncodingLimitsExceeded)
 
 // Decoder decodes OPC UA JSON in every form decoders are expected to accept
 // (Part 6 Annex H.1): Compact, Verbose and the 1.04 Reversible form, plus the
@@ -44,10 +73,24 @@ func NewDecoder(opts DecoderOptions) *Decoder {
 	if opts.MaxArrayLength <= 0 {
 		opts.MaxArrayLength = 1 << 20
 	}
+	if opts.MaxStringLength <= 0 {
+		opts.MaxStringLength = DefaultMaxStringLength
+	}
+	if opts.MaxValues <= 0 {
+		opts.MaxValues = DefaultMaxValues
+	}
+	if opts.MaxInputSize <= 0 {
+		opts.MaxInputSize = DefaultMaxInputSize
+	}
 	return &Decoder{opts: opts}
 }
 
-func (d *Decoder) parse(data []byte) (node, error) { return parseJSON(data, d.opts.MaxDepth) }
+func (d *Decoder) parse(data []byte) (node, error) {
+	return parseJSON(data, parseLimits{
+		depth: d.opts.MaxDepth, array: d.opts.MaxArrayLength, str: d.opts.MaxStringLength,
+		values: d.opts.MaxValues, input: d.opts.MaxInputSize,
+	})
+}
 
 func errf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrDecode, fmt.Sprintf(format, args...))
@@ -695,6 +738,9 @@ func (d *Decoder) extensionObject(n *node) (*ua.ExtensionObject, error) {
 	} else if t := n.get("TypeId"); t != nil {
 		legacy = true
 		typeNode, encNode, bodyNode = t, n.get("Encoding"), n.get("Body")
+	} else if enc := n.get("UaEncoding"); enc != nil {
+		// Compact leaves a null UaTypeId out, as every null NodeId.
+		typeNode, encNode, bodyNode = &node{kind: kNull}, enc, n.get("UaBody")
 	} else {
 		return nil, errf("ExtensionObject without UaTypeId")
 	}

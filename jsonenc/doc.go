@@ -23,15 +23,21 @@
 //     Reversible104; NonReversible104 and collapsed PubSub fields when the
 //     type is given), for tests, subscribers and REST bodies. It builds a
 //     small tree and allocates; it is not for the hot path. It never panics
-//     on bad input (FuzzDecode) and bounds nesting and array lengths.
+//     on bad input (FuzzDecode) and checks nesting, array and object length,
+//     string length, the number of values and the input size while parsing,
+//     before the tree they would grow is built (DecoderOptions;
+//     ErrTooDeep, ErrLimitExceeded).
 //
 // # Streaming and flushing
 //
 // An Encoder with an io.Writer flushes its pending bytes once at least
-// FlushThreshold (16 KiB) are pending, but only at the next StartObject or
-// StartArray, as the .NET stack does: the output is byte-identical to an
-// in-memory encode and the buffer stays near the threshold however large the
-// message (TestStream10MB: 10 MB through a 16.5 KiB buffer).
+// FlushThreshold (16 KiB) are pending, at the next StartObject or StartArray,
+// as the .NET stack does, and also at the next array element or other value,
+// and between 2 KiB pieces of a String or ByteString longer than the
+// threshold: the output is byte-identical to an in-memory encode and the
+// buffer stays near the threshold however large the message or one value in it
+// (TestStream10MB: 10 MB of fields through a 16.5 KiB buffer; TestStream10MBValue:
+// one 10 MB array, String or ByteString through at most 18.4 KiB).
 //
 // A NetworkMessageWriter streams when it has a Writer and neither
 // MaxMessageSize nor Gzip; otherwise it keeps one message in memory (at most
@@ -43,9 +49,23 @@
 // (closed) exceed the limit, the writer closes it, emits it and opens a new
 // one with the same header (MessageId + "-<n>" when the caller set one, a new
 // id otherwise). A DataSetMessage cut this way continues in the next message
-// with the same header, SequenceNumber included; a ua-keyframe continues as
-// ua-deltaframe, so a subscriber that applies the parts in order ends with the
-// full key frame. A field that cannot fit even into an empty message is not
+// with the same header except for two members:
+//
+//   - SequenceNumber: every part is a DataSetMessage of its own and has its own
+//     number, consecutive from the header's SequenceNumber (the first part has
+//     it, the next part that plus one, and so on), so a subscriber sees no
+//     duplicate numbers and can tell a lost part from a gap. The writer reports
+//     the number after the last part with NextSequenceNumber; a caller keeping
+//     a counter per DataSetWriter continues from it. A keep-alive announces the
+//     next number and uses none.
+//   - MessageType: ua-keyframe always means a complete key frame, every field
+//     of the DataSet. A key frame that has to be split is sent as ua-deltaframe
+//     parts only, the first one included (its type is rewritten when the split
+//     happens; the size budget keeps room for that). A subscriber that applies
+//     the parts in order, as delta frames, ends with the full key frame; one
+//     that needs a complete key frame waits for a ua-keyframe.
+//
+// A field that cannot fit even into an empty message is not
 // dropped silently: AddField returns ErrFieldTooLarge naming it, nothing of it
 // is written, and the writer can go on. With Gzip the limit applies to the
 // compressed message; the JSON is budgeted so that even incompressible data

@@ -341,9 +341,39 @@ func (e *Encoder) Since(cp Checkpoint) int {
 	return int(e.flushed-cp.flushed) + len(e.b) - cp.n
 }
 
+// comma starts a value: it flushes once FlushThreshold bytes are pending (so
+// that a long array of scalars streams at element boundaries, not only at the
+// next object or array) and writes the separating comma when one is needed.
 func (e *Encoder) comma() {
+	if len(e.b) >= e.threshold && e.err == nil {
+		e.flush()
+	}
 	if e.needComma {
 		e.b = append(e.b, ',')
+	}
+}
+
+// pieceSize is how much of a long string (before escaping, which may make it up
+// to six times longer) or ByteString (before base64) is written between flush
+// checks, so that the buffer stays within FlushThreshold + 12 KiB.
+const pieceSize = 2048
+
+// appendEscapedPieces writes a string longer than the flush threshold escaped,
+// in pieces cut at rune starts (so that the escaping of each piece is that of
+// the whole), flushing between them.
+func (e *Encoder) appendEscapedPieces(s string) {
+	for len(s) > 0 {
+		n := min(len(s), pieceSize)
+		// Back up to the start of a rune; past three continuation bytes there is
+		// no valid rune to split, and each invalid byte is escaped alone anyway.
+		for k := 0; k < utf8.UTFMax-1 && n < len(s) && !utf8.RuneStart(s[n]); k++ {
+			n--
+		}
+		e.b = appendEscaped(e.b, s[:n])
+		s = s[n:]
+		if len(e.b) >= e.threshold && e.err == nil {
+			e.flush()
+		}
 	}
 }
 
@@ -550,7 +580,13 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 // escaped, invalid UTF-8 is replaced by U+FFFD, U+2028/U+2029 are escaped.
 func (e *Encoder) WriteString(s string) {
 	e.comma()
-	e.b = appendQuoted(e.b, s)
+	if len(s) <= e.threshold {
+		e.b = appendQuoted(e.b, s)
+	} else {
+		e.b = append(e.b, '"')
+		e.appendEscapedPieces(s)
+		e.b = append(e.b, '"')
+	}
 	e.done()
 }
 

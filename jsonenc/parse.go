@@ -53,18 +53,44 @@ func (n *node) get(key string) *node {
 // ErrSyntax wraps JSON syntax errors.
 var ErrSyntax = errors.New("jsonenc: invalid JSON")
 
-type parser struct {
-	in       []byte
-	pos      int
-	depth    int
-	maxDepth int
+// parseLimits bound a document while it is parsed (see DecoderOptions).
+type parseLimits struct {
+	depth, array, str, values, input int
 }
 
-// parseJSON parses one JSON document (surrounding whitespace allowed).
-func parseJSON(in []byte, maxDepth int) (node, error) {
-	p := parser{in: in, maxDepth: maxDepth}
-	var n node
-	if err := p.value(&n); err != nil {
+type parser struct {
+	in     []byte
+	pos    int
+	depth  int
+	values int // values parsed so far
+	lim    parseLimits
+	// Elements and member names of the open arrays and objects, stacked: a
+	// finished array or object takes an exactly sized copy of its part. Growing
+	// every node's slice by append instead would allocate five times the
+	// largest array (append grows large slices by a quarter).
+	vals []node
+	keys []string
+}
+
+// push appends to a stack, doubling it when full.
+func push[T any](s []T, x T) []T {
+	if len(s) == cap(s) {
+		g := make([]T, len(s), 2*cap(s)+16)
+		copy(g, s)
+		s = g
+	}
+	return append(s, x)
+}
+
+// parseJSON parses one JSON document (surrounding whitespace allowed). The
+// limits are checked as the parser goes, before the node they would grow.
+func parseJSON(in []byte, lim parseLimits) (node, error) {
+	if len(in) > lim.input {
+		return node{}, fmt.Errorf("%w: document of %d bytes, limit %d", ErrLimitExceeded, len(in), lim.input)
+	}
+	p := parser{in: in, lim: lim}
+	n, err := p.value()
+	if err != nil {
 		return node{}, err
 	}
 	p.ws()
@@ -97,136 +123,179 @@ func (p *parser) lit(s string) bool {
 	return false
 }
 
-func (p *parser) value(n *node) error {
+func (p *parser) limitf(format string, args ...any) error {
+	return fmt.Errorf("%w at offset %d: %s", ErrLimitExceeded, p.pos, fmt.Sprintf(format, args...))
+}
+
+// value parses one value. Nodes are returned by value, not filled in through a
+// pointer: the recursion would make the pointed-to element escape to the heap.
+func (p *parser) value() (node, error) {
+	var n node
+	p.values++
+	if p.values > p.lim.values {
+		return n, p.limitf("more than %d values", p.lim.values)
+	}
 	p.ws()
 	if p.pos >= len(p.in) {
-		return p.errf("unexpected end of input")
+		return n, p.errf("unexpected end of input")
 	}
 	switch c := p.in[p.pos]; {
 	case c == '{':
-		return p.object(n)
+		return p.object()
 	case c == '[':
-		return p.array(n)
+		return p.array()
 	case c == '"':
 		s, err := p.str()
 		n.kind, n.s = kStr, s
-		return err
+		return n, err
 	case c == 't':
 		if p.lit("true") {
 			n.kind, n.b = kBool, true
-			return nil
+			return n, nil
 		}
 	case c == 'f':
 		if p.lit("false") {
 			n.kind = kBool
-			return nil
+			return n, nil
 		}
 	case c == 'n':
 		if p.lit("null") {
 			n.kind = kNull
-			return nil
+			return n, nil
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number(n)
+		return p.number()
 	}
-	return p.errf("unexpected character %q", p.in[p.pos])
+	return n, p.errf("unexpected character %q", p.in[p.pos])
 }
 
 func (p *parser) enter() error {
 	p.depth++
-	if p.depth > p.maxDepth {
-		return fmt.Errorf("%w: more than %d levels", ErrTooDeep, p.maxDepth)
+	if p.depth > p.lim.depth {
+		return fmt.Errorf("%w: more than %d levels", ErrTooDeep, p.lim.depth)
 	}
 	return nil
 }
 
-func (p *parser) object(n *node) error {
+func (p *parser) object() (node, error) {
+	n := node{kind: kObj}
 	if err := p.enter(); err != nil {
-		return err
+		return n, err
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // {
-	n.kind = kObj
+	vbase, kbase := len(p.vals), len(p.keys)
+	defer func() { p.vals, p.keys = p.vals[:vbase], p.keys[:kbase] }()
+	var seen map[string]struct{}
 	p.ws()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
-		return nil
+		return n, nil
 	}
 	for {
 		p.ws()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
-			return p.errf("want a member name")
+			return n, p.errf("want a member name")
 		}
 		k, err := p.str()
 		if err != nil {
-			return err
+			return n, err
 		}
-		for _, have := range n.keys {
-			if have == k {
-				return p.errf("duplicate member %q", k)
+		keys := p.keys[kbase:]
+		// Duplicates: a scan for small objects, a set for large ones, so that
+		// an object of a million members costs no 10^12 comparisons.
+		if seen != nil {
+			if _, dup := seen[k]; dup {
+				return n, p.errf("duplicate member %q", k)
+			}
+			seen[k] = struct{}{}
+		} else {
+			for _, have := range keys {
+				if have == k {
+					return n, p.errf("duplicate member %q", k)
+				}
+			}
+			if len(keys) == 32 {
+				seen = make(map[string]struct{}, 64)
+				for _, have := range keys {
+					seen[have] = struct{}{}
+				}
+				seen[k] = struct{}{}
 			}
 		}
 		p.ws()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-			return p.errf("want ':'")
+			return n, p.errf("want ':'")
 		}
 		p.pos++
-		n.keys = append(n.keys, k)
-		n.vals = append(n.vals, node{})
-		if err := p.value(&n.vals[len(n.vals)-1]); err != nil {
-			return err
+		if len(keys) == p.lim.array {
+			return n, p.limitf("object of more than %d members", p.lim.array)
 		}
+		v, err := p.value()
+		if err != nil {
+			return n, err
+		}
+		p.keys, p.vals = push(p.keys, k), push(p.vals, v)
 		p.ws()
 		if p.pos >= len(p.in) {
-			return p.errf("unexpected end of input in object")
+			return n, p.errf("unexpected end of input in object")
 		}
 		switch p.in[p.pos] {
 		case ',':
 			p.pos++
 		case '}':
 			p.pos++
-			return nil
+			n.keys = append([]string(nil), p.keys[kbase:]...)
+			n.vals = append([]node(nil), p.vals[vbase:]...)
+			return n, nil
 		default:
-			return p.errf("want ',' or '}'")
+			return n, p.errf("want ',' or '}'")
 		}
 	}
 }
 
-func (p *parser) array(n *node) error {
+func (p *parser) array() (node, error) {
+	n := node{kind: kArr, vals: []node{}}
 	if err := p.enter(); err != nil {
-		return err
+		return n, err
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // [
-	n.kind = kArr
-	n.vals = []node{}
+	base := len(p.vals)
+	defer func() { p.vals = p.vals[:base] }()
 	p.ws()
 	if p.pos < len(p.in) && p.in[p.pos] == ']' {
 		p.pos++
-		return nil
+		return n, nil
 	}
 	for {
-		n.vals = append(n.vals, node{})
-		if err := p.value(&n.vals[len(n.vals)-1]); err != nil {
-			return err
+		if len(p.vals)-base == p.lim.array {
+			return n, p.limitf("array of more than %d elements", p.lim.array)
 		}
+		v, err := p.value()
+		if err != nil {
+			return n, err
+		}
+		p.vals = push(p.vals, v)
 		p.ws()
 		if p.pos >= len(p.in) {
-			return p.errf("unexpected end of input in array")
+			return n, p.errf("unexpected end of input in array")
 		}
 		switch p.in[p.pos] {
 		case ',':
 			p.pos++
 		case ']':
 			p.pos++
-			return nil
+			n.vals = append([]node(nil), p.vals[base:]...)
+			return n, nil
 		default:
-			return p.errf("want ',' or ']'")
+			return n, p.errf("want ',' or ']'")
 		}
 	}
 }
 
-func (p *parser) number(n *node) error {
+func (p *parser) number() (node, error) {
+	var n node
 	start := p.pos
 	if p.in[p.pos] == '-' {
 		p.pos++
@@ -241,12 +310,12 @@ func (p *parser) number(n *node) error {
 	intStart := p.pos
 	nd := digits()
 	if nd == 0 || (nd > 1 && p.in[intStart] == '0') {
-		return p.errf("invalid number")
+		return n, p.errf("invalid number")
 	}
 	if p.pos < len(p.in) && p.in[p.pos] == '.' {
 		p.pos++
 		if digits() == 0 {
-			return p.errf("invalid number")
+			return n, p.errf("invalid number")
 		}
 	}
 	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
@@ -255,11 +324,11 @@ func (p *parser) number(n *node) error {
 			p.pos++
 		}
 		if digits() == 0 {
-			return p.errf("invalid number")
+			return n, p.errf("invalid number")
 		}
 	}
 	n.kind, n.s = kNum, string(p.in[start:p.pos])
-	return nil
+	return n, nil
 }
 
 // str parses a JSON string at p.pos (on the opening quote). Invalid UTF-8 and
@@ -269,6 +338,9 @@ func (p *parser) str() (string, error) {
 	start := p.pos
 	// Fast path: no escapes, valid UTF-8.
 	for p.pos < len(p.in) {
+		if p.pos-start > p.lim.str {
+			return "", p.limitf("string of more than %d bytes", p.lim.str)
+		}
 		c := p.in[p.pos]
 		if c == '"' {
 			s := p.in[start:p.pos]
@@ -289,6 +361,11 @@ func (p *parser) str() (string, error) {
 	for {
 		if p.pos >= len(p.in) {
 			return "", p.errf("unterminated string")
+		}
+		// Both the input consumed and the result are bounded: escapes shrink
+		// the text, but an invalid byte becomes a 3-byte U+FFFD.
+		if p.pos-start > p.lim.str || len(b) > p.lim.str {
+			return "", p.limitf("string of more than %d bytes", p.lim.str)
 		}
 		c := p.in[p.pos]
 		switch {

@@ -92,7 +92,9 @@ type WriterOptions struct {
 	// MaxMessageSize (bytes, 0 = unlimited) bounds every emitted message. A
 	// NetworkMessage that would grow past it is closed and emitted, and a new
 	// one with the same header continues; a DataSetMessage is split between
-	// fields (continuations are ua-deltaframe with the same SequenceNumber).
+	// fields into parts with consecutive SequenceNumbers, and a key frame split
+	// so is sent as delta frames (see Splitting in the package documentation
+	// and NextSequenceNumber).
 	// With Gzip the bound applies to the compressed message; the uncompressed
 	// JSON is bounded so that even incompressible data fits.
 	MaxMessageSize int
@@ -127,16 +129,23 @@ type WriterOptions struct {
 // Release returns the writer's pooled buffers; the writer must not be used
 // afterwards.
 type NetworkMessageWriter struct {
-	opts     WriterOptions
-	enc      *Encoder
-	stream   bool
-	budget   int
-	hdr      NetworkMessageHeader
-	dsm      DataSetMessageHeader
-	began    bool
-	nmOpen   bool
-	dsmOpen  bool
-	dsmCont  bool // the open DataSetMessage continues one split off
+	opts    WriterOptions
+	enc     *Encoder
+	stream  bool
+	budget  int
+	hdr     NetworkMessageHeader
+	dsm     DataSetMessageHeader
+	began   bool
+	nmOpen  bool
+	dsmOpen bool
+	dsmCont bool   // the open DataSetMessage continues one split off
+	seq     uint32 // SequenceNumber of the open (or last) DataSetMessage part
+	next    uint32 // what NextSequenceNumber reports
+	// typeOff is where the open DataSetMessage's "ua-keyframe" starts in the
+	// buffer (-1: none), to be rewritten "ua-deltaframe" if the message is split;
+	// reserve keeps the 2 bytes that takes within the budget.
+	typeOff  int
+	reserve  int
 	dsmsInNM int
 	fields   int // fields in the open DataSetMessage
 	dsmStart Checkpoint
@@ -152,7 +161,7 @@ type NetworkMessageWriter struct {
 
 // NewNetworkMessageWriter returns a writer for opts.
 func NewNetworkMessageWriter(opts WriterOptions) *NetworkMessageWriter {
-	w := &NetworkMessageWriter{opts: opts}
+	w := &NetworkMessageWriter{opts: opts, typeOff: -1}
 	w.stream = opts.Sink == nil && opts.Writer != nil && opts.MaxMessageSize <= 0 && !opts.Gzip
 	var ew io.Writer
 	if w.stream {
@@ -240,7 +249,36 @@ func (w *NetworkMessageWriter) single() bool {
 
 // over reports whether the message, closed now, would exceed the budget.
 func (w *NetworkMessageWriter) over() bool {
-	return w.budget > 0 && w.enc.Len()+w.enc.Depth() > w.budget
+	return w.budget > 0 && w.enc.Len()+w.enc.Depth()+w.reserve > w.budget
+}
+
+// NextSequenceNumber returns the SequenceNumber that follows those the last
+// DataSetMessage used: its header's SequenceNumber plus the number of parts it
+// was split into (one when it was not), or the header's own number for a
+// keep-alive, which announces the next number rather than using one. A caller
+// keeping one counter per DataSetWriter passes it as the next DataSetMessage's
+// SequenceNumber. It is valid after EndDataSetMessage, and during a
+// DataSetMessage for the parts emitted so far.
+func (w *NetworkMessageWriter) NextSequenceNumber() uint32 { return w.next }
+
+// splitKeyFrame rewrites the open DataSetMessage's "ua-keyframe" as
+// "ua-deltaframe" before its first part is emitted: a part of a key frame is not
+// a complete key frame, and ua-keyframe must always mean one. The budget kept
+// room for the two bytes (reserve), and nothing after typeOff is referenced by
+// offset when it is called (the field that did not fit was rolled back).
+func (w *NetworkMessageWriter) splitKeyFrame() {
+	if w.typeOff < 0 {
+		return
+	}
+	e := w.enc
+	const from, to = "ua-keyframe", "ua-deltaframe"
+	if string(e.b[w.typeOff:w.typeOff+len(from)]) == from {
+		n := len(e.b)
+		e.b = append(e.b, to[:len(to)-len(from)]...)
+		copy(e.b[w.typeOff+len(to):], e.b[w.typeOff+len(from):n])
+		copy(e.b[w.typeOff:], to)
+	}
+	w.typeOff, w.reserve = -1, 0
 }
 
 func (w *NetworkMessageWriter) writeMessageID() {
@@ -379,6 +417,10 @@ func (w *NetworkMessageWriter) BeginDataSetMessage(h *DataSetMessageHeader) erro
 	}
 	w.dsm = *h
 	w.dsmCont = false
+	w.seq, w.next = h.SequenceNumber, h.SequenceNumber
+	if h.Type != KeepAlive {
+		w.next++
+	}
 	if w.nmOpen && w.single() && w.dsmsInNM > 0 && w.opts.Format == FormatPubSub {
 		if err := w.emitNM(); err != nil {
 			return err
@@ -449,7 +491,7 @@ func (w *NetworkMessageWriter) openDSM() {
 	}
 	if m&DSMSequenceNumber != 0 {
 		e.fieldNameASCII("SequenceNumber")
-		e.WriteUint(uint64(h.SequenceNumber))
+		e.WriteUint(uint64(w.seq))
 	}
 	if m&DSMMetaDataVersion != 0 {
 		e.fieldNameASCII("MetaDataVersion")
@@ -476,10 +518,14 @@ func (w *NetworkMessageWriter) openDSM() {
 	if w.dsmCont && typ == KeyFrame {
 		typ = DeltaFrame
 	}
+	w.typeOff, w.reserve = -1, 0
 	if m&DSMMessageType != 0 {
 		e.fieldNameASCII("MessageType")
 		e.comma()
 		e.b = append(e.b, '"')
+		if typ == KeyFrame && w.budget > 0 {
+			w.typeOff, w.reserve = len(e.b), len("ua-deltaframe")-len("ua-keyframe")
+		}
 		e.b = append(e.b, typ.String()...)
 		e.b = append(e.b, '"')
 		e.done()
@@ -499,6 +545,7 @@ func (w *NetworkMessageWriter) EndDataSetMessage() error {
 		return fmt.Errorf("%w: EndDataSetMessage without BeginDataSetMessage", ErrState)
 	}
 	w.dsmOpen = false
+	w.typeOff, w.reserve = -1, 0
 	if w.opts.Format == FormatSamples {
 		return nil
 	}
@@ -587,11 +634,17 @@ func (w *NetworkMessageWriter) addField(name string, node *ua.NodeID, dv *ua.Dat
 		w.dsmsInNM--
 	} else {
 		// Close this part (emitNM closes what is open); the rest of the
-		// DataSetMessage continues in the next NetworkMessage.
+		// DataSetMessage continues in the next NetworkMessage, as the next
+		// SequenceNumber.
+		w.splitKeyFrame()
 		w.dsmCont = true
 	}
 	if err := w.emitNM(); err != nil {
 		return err
+	}
+	if w.dsmCont && w.fields > 0 {
+		w.seq++
+		w.next = w.seq + 1
 	}
 	w.openNM()
 	w.dsmStart = w.enc.Checkpoint()
@@ -694,7 +747,7 @@ func (w *NetworkMessageWriter) writeField(name string, node *ua.NodeID, dv *ua.D
 			e.WriteVariant(&dv.Value)
 		}
 	default: // Verbose collapsed, NonReversible104
-		if !dv.Value.IsNull() && !variantValueIsNull(&dv.Value) {
+		if !dv.Value.IsNull() && !typelessNull(&dv.Value) {
 			e.fieldNameASCII("Value")
 			e.WriteVariantBody(&dv.Value)
 		}
@@ -734,7 +787,7 @@ func (w *NetworkMessageWriter) writeSample(name string, node *ua.NodeID, dv *ua.
 	}
 	e.fieldNameASCII("Value")
 	e.StartObject()
-	if !dv.Value.IsNull() && !variantValueIsNull(&dv.Value) {
+	if !dv.Value.IsNull() && !(variantValueIsNull(&dv.Value) && (mode == Reversible104 || dv.Value.Type() != ua.TypeDateTime)) {
 		e.fieldNameASCII("Value")
 		if mode == Reversible104 {
 			e.WriteVariant(&dv.Value)

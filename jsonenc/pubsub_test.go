@@ -206,6 +206,7 @@ func TestSplit(t *testing.T) {
 					w.Release()
 					var got []string
 					ids := map[string]bool{}
+					seqs := map[uint16]uint32{} // next SequenceNumber per writer
 					for _, msg := range c.msgs {
 						if len(msg) > maxSize {
 							t.Fatalf("max %d %s gzip=%v: message of %d bytes", maxSize, mode, gz, len(msg))
@@ -236,7 +237,24 @@ func TestSplit(t *testing.T) {
 							for _, f := range m.Fields {
 								got = append(got, f.Name)
 							}
+							if m.DataSetWriterID == 0 {
+								continue // no DataSetMessage header
+							}
+							want, ok := seqs[m.DataSetWriterID]
+							if !ok {
+								want = dsm.SequenceNumber
+							}
+							if m.SequenceNumber != want {
+								t.Fatalf("max %d %s: writer %d part with SequenceNumber %d, want %d", maxSize, mode, m.DataSetWriterID, m.SequenceNumber, want)
+							}
+							seqs[m.DataSetWriterID] = want + 1
+							if m.Type == KeyFrame && len(m.Fields) != len(names) {
+								t.Fatalf("max %d %s: a ua-keyframe of %d fields, want all %d", maxSize, mode, len(m.Fields), len(names))
+							}
 						}
+					}
+					if mask&NMDataSetMessageHeader != 0 && len(seqs) != 2 {
+						t.Fatalf("max %d %s mask %#x: sequence numbers of %d writers seen, want 2", maxSize, mode, mask, len(seqs))
 					}
 					want := append(append([]string(nil), names...), names...)
 					if strings.Join(got, ",") != strings.Join(want, ",") {
@@ -251,25 +269,65 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+// TestSplitContinuation: a DataSetMessage split into parts gives every part its
+// own SequenceNumber, consecutive from the header's, and a split key frame is
+// sent as delta frames only, so that ua-keyframe always means a complete key
+// frame; NextSequenceNumber reports the number after the last part. A key frame
+// that fits stays a key frame, and the budget held room for the rewrite.
 func TestSplitContinuation(t *testing.T) {
+	for _, maxSize := range []int{500, 800, 1200, 5000} {
+		var c collector
+		w := NewNetworkMessageWriter(WriterOptions{Sink: c.sink, MaxMessageSize: maxSize})
+		names, dvs := benchFields(10)
+		dsm := benchDSM(Compact)
+		if err := writeMessage(t, w, NetworkMessageHeader{MessageID: "id", ContentMask: LayoutNetworkMessage}, []DataSetMessageHeader{dsm}, names, dvs); err != nil {
+			t.Fatal(err)
+		}
+		next := w.NextSequenceNumber()
+		w.Release()
+		if maxSize < 5000 && len(c.msgs) < 2 {
+			t.Fatalf("max %d: not split", maxSize)
+		}
+		fields := 0
+		for i, msg := range c.msgs {
+			if len(msg) > maxSize {
+				t.Errorf("max %d part %d: %d bytes", maxSize, i, len(msg))
+			}
+			nm, err := testDecoder().DecodeNetworkMessage(msg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := nm.Messages[0]
+			fields += len(m.Fields)
+			wantType, wantID := DeltaFrame, "id"
+			if len(c.msgs) == 1 {
+				wantType = KeyFrame
+			}
+			if i > 0 {
+				wantID = "id-" + string(rune('0'+i))
+			}
+			if m.Type != wantType || m.SequenceNumber != dsm.SequenceNumber+uint32(i) || nm.MessageID != wantID {
+				t.Errorf("max %d part %d of %d: type %v seq %d id %q, want %v %d %q", maxSize, i, len(c.msgs), m.Type, m.SequenceNumber, nm.MessageID,
+					wantType, dsm.SequenceNumber+uint32(i), wantID)
+			}
+		}
+		if fields != len(names) {
+			t.Errorf("max %d: %d fields in the parts, want %d", maxSize, fields, len(names))
+		}
+		if want := dsm.SequenceNumber + uint32(len(c.msgs)); next != want {
+			t.Errorf("max %d: NextSequenceNumber %d after %d parts, want %d", maxSize, next, len(c.msgs), want)
+		}
+	}
+	// A keep-alive announces the next number without using it.
 	var c collector
 	w := NewNetworkMessageWriter(WriterOptions{Sink: c.sink, MaxMessageSize: 800})
 	defer w.Release()
-	names, dvs := benchFields(10)
-	dsm := benchDSM(Compact)
-	if err := writeMessage(t, w, NetworkMessageHeader{MessageID: "id", ContentMask: LayoutNetworkMessage}, []DataSetMessageHeader{dsm}, names, dvs); err != nil {
+	ka := DataSetMessageHeader{DataSetWriterID: 1, SequenceNumber: 9, Type: KeepAlive, ContentMask: DSMSequenceNumber | DSMMessageType}
+	if err := writeMessage(t, w, NetworkMessageHeader{ContentMask: LayoutNetworkMessage}, []DataSetMessageHeader{ka}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	for i, msg := range c.msgs {
-		nm, _ := testDecoder().DecodeNetworkMessage(msg, nil)
-		m := nm.Messages[0]
-		wantType, wantID := KeyFrame, "id"
-		if i > 0 {
-			wantType, wantID = DeltaFrame, "id-"+string(rune('0'+i))
-		}
-		if m.Type != wantType || m.SequenceNumber != dsm.SequenceNumber || nm.MessageID != wantID {
-			t.Errorf("part %d: type %v seq %d id %q", i, m.Type, m.SequenceNumber, nm.MessageID)
-		}
+	if w.NextSequenceNumber() != 9 {
+		t.Errorf("after a keep-alive: NextSequenceNumber %d, want 9", w.NextSequenceNumber())
 	}
 }
 

@@ -30,6 +30,18 @@ func (e *Encoder) WriteByteString(p []byte) {
 	}
 	e.comma()
 	e.b = append(e.b, '"')
+	// A ByteString longer than the flush threshold is encoded in pieces of a
+	// multiple of 3 bytes (so that base64 needs no padding in between),
+	// flushing between them.
+	if len(p) > e.threshold {
+		for len(p) > 3*pieceSize/2 {
+			e.b = base64.StdEncoding.AppendEncode(e.b, p[:3*pieceSize/2])
+			p = p[3*pieceSize/2:]
+			if len(e.b) >= e.threshold && e.err == nil {
+				e.flush()
+			}
+		}
+	}
 	e.b = base64.StdEncoding.AppendEncode(e.b, p)
 	e.b = append(e.b, '"')
 	e.done()

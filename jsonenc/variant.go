@@ -61,6 +61,15 @@ func variantValueIsNull(v *ua.Variant) bool {
 	return false
 }
 
+// typelessNull reports whether a scalar Variant written without its type (no
+// UaType: NonReversible104, collapsed DataSet fields) is written as null or left
+// out. The null DateTime is not: without a type, null or an absent Value reads as
+// "no value", not as the minimum DateTime, so it is written as
+// "0001-01-01T00:00:00Z" (Part 6 §5.4.2.6), as both reference stacks do.
+func typelessNull(v *ua.Variant) bool {
+	return variantValueIsNull(v) && v.Type() != ua.TypeDateTime
+}
+
 // WriteVariant writes a Variant as a value or array element:
 //
 //	Compact, Verbose:  {"UaType":6,"Value":42}, matrices with "Dimensions"
@@ -126,7 +135,7 @@ func (e *Encoder) WriteVariantBody(v *ua.Variant) {
 		return
 	}
 	if !v.IsArray() {
-		if variantValueIsNull(v) {
+		if typelessNull(v) {
 			e.WriteNull()
 			return
 		}

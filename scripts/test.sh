@@ -36,7 +36,12 @@ go test -race -count=1 -timeout 20m ./...
 # The race detector allocates, so the zero-allocation tests skip themselves under
 # -race; run them again without it so the hot-path guarantees are checked in CI.
 step "allocation tests without -race"
-go test -count=1 -run 'Allocs|TestDecodePublishResponse1000|TestVariantAccessors' ./...
+go test -count=1 -run 'Allocs|TestDecodePublishResponse1000|TestVariantAccessors' ./... && go test -count=1 -run 'TestSubscriptionNodeOPCUA/SteadyStateAllocs' ./uastack/client/
+
+# The image (buildah) and the Helm chart (charts/test, a module of its own that
+# the ./... above does not reach).
+step "image and Helm chart"
+./scripts/test-deploy.sh
 
 step "fuzz (${FUZZTIME:-10s} per target)"
 FUZZTIME="${FUZZTIME:-10s}" ./scripts/fuzz.sh

@@ -1,6 +1,32 @@
 // Package config is the gateway's configuration: the model (model.go), its
 // loading from YAML or OPC Publisher's publishednodes.json with environment
 // overrides, defaults, validation with precise errors (file, line, field,
-// why), the mapping of an endpoint to a client.Config, and the difference
-// between two configurations that a reload applies.
+// why), the mapping of an endpoint to a client.Config, the difference between
+// two configurations that a reload applies, and the expansion of browse
+// selections into fields. The README's Configuration section documents every key.
+//
+//	c, warnings, err := config.Load("gateway.yaml") // defaults applied, secrets resolved, validated
+//	// err: *config.Error, every problem one per line:
+//	//   gateway.yaml:12:9: writerGroups[0].writers[1].fields[3].node: "ns=x" is not a node id (…)
+//	ccfg, err := config.ClientConfig(&c.Endpoints[0], c.Gateway.StateDir, logger)
+//	done, err := config.Watch(ctx, "gateway.yaml", onConfig, onError)
+//	changes := config.Diff(old, new)
+//
+// What lives here:
+//
+//   - model.go: the types; values.go: Secret (never printed) and Duration;
+//   - decode.go: the YAML AST (goccy/go-yaml's parser) walked into the model,
+//     strictly, collecting every error and every setting's position;
+//   - load.go: Load, Parse, the UAGATE_ environment overrides, String;
+//   - defaults.go: Default, ApplyDefaults (the embedded parts included);
+//   - validate.go: Validate, one rule per message, and the limits;
+//   - publishednodes.go: OPC Publisher's file format;
+//   - client.go: ClientConfig, the endpoint → client.Config path that flags,
+//     files and check-config share;
+//   - diff.go, watch.go: Diff and Watch for reloads;
+//   - browse.go: ExpandBrowse, BrowseSelect → fields.
+//
+// A *Config is plain data: not safe for concurrent modification, safe to
+// share read-only once loaded. Load and Parse return a new one each time;
+// Watch's callbacks get a new one per change, on Watch's goroutine.
 package config

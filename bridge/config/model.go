@@ -89,11 +89,17 @@ type Identity struct {
 
 // Secret is a value given by a file or an environment variable (or inline,
 // which check-config warns about). In YAML it is either a plain string
-// (inline) or a mapping with one of value, file, env.
+// (inline) or a mapping with one of value, file, env. Load resolves it (reads
+// the file, looks the variable up) so that a missing one is a load error, not
+// a surprise at connect time; Reveal returns the value. Its String, GoString,
+// LogValue, MarshalYAML and MarshalJSON never show the value.
 type Secret struct {
 	Value string `yaml:"value"`
 	File  string `yaml:"file"`
 	Env   string `yaml:"env"`
+
+	resolved string // the value read from File or Env by Resolve
+	ok       bool   // resolved is valid
 }
 
 // Message shapes of a writer group.
@@ -123,8 +129,8 @@ type WriterGroup struct {
 	// PublishingInterval of the subscription; default 1s.
 	PublishingInterval Duration `yaml:"publishingInterval"`
 	// KeyFrameCount: every KeyFrameCount-th DataSetMessage of a writer is a
-	// key frame with all fields from the last-value cache; 0 or 1: every one.
-	// Default 10.
+	// key frame with all fields from the last-value cache; 1: every one.
+	// 0 (unset) means the default, 10.
 	KeyFrameCount int `yaml:"keyFrameCount"`
 	// KeepAlive: a writer that had no change for this long sends a
 	// ua-keepalive; default 10 × PublishingInterval; negative: never.
@@ -234,10 +240,12 @@ type TLS struct {
 
 // MQTTSink is an MQTT broker connection.
 type MQTTSink struct {
-	Name         string   `yaml:"name"`
-	URL          string   `yaml:"url"` // tcp://host:1883, ssl://host:8883, ws://…
-	ClientID     string   `yaml:"clientId"`
-	QoS          int      `yaml:"qos"` // 0, 1 (default) or 2
+	Name     string `yaml:"name"`
+	URL      string `yaml:"url"` // tcp://host:1883, ssl://host:8883, ws://…
+	ClientID string `yaml:"clientId"`
+	// QoS 0, 1 or 2; nil (unset) means 1. A pointer because 0 is a valid
+	// choice that must not be mistaken for "unset".
+	QoS          *int     `yaml:"qos"`
 	CleanSession *bool    `yaml:"cleanSession"`
 	Username     string   `yaml:"username"`
 	Password     Secret   `yaml:"password"`

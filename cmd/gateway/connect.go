@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/client"
-	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -51,6 +49,41 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "log the details of connecting")
 }
 
+// endpoint is the flags as a configuration endpoint. The checks here are the
+// ones only flags can get wrong (their messages name the flags); the rest is
+// validated by config.ClientConfig, the path the configuration file takes too.
+func (f *connFlags) endpoint() (config.Endpoint, error) {
+	ep := config.Endpoint{
+		SecurityPolicy:  f.policy,
+		SecurityMode:    f.mode,
+		PKI:             f.pkiDir,
+		AutoAccept:      f.autoAccept,
+		AllowDeprecated: f.allowDeprecated,
+		RequestTimeout:  config.Duration(f.timeout),
+	}
+	switch {
+	case f.user != "" && f.certFile != "":
+		return ep, fmt.Errorf("%w: -user and -cert exclude each other", errUsage)
+	case f.user != "":
+		pw := f.password
+		if pw == "" {
+			pw = os.Getenv(passwordEnv)
+		}
+		ep.Identity = config.Identity{Type: config.IdentityUsername, Username: f.user, Password: config.Secret{Value: pw}}
+	case f.certFile != "" || f.keyFile != "":
+		if f.certFile == "" || f.keyFile == "" {
+			return ep, fmt.Errorf("%w: -cert and -key go together", errUsage)
+		}
+		ep.Identity = config.Identity{Type: config.IdentityX509, CertFile: f.certFile, KeyFile: f.keyFile}
+	case f.password != "":
+		return ep, fmt.Errorf("%w: -password needs -user", errUsage)
+	}
+	if f.timeout <= 0 {
+		return ep, fmt.Errorf("%w: -timeout must be positive, got %v", errUsage, f.timeout)
+	}
+	return ep, nil
+}
+
 // config builds the client configuration. Secrets stay out of the logs: only the
 // identity's description is ever printed.
 func (f *connFlags) config(stderr io.Writer) (*client.Config, error) {
@@ -59,59 +92,43 @@ func (f *connFlags) config(stderr io.Writer) (*client.Config, error) {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg := &client.Config{
-		AllowDeprecated: f.allowDeprecated,
-		AutoAccept:      f.autoAccept,
-		RequestTimeout:  f.timeout,
-		Logger:          logger,
-	}
-	if f.policy != "" {
-		p, err := client.ParseSecurityPolicy(f.policy)
-		if err != nil {
-			return nil, fmt.Errorf("%w: -policy: %v", errUsage, err)
-		}
-		cfg.SecurityPolicy = p
-	}
-	m, err := client.ParseSecurityMode(f.mode)
-	if err != nil {
-		return nil, fmt.Errorf("%w: -mode: %v", errUsage, err)
-	}
-	cfg.SecurityMode = m
-	if m == ua.MessageSecurityModeNone && cfg.SecurityPolicy == "" {
-		cfg.SecurityPolicy, _ = client.ParseSecurityPolicy("None")
-	}
-
-	switch {
-	case f.user != "" && f.certFile != "":
-		return nil, fmt.Errorf("%w: -user and -cert exclude each other", errUsage)
-	case f.user != "":
-		pw := f.password
-		if pw == "" {
-			pw = os.Getenv(passwordEnv)
-		}
-		cfg.Identity = client.UserName(f.user, pw)
-	case f.certFile != "" || f.keyFile != "":
-		if f.certFile == "" || f.keyFile == "" {
-			return nil, fmt.Errorf("%w: -cert and -key go together", errUsage)
-		}
-		cert, key, err := loadUserCertificate(f.certFile, f.keyFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Identity = client.X509(cert, key)
-	case f.password != "":
-		return nil, fmt.Errorf("%w: -password needs -user", errUsage)
-	}
-
-	store, err := pki.Open(f.pkiDir, pki.Options{Logger: logger})
+	ep, err := f.endpoint()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Store = store
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	cfg, err := config.ClientConfig(&ep, "", logger)
+	if err != nil {
+		if issues := config.Issues(err); issues != nil {
+			// A setting that cannot work: name the flag it came from.
+			msgs := make([]string, len(issues))
+			for i, is := range issues {
+				msgs[i] = flagOf(is.Path) + is.Message
+			}
+			return nil, fmt.Errorf("%w: %s", errUsage, strings.Join(msgs, "; "))
+		}
+		return nil, err
 	}
 	return cfg, nil
+}
+
+// flagOf names the flag behind an endpoint setting, for messages.
+func flagOf(path string) string {
+	switch path {
+	case "":
+		return ""
+	case "securityPolicy":
+		return "-policy: "
+	case "securityMode":
+		return "-mode: "
+	case "requestTimeout":
+		return "-timeout: "
+	case "pki":
+		return "-pki: "
+	}
+	if strings.HasPrefix(path, "identity") {
+		return "-user/-cert: "
+	}
+	return path + ": "
 }
 
 // dial connects with the flags' configuration within -timeout.
@@ -123,40 +140,6 @@ func (f *connFlags) dial(ctx context.Context, endpoint string, stderr io.Writer)
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	return client.Dial(ctx, endpoint, cfg)
-}
-
-// loadUserCertificate reads a certificate (DER or PEM) and its PEM private key.
-func loadUserCertificate(certFile, keyFile string) ([]byte, *rsa.PrivateKey, error) {
-	cb, err := os.ReadFile(certFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	if blk, _ := pem.Decode(cb); blk != nil {
-		cb = blk.Bytes
-	}
-	if _, err := x509.ParseCertificate(cb); err != nil {
-		return nil, nil, fmt.Errorf("-cert %s: %w", certFile, err)
-	}
-	kb, err := os.ReadFile(keyFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	blk, _ := pem.Decode(kb)
-	if blk == nil {
-		return nil, nil, fmt.Errorf("-key %s: no PEM block", keyFile)
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(blk.Bytes); err == nil {
-		return cb, k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-key %s: %w", keyFile, err)
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, nil, fmt.Errorf("-key %s: %T is not an RSA key", keyFile, k)
-	}
-	return cb, rk, nil
 }
 
 // parseInterspersed parses flags that may come before, between and after the

@@ -1,6 +1,7 @@
 // Command gateway is the OPC UA → PubSub/JSON gateway.
 //
-// Subcommands grow with the project; today: version, decode, browse, read, pki.
+// Subcommands grow with the project; today: run, version, decode, browse, read, sim,
+// pki, check-config.
 package main
 
 import (
@@ -48,6 +49,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdSim(ctx, args[1:], stdout, stderr)
 	case "pki":
 		err = cmdPKI(args[1:], stdout, stderr)
+	case "check-config":
+		err = cmdCheckConfig(args[1:], stdout, stderr)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "bench-subscriber": // the counting subscriber of bench, in a process of its own
+		err = cmdBenchSubscriber(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 	default:
@@ -94,6 +101,10 @@ Usage:
   gateway read [flags] <endpoint> <node>...
                                read the values of nodes; -json prints JSON
   gateway sim [flags]          run the simulation OPC UA server (gateway sim -h)
+  gateway check-config FILE    validate a configuration file (YAML or OPC Publisher's
+                               publishednodes.json): warnings and a summary, or every error
+  gateway bench [flags]        end-to-end benchmark: simulation server → gateway (and the
+                               gopcua baseline) → NATS → counting subscriber (gateway bench -h)
   gateway pki [-pki dir] list | trust <thumbprint>
                                list the certificate store; trust a rejected certificate
 

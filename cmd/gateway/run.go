@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/uagate/gateway/jsonenc"
-	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -28,32 +30,39 @@ var defaultRunNodes = []struct{ name, node string }{
 // runNode is a node to monitor and the DataSet field it is written as.
 type runNode struct {
 	name string
-	id   ua.ExpandedNodeID
+	id   string // node id as given
 }
 
-// cmdRunGateway is the default run: it subscribes to nodes of an OPC UA server
-// (the embedded simulation server unless -upstream is given) and writes each
-// notification message as one ua-data JSON NetworkMessage line.
+// cmdRunGateway runs the gateway: a configuration file (-config), or one
+// built from the flags (-upstream, -nodes, -interval, -out), or, with neither,
+// the embedded defaults (simulation server → embedded MQTT broker, NATS server
+// and the WebSocket stream).
 func cmdRunGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	upstream := fs.String("upstream", "", "endpoint `URL` of the OPC UA server (opc.tcp://…); default: an embedded simulation server")
-	nodes := fs.String("nodes", "", "node ids to subscribe to, comma-separated (e.g. ns=1;s=Demo.Counter);\ndefault: the Demo variables Counter, Sine, Random and Step of the simulation server")
-	interval := fs.Duration("interval", time.Second, "publishing `interval` of the subscription")
-	out := fs.String("out", "", "write the messages to `file` (appended) instead of stdout")
+	cfgPath := fs.String("config", "", "configuration `file` (YAML, or OPC Publisher's publishednodes.json); watched: changes apply while running")
+	upstream := fs.String("upstream", "", "endpoint `URL` of one OPC UA server (opc.tcp://…) instead of a configuration file; default: the embedded simulation server")
+	nodes := fs.String("nodes", "", "node ids to publish, comma-separated (e.g. ns=1;s=Demo.Counter);\ndefault: the Demo variables Counter, Sine, Random and Step of the simulation server")
+	interval := fs.Duration("interval", time.Second, "publishing `interval` (without -config)")
+	out := fs.String("out", "", "also write every message as a JSON line to `file` (appended; - for stdout)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted)")
-	count := fs.Int("count", 0, "stop after this many messages (0: no limit)")
-	publisher := fs.String("publisher", "uagate", "PublisherId of the messages")
+	count := fs.Int("count", 0, "with -out: stop after this many ua-data messages were written (0: no limit)")
+	publisher := fs.String("publisher", "", "PublisherId of the messages (default uagate; overrides the configuration)")
+	logFormat := fs.String("log", "text", "log `format`: text or json")
 	var conn connFlags
 	conn.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: gateway run [flags]      (gateway with no arguments: gateway run)
 
-Subscribes to nodes of an OPC UA server and writes every notification message
-as one OPC UA Part 14 JSON ua-data NetworkMessage per line. Without -upstream it
-starts the simulation server inside the process (security None) and subscribes
-to its Demo variables. The connection flags (-policy … -auto-accept) apply to
--upstream only. Connection states go to stderr. Ctrl-C stops it.
+Runs the gateway. With -config it runs that configuration and watches the file
+(a valid change is applied while running: writer groups, writers and nodes
+added, removed or changed; an invalid one is refused and logged). Without it,
+the flags make one: -upstream (default: an embedded simulation server) with
+-nodes published every -interval. With no sink configured, the messages go to
+an embedded MQTT broker (127.0.0.1:1883), an embedded NATS server
+(127.0.0.1:4222) and the WebSocket stream (ws://127.0.0.1:8080/ws); -out
+writes them as JSON lines too. The connection flags (-policy … -auto-accept)
+apply to -upstream. Logs go to stderr. Ctrl-C stops it, draining the sinks.
 
 Flags:
 `)
@@ -71,67 +80,51 @@ Flags:
 	if *count < 0 || *duration < 0 {
 		return fmt.Errorf("%w: -count and -duration must not be negative", errUsage)
 	}
-	list, err := parseRunNodes(*nodes)
-	if err != nil {
-		return err
+	if *count > 0 && *out == "" {
+		return fmt.Errorf("%w: -count needs -out", errUsage)
 	}
-
+	if *logFormat != "text" && *logFormat != "json" {
+		return fmt.Errorf("%w: -log must be text or json, got %q", errUsage, *logFormat)
+	}
+	if *cfgPath != "" && (*upstream != "" || *nodes != "") {
+		return fmt.Errorf("%w: -config excludes -upstream and -nodes (put them in the file)", errUsage)
+	}
 	level := slog.LevelInfo
 	if conn.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	var ccfg *client.Config
-	url := *upstream
-	if url != "" {
-		if ccfg, err = conn.config(stderr); err != nil {
-			return err
-		}
-	} else {
-		// The embedded server: quiet unless -v, no Load folders nor alarms, and
-		// Demo values that change at least twice per publishing interval.
-		slevel := slog.LevelWarn
-		if conn.verbose {
-			slevel = slog.LevelDebug
-		}
-		policies, _ := parsePolicies("None")
-		srv, err := server.New(&server.Config{
-			Address:  "127.0.0.1:0",
-			Policies: policies,
-			Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slevel})),
-			Sim: server.SimConfig{
-				DemoRate: min(max(*interval/2, 10*time.Millisecond), 100*time.Millisecond),
-				Folders:  -1, AlarmSources: -1,
-			},
-		})
-		if err != nil {
-			return err
-		}
-		if err := srv.Start(); err != nil {
-			return err
-		}
-		defer srv.Close() // after the session: deferred first, runs last
-		url = srv.URL()
-		logger.Info("embedded simulation server", "url", url)
-		none, _ := client.ParseSecurityPolicy("None")
-		ccfg = &client.Config{
-			SecurityPolicy: none,
-			SecurityMode:   ua.MessageSecurityModeNone,
-			AutoAccept:     true,
-			RequestTimeout: conn.timeout,
-			Logger:         slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slevel})),
-		}
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
+	logger := slog.New(handler)
 
-	var dst io.Writer = stdout
-	if *out != "" {
-		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
+	var (
+		cfg   *config.Config
+		warns []config.Warning
+		err   error
+	)
+	if *cfgPath != "" {
+		cfg, warns, err = config.Load(*cfgPath)
+	} else {
+		intervalSet := false
+		fs.Visit(func(f *flag.Flag) { intervalSet = intervalSet || f.Name == "interval" })
+		text := "" // no flags: the embedded defaults (config.Default)
+		if *upstream != "" || *nodes != "" || intervalSet {
+			if text, err = flagsConfig(&conn, *upstream, *nodes, *interval); err != nil {
+				return err
+			}
 		}
-		defer f.Close()
-		dst = f
+		cfg, warns, err = config.Parse([]byte(text), "(command line)")
+	}
+	for _, w := range warns {
+		logger.Warn("configuration: " + w.String())
+	}
+	if err != nil {
+		return configError(err, stderr)
+	}
+	if *publisher != "" {
+		cfg.Gateway.PublisherID = *publisher
 	}
 
 	if *duration > 0 {
@@ -139,205 +132,171 @@ Flags:
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-
-	m, err := client.NewManagedSession(url, &client.ManagedConfig{
-		Client: *ccfg,
-		OnStateChange: func(m *client.ManagedSession, state client.State, err error) {
-			if err != nil {
-				logger.Warn("session "+state.String(), "url", m.URL(), "err", err)
-			} else {
-				logger.Info("session "+state.String(), "url", m.URL())
+	counted := make(chan struct{})
+	opts := runtimeOptions{logger: logger, stderr: stderr}
+	switch *out {
+	case "":
+	case "-":
+		opts.extraSinks = append(opts.extraSinks, filesink.NewWriter("out", stdout))
+	default:
+		f, err := filesink.New(filesink.Config{Name: "out", Path: *out})
+		if err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+		opts.extraSinks = append(opts.extraSinks, f)
+	}
+	if *count > 0 {
+		opts.wrapSink = func(s sink.Sink) sink.Sink {
+			if s.Name() != "out" {
+				return s
 			}
-		},
-	})
+			return &countingSink{Sink: s, left: int64(*count), done: counted}
+		}
+	}
+	rt, err := startRuntime(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
-	defer m.Close() // deletes the subscription on the server
-	m.Start()
-	c, err := m.WaitConnected(ctx)
-	if err != nil {
-		return ctxDone(ctx, err)
+	if *out != "-" {
+		rt.hints(stderr)
 	}
-	ids := make(map[ua.NodeID]string, len(list))
-	reqs := make([]client.ItemRequest, len(list))
-	for i, n := range list {
-		id, err := n.id.Resolve(c.Namespaces())
-		if err != nil {
-			return fmt.Errorf("-nodes %s: %w", n.name, err)
+	if *cfgPath != "" {
+		if _, err := config.Watch(ctx, *cfgPath, func(next *config.Config, warns []config.Warning) {
+			for _, w := range warns {
+				logger.Warn("configuration: " + w.String())
+			}
+			ch, err := rt.apply(ctx, next)
+			if err != nil {
+				logger.Error("configuration change not applied", "file", *cfgPath, "err", err)
+				return
+			}
+			if !ch.Empty() {
+				logger.Info("configuration change applied", "file", *cfgPath, "changes", strings.TrimSpace(ch.String()))
+			}
+		}, func(err error) {
+			logger.Error("configuration change refused; the running configuration stays", "file", *cfgPath, "err", err)
+		}); err != nil {
+			logger.Warn("configuration file not watched", "file", *cfgPath, "err", err)
 		}
-		ids[id] = n.name
-		reqs[i] = client.ItemRequest{NodeID: id}
 	}
-
-	p := &runPublisher{
-		publisher: *publisher,
-		names:     ids,
-		items:     len(list),
-		limit:     *count,
-		dst:       dst,
-		done:      make(chan struct{}),
-	}
-	p.w = jsonenc.NewNetworkMessageWriter(jsonenc.WriterOptions{Sink: p.sink})
-	defer p.release()
-
-	sub, err := m.CreateSubscription(ctx, &client.SubscriptionConfig{
-		PublishingInterval: *interval,
-		OnDataChange:       p.onDataChange,
-		OnItemStatus: func(_ *client.Subscription, h uint32, st ua.StatusCode) {
-			logger.Warn("monitored item", "handle", h, "status", st)
-		},
-	})
-	if err != nil {
-		return ctxDone(ctx, err)
-	}
-	if _, err := sub.CreateMonitoredItems(ctx, reqs, nil); err != nil {
-		return ctxDone(ctx, err)
-	}
-	logger.Info("subscribed", "items", len(reqs), "interval", sub.PublishingInterval())
 
 	select {
 	case <-ctx.Done():
-		return ctxDone(ctx, nil)
-	case <-p.done:
+	case <-counted:
+	case err = <-rt.httpErr:
+		err = fmt.Errorf("http listener: %w", err)
 	}
-	_ = m.Close() // stop delivery before the writer is released
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
-
-// ctxDone turns the end of ctx (Ctrl-C, -duration) into a clean exit; other
-// errors are returned as they are.
-func ctxDone(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
+	logger.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
+	defer cancel()
+	rt.stop(sctx)
 	return err
 }
+
+// configError prints a configuration's issues and makes them a usage error
+// (exit code 2).
+func configError(err error, stderr io.Writer) error {
+	issues := config.Issues(err)
+	if issues == nil {
+		return err
+	}
+	for _, is := range issues {
+		fmt.Fprintln(stderr, is)
+	}
+	return fmt.Errorf("%w: invalid configuration: %d error%s", errUsage, len(issues), plural(len(issues)))
+}
+
+// flagsConfig writes the configuration the run flags describe as YAML, so
+// that it takes the same path as a file: environment overrides, defaults,
+// validation.
+func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration) (string, error) {
+	list, err := parseRunNodes(nodes)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	q := strconv.Quote
+	if upstream != "" {
+		ep, err := conn.endpoint()
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "endpoints:\n  - name: upstream\n    url: %s\n", q(upstream))
+		if ep.SecurityPolicy != "" {
+			fmt.Fprintf(&b, "    securityPolicy: %s\n", q(ep.SecurityPolicy))
+		}
+		if ep.SecurityMode != "" {
+			fmt.Fprintf(&b, "    securityMode: %s\n", q(ep.SecurityMode))
+		}
+		fmt.Fprintf(&b, "    pki: %s\n    autoAccept: %t\n    allowDeprecated: %t\n    requestTimeout: %s\n",
+			q(ep.PKI), ep.AutoAccept, ep.AllowDeprecated, q(ep.RequestTimeout.D().String()))
+		switch ep.Identity.Type {
+		case config.IdentityUsername:
+			fmt.Fprintf(&b, "    identity:\n      type: username\n      username: %s\n", q(ep.Identity.Username))
+			if conn.password != "" {
+				fmt.Fprintf(&b, "      password: {value: %s}\n", q(conn.password))
+			} else {
+				fmt.Fprintf(&b, "      password: {env: %s}\n", passwordEnv)
+			}
+		case config.IdentityX509:
+			fmt.Fprintf(&b, "    identity:\n      type: x509\n      certFile: %s\n      keyFile: %s\n", q(ep.Identity.CertFile), q(ep.Identity.KeyFile))
+		}
+	} else {
+		fmt.Fprintf(&b, "endpoints:\n  - name: sim\n    url: %s\n", q(config.EmbeddedSimURL))
+	}
+	fmt.Fprintf(&b, "writerGroups:\n  - name: run\n    publishingInterval: %s\n    writers:\n      - name: gateway\n        fields:\n", q(interval.String()))
+	for _, n := range list {
+		fmt.Fprintf(&b, "          - name: %s\n            node: %s\n", q(n.name), q(n.id))
+	}
+	return b.String(), nil
+}
+
+// countingSink stops a run (-count) after n ua-data messages went through
+// the sink it wraps.
+type countingSink struct {
+	sink.Sink
+	mu   sync.Mutex
+	left int64
+	done chan struct{}
+}
+
+func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
+	if err := c.Sink.Publish(m, ack); err != nil || m.Kind != sink.KindData {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.left > 0 {
+		if c.left--; c.left == 0 {
+			close(c.done)
+		}
+	}
+	return nil
+}
+
 
 // parseRunNodes parses -nodes; empty means the Demo variables of the sim.
 func parseRunNodes(s string) ([]runNode, error) {
 	var out []runNode
 	if s == "" {
 		for _, d := range defaultRunNodes {
-			out = append(out, runNode{name: d.name, id: ua.ExpandedNodeID{NodeID: ua.MustParseNodeID(d.node)}})
+			out = append(out, runNode{name: d.name, id: d.node})
 		}
 		return out, nil
 	}
 	seen := map[string]bool{}
 	for _, x := range splitList(s) {
-		id, err := ua.ParseExpandedNodeID(x)
-		if err != nil {
+		if _, err := ua.ParseExpandedNodeID(x); err != nil {
 			return nil, fmt.Errorf("%w: -nodes: %q is not a node id: %v", errUsage, x, err)
 		}
 		if seen[x] {
 			return nil, fmt.Errorf("%w: -nodes: %q given twice", errUsage, x)
 		}
 		seen[x] = true
-		out = append(out, runNode{name: x, id: id})
+		out = append(out, runNode{name: x, id: x})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: -nodes: no node ids in %q", errUsage, s)
 	}
 	return out, nil
-}
-
-// runPublisher turns notification messages into ua-data NetworkMessages.
-type runPublisher struct {
-	publisher string
-	names     map[ua.NodeID]string // field name by node
-	items     int
-	limit     int
-	dst       io.Writer
-
-	mu      sync.Mutex
-	w       *jsonenc.NetworkMessageWriter
-	handles map[uint32]string // field name by client handle (cache of names)
-	seq     uint32
-	sent    int
-	line    []byte
-	err     error
-	done    chan struct{} // closed after limit messages or on an error
-}
-
-// onDataChange writes one NetworkMessage for items. It reads items during the
-// call only (they are pooled and released when it returns).
-func (p *runPublisher) onDataChange(sub *client.Subscription, _ uint32, items []ua.MonitoredItemNotification) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.w == nil || p.err != nil || (p.limit > 0 && p.sent >= p.limit) {
-		return
-	}
-	p.seq++
-	typ := jsonenc.DeltaFrame
-	if len(items) >= p.items {
-		typ = jsonenc.KeyFrame
-	}
-	hdr := jsonenc.NetworkMessageHeader{PublisherID: p.publisher, ContentMask: jsonenc.LayoutNetworkMessage}
-	dsm := jsonenc.DataSetMessageHeader{
-		DataSetWriterID: 1, DataSetWriterName: "gateway", SequenceNumber: p.seq,
-		Timestamp: ua.Now(), Type: typ,
-		ContentMask: jsonenc.DSMDataSetWriterID | jsonenc.DSMDataSetWriterName | jsonenc.DSMSequenceNumber |
-			jsonenc.DSMTimestamp | jsonenc.DSMMessageType | jsonenc.FieldEncodingBits(jsonenc.Verbose),
-		FieldContentMask: jsonenc.FieldMaskStatusCode | jsonenc.FieldMaskSourceTimestamp,
-	}
-	err := p.w.Begin(&hdr)
-	if err == nil {
-		err = p.w.BeginDataSetMessage(&dsm)
-	}
-	for i := range items {
-		if err != nil {
-			break
-		}
-		err = p.w.AddField(p.fieldName(sub, items[i].ClientHandle), &items[i].Value)
-	}
-	if err == nil {
-		err = p.w.End()
-	}
-	if err != nil {
-		p.err = fmt.Errorf("writing messages: %w", err)
-		close(p.done)
-		return
-	}
-	p.sent++
-	if p.limit > 0 && p.sent == p.limit {
-		close(p.done)
-	}
-}
-
-// fieldName names the field of an item: the short name of a default node, else
-// its node id as given in -nodes.
-func (p *runPublisher) fieldName(sub *client.Subscription, h uint32) string {
-	if n, ok := p.handles[h]; ok {
-		return n
-	}
-	n := fmt.Sprintf("handle%d", h)
-	if info, ok := sub.Item(h); ok {
-		if x, ok := p.names[info.NodeID]; ok {
-			n = x
-		} else {
-			n = info.NodeID.String()
-		}
-	}
-	if p.handles == nil {
-		p.handles = map[uint32]string{}
-	}
-	p.handles[h] = n
-	return n
-}
-
-// sink writes one message as a line (the writer's slice is valid during the
-// call only: it is copied into the line buffer).
-func (p *runPublisher) sink(msg []byte) error {
-	p.line = append(append(p.line[:0], msg...), '\n')
-	_, err := p.dst.Write(p.line)
-	return err
-}
-
-func (p *runPublisher) release() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.w.Release()
-	p.w = nil
 }

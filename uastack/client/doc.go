@@ -37,20 +37,48 @@
 // session alive or reconnect: that is the managed session's job, built on
 // Send, SendAsync, RequestHeader, Done and Err.
 //
-// Subscriptions (subscription.go, monitored.go, publish.go). CreateSubscription,
-// on a Client or a ManagedSession, makes a Subscription; its monitored items are
-// created in batches within the server's limits and named by client handles the
-// subscription assigns. A publish engine per session keeps several Publish
-// requests at the server, checks sequence numbers (gaps are filled with
-// Republish, duplicates dropped) and calls the handlers on one dispatch
-// goroutine. Ownership: a handler's notification slice comes from pooled
-// objects and is valid only until the handler returns; the engine releases it
-// in a defer. Steady state allocates nothing per notification.
+// Subscriptions (subscription.go, monitored.go, publish.go, gap.go, resend.go).
+// CreateSubscription, on a Client or a ManagedSession, makes a Subscription;
+// its monitored items are created in batches within the server's limits and
+// named by client handles the subscription assigns. An item may name its node
+// by namespace URI (ItemRequest.Node, nsu=): the URI is resolved against the
+// server's namespace array whenever the item is created on the server, so a
+// server restarted with its namespaces in another order still gets the node
+// meant. A publish engine per session keeps several Publish requests at the
+// server, checks sequence numbers (duplicates dropped, gaps filled with
+// Republish on at most two goroutines per session, never on the dispatch
+// goroutine) and calls the handlers on one dispatch goroutine, in sequence
+// order per subscription. Ownership: a handler's notification slice comes from
+// pooled objects and is valid only until the handler returns; the engine
+// releases it in a defer. Steady state allocates nothing per notification.
+//
+// Acknowledgement (the delivery contract). SubscriptionConfig.AckMode:
+// AckOnReturn acknowledges a message once its handlers returned; AckManual
+// leaves it to Subscription.Ack (any goroutine, no allocation, never blocks),
+// with at most MaxUnacked messages delivered and not acknowledged. At that
+// limit the engine sends no Publish request for the subscription (a session
+// whose subscriptions are all held sends none at all): the server's queues hold
+// the data, and the subscription counts neither as silent nor as failed. A
+// message for a held subscription that arrives anyway is left unacknowledged
+// at the server and fetched with Republish once there is room, in order; use
+// one subscription per session for at-least-once delivery. OnMessageDone says
+// when all of a message's notifications were handed over. After a transfer
+// the unacknowledged messages stay acknowledgeable; after a recreation they
+// are forgotten (OnGap with to == 0). After a reactivation or a transfer, a
+// value a server sends again (same value, status and source timestamp as the
+// last one delivered for the item) is dropped and counted
+// (SubscriptionStats.Suppressed). The header comment of subscription.go has
+// the details.
 //
 // Managed sessions (managed.go, backoff.go, pool.go). A ManagedSession
 // reconnects with Backoff, watches keep-alives and the server's status, and
 // recovers its subscriptions: reactivate the session on a new channel, else
 // transfer the subscriptions to a new session, else recreate them (the loss is
-// reported). A Pool holds managed sessions per endpoint (and group) behind one
-// connect rate limiter.
+// reported). Close(ctx) drains: no new Publish requests, the responses still
+// coming are delivered, gap fills end, AckManual subscriptions get until ctx
+// ends to acknowledge, and the acknowledgements go out in a last Publish
+// before the session is closed. A Pool holds managed sessions keyed by the
+// whole connection identity (PoolKey: URL, security policy and mode, user,
+// group), behind one connect rate limiter; the same key asked for with another
+// configuration is ErrPoolConflict.
 package client

@@ -32,6 +32,18 @@ var (
 	// ErrBadResponse: the server answered with the wrong number of results or
 	// otherwise broke the service contract. BadUnexpectedError.
 	ErrBadResponse = fmt.Errorf("client: malformed response: %w", ua.StatusBadUnexpectedError)
+	// ErrUnknownSequence: Subscription.Ack of a number that is not waiting for
+	// an acknowledgement (never delivered, acknowledged already, or from before
+	// the subscription was created anew); nothing changed.
+	// BadSequenceNumberUnknown.
+	ErrUnknownSequence = fmt.Errorf("client: sequence number not waiting for an acknowledgement: %w", ua.StatusBadSequenceNumberUnknown)
+	// ErrNotManualAck: Subscription.Ack on a subscription whose AckMode is
+	// AckOnReturn. BadInvalidState.
+	ErrNotManualAck = fmt.Errorf("client: the subscription acknowledges by itself (AckOnReturn): %w", ua.StatusBadInvalidState)
+	// ErrPoolConflict: a Pool already has a session for the connection
+	// identity asked for, made with a different configuration.
+	// BadInvalidArgument.
+	ErrPoolConflict = fmt.Errorf("client: the pool has a session for this endpoint and identity with another configuration: %w", ua.StatusBadInvalidArgument)
 )
 
 // errorsIsAny reports whether err matches one of the targets.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -18,6 +19,10 @@ type Identity interface {
 	TokenType() ua.UserTokenType
 	String() string
 	validate() error
+	// poolKey names the user without a secret (PoolKey.Identity);
+	// secretHash digests the secret, to tell two configurations apart.
+	poolKey() string
+	secretHash() [sha256.Size]byte
 }
 
 // Anonymous returns the anonymous identity.
@@ -39,6 +44,10 @@ type anonymousIdentity struct{}
 func (anonymousIdentity) TokenType() ua.UserTokenType { return ua.UserTokenTypeAnonymous }
 func (anonymousIdentity) String() string              { return "anonymous" }
 func (anonymousIdentity) validate() error             { return nil }
+func (anonymousIdentity) poolKey() string             { return "anonymous" }
+func (anonymousIdentity) secretHash() [sha256.Size]byte {
+	return [sha256.Size]byte{}
+}
 
 type userNameIdentity struct {
 	user     string
@@ -50,6 +59,11 @@ func (u *userNameIdentity) String() string              { return fmt.Sprintf("us
 
 // LogValue keeps the password out of structured logs.
 func (u *userNameIdentity) LogValue() slog.Value { return slog.StringValue(u.String()) }
+
+func (u *userNameIdentity) poolKey() string { return "user:" + u.user }
+func (u *userNameIdentity) secretHash() [sha256.Size]byte {
+	return sha256.Sum256(u.password)
+}
 
 func (u *userNameIdentity) validate() error {
 	if u.user == "" {
@@ -72,6 +86,20 @@ func (x *x509Identity) String() string {
 		}
 	}
 	return "X.509 user"
+}
+
+func (x *x509Identity) poolKey() string {
+	if leaf, err := pki.LeafDER(x.cert); err == nil {
+		return "x509:" + pki.ThumbprintHex(leaf)
+	}
+	return "x509:" + fmt.Sprintf("%x", sha256.Sum256(x.cert))
+}
+
+func (x *x509Identity) secretHash() [sha256.Size]byte {
+	if x.key == nil {
+		return [sha256.Size]byte{}
+	}
+	return sha256.Sum256(x.key.N.Bytes())
 }
 
 func (x *x509Identity) validate() error {

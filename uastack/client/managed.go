@@ -378,11 +378,28 @@ func isConnectionError(err error) bool {
 		errorsIsAny(err, ua.StatusBadTimeout, ua.StatusBadSecureChannelClosed, ua.StatusBadConnectionClosed) || isSessionGone(err)
 }
 
-// Close closes the session (deleting its subscriptions on the server) and
-// stops the worker. Subscriptions deliver nothing more.
-func (m *ManagedSession) Close() error {
+// DefaultCloseTimeout bounds the drain of a ManagedSession.Close whose
+// context has no deadline.
+const DefaultCloseTimeout = 5 * time.Second
+
+// Close drains and closes the session: no new Publish requests go out; until
+// ctx ends (DefaultCloseTimeout when it has no deadline), the responses to the
+// requests still at the server are delivered, running gap fills end, and
+// AckManual subscriptions get the chance to acknowledge what they were given;
+// the acknowledgements go to the server in a last Publish request (those not
+// made by the deadline are dropped, and the server keeps those messages as
+// long as it keeps the subscription). Then the session is closed (deleting
+// its subscriptions on the server) and the worker stops. Subscriptions deliver
+// nothing more. Calls after the first return its result at once.
+func (m *ManagedSession) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, DefaultCloseTimeout)
+			defer cancel()
+		}
 		m.setState(StateClosing, nil)
+		m.pub.quiesce(ctx)
 		m.cancel()
 		m.mu.Lock()
 		done := m.done
@@ -393,6 +410,8 @@ func (m *ManagedSession) Close() error {
 		c := m.client
 		m.client = nil
 		m.mu.Unlock()
+		// What answers the requests still out is of no interest now.
+		m.pub.bind(nil)
 		if c != nil && !c.closed.Load() {
 			m.closeResult = c.Close()
 		}
@@ -528,6 +547,14 @@ func (m *ManagedSession) connect() (*Client, error) {
 			if err == nil {
 				m.stats.reactivations.Add(1)
 				m.log.Info("client: session reactivated on a new channel")
+				// Before any Publish goes out on it: values resent now are
+				// compared with the last ones delivered.
+				m.pub.post(func() {
+					for _, s := range m.pub.loopSubs() {
+						s.armResend()
+					}
+					clear(m.pub.scratch)
+				})
 				m.pub.bind(nc)
 				m.pub.deleteOrphans(ctx, nc)
 				m.createMissing(ctx, nc)
@@ -629,8 +656,11 @@ func (m *ManagedSession) createMissing(ctx context.Context, c *Client) {
 }
 
 // afterTransfer republishes what the server kept of a transferred
-// subscription beyond what was delivered; it runs on the dispatch loop.
+// subscription beyond what was delivered, and opens the window for dropping
+// resent values; it runs on the dispatch loop. Its unacknowledged messages
+// (AckManual) stay as they are: the server kept them with the subscription.
 func (p *publisher) afterTransfer(c *Client, s *Subscription, avail []uint32) {
+	s.armResend()
 	st := s.syncSeq()
 	next := seqNext(st.last)
 	var end uint32
@@ -643,7 +673,7 @@ func (p *publisher) afterTransfer(c *Client, s *Subscription, avail []uint32) {
 		}
 	}
 	if found {
-		p.fillGap(c, s, next, end, avail)
+		p.behind(c, s, st, end, avail, 0)
 	}
 }
 
@@ -791,7 +821,9 @@ func (m *ManagedSession) readStatus(c *Client) error {
 // from after t.
 func (p *publisher) allHeardSince(t time.Time) bool {
 	for _, s := range p.list() {
-		if s.id.Load() != 0 && s.lastActivity.Load() < t.UnixNano() {
+		// A held subscription gets no requests: it cannot be heard from, and
+		// that is not the session's fault.
+		if s.id.Load() != 0 && !s.held() && s.lastActivity.Load() < t.UnixNano() {
 			return false
 		}
 	}

@@ -77,7 +77,7 @@ func startManaged(t *testing.T, url string, cfg *ManagedConfig, clog *counterLog
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
+		if err := m.Close(context.Background()); err != nil {
 			t.Logf("Close: %v", err)
 		}
 		if m.State() != StateClosed {
@@ -233,7 +233,7 @@ func TestManagedKillRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer m.Close(context.Background())
 	m.Start()
 	ctx := ctxT(t)
 	if _, err := m.WaitConnected(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +21,12 @@ import (
 // … in the order items are added, and is what notifications carry. The table
 // holds what it takes to create the item again (node, attribute, options shared
 // by all items created with the same *ItemOptions) and the server's answer (id,
-// status, revised sampling interval and queue size), about 72 bytes per item
-// in pages of 4096, so a million items stay well under 200 bytes each, and a
-// notification never looks an item up: the handler gets the client handles.
+// status, revised sampling interval and queue size), about 80 bytes per item,
+// plus 24 for the last value delivered (resend.go), in pages of 4096, so a
+// million items stay well under 200 bytes each, and a notification never
+// looks an item up: the handler gets the client handles. A node given by
+// namespace URI keeps the URI (an index into a small list of the table's
+// URIs), resolved again at every creation on the server.
 //
 // An item the server refuses (BadNodeIdUnknown, BadNotReadable,
 // BadTooManyMonitoredItems …) is reported through OnItemStatus and tried again
@@ -176,7 +180,16 @@ func OfType(eventType ua.NodeID) ua.ContentFilter {
 
 // ItemRequest asks for one monitored item.
 type ItemRequest struct {
+	// NodeID is the node, by namespace index.
 	NodeID ua.NodeID
+	// Node, when not null, is the node instead of NodeID. A NamespaceURI
+	// (nsu=) in it is resolved against the server's namespace array every time
+	// the item is created on the server (at first, when its subscription is
+	// created anew, on retries), so a server that restarted with its
+	// namespaces in another order still gets the node meant; while the server
+	// does not know the namespace, the item fails with BadNodeIdUnknown and is
+	// retried. ServerIndex must be 0.
+	Node ua.ExpandedNodeID
 	// AttributeID is the attribute to monitor; 0 means Value, or EventNotifier
 	// when the options have an Event filter.
 	AttributeID uint32
@@ -231,6 +244,20 @@ type item struct {
 	queue    uint32        // revised queue size
 	mode     MonitoringMode
 	flags    uint8
+	nsu      uint16 // 1 + index into itemTable.uris of the node's namespace URI; 0: none
+}
+
+// lastValue is the last value delivered for an item, for dropping resent ones
+// (resend.go); the dispatch loop reads and writes it, under itemTable.mu. It
+// lives beside the items, in pages of its own, so the pass over a message's
+// notifications touches 24 bytes per item, not the whole entry.
+type lastValue struct {
+	ts     ua.DateTime
+	fp     uint64
+	status ua.StatusCode
+	gen    uint16 // Subscription.recoverGen whose window this item closed
+	typ    uint8
+	flags  uint8
 }
 
 const (
@@ -249,13 +276,29 @@ const (
 type itemTable struct {
 	mu       sync.Mutex
 	pages    [][]item
+	last     [][]lastValue // parallel to pages
 	n        int
 	created  int // items that exist on the server
 	failed   int // items the server refused
 	pending  int // items not yet (or no longer) on the server, not refused
 	ranges   map[uint32]string
+	uris     []string // namespace URIs of the items' nodes (item.nsu - 1 indexes it)
 	defaults *itemTemplate
 	retryAt  time.Time
+}
+
+// uriIndex returns item.nsu for uri, adding it; t.mu must be held.
+func (t *itemTable) uriIndex(uri string) (uint16, error) {
+	for i, u := range t.uris {
+		if u == uri {
+			return uint16(i + 1), nil
+		}
+	}
+	if len(t.uris) >= math.MaxUint16 {
+		return 0, fmt.Errorf("more than %d namespace URIs", math.MaxUint16)
+	}
+	t.uris = append(t.uris, uri)
+	return uint16(len(t.uris)), nil
 }
 
 // at returns the item of handle h (1 … n); t.mu must be held.
@@ -264,14 +307,23 @@ func (t *itemTable) at(h uint32) *item {
 	return &t.pages[i>>itemPageShift][i&(itemPageSize-1)]
 }
 
+// lastOf returns the last value of handle h (1 … n); t.mu must be held.
+func (t *itemTable) lastOf(h uint32) *lastValue {
+	i := int(h) - 1
+	return &t.last[i>>itemPageShift][i&(itemPageSize-1)]
+}
+
 func (t *itemTable) valid(h uint32) bool { return h >= 1 && int(h) <= t.n }
 
 func (t *itemTable) push(it item) uint32 {
 	if len(t.pages) == 0 || len(t.pages[len(t.pages)-1]) == itemPageSize {
 		t.pages = append(t.pages, nil)
+		t.last = append(t.last, nil)
 	}
 	last := &t.pages[len(t.pages)-1]
 	*last = append(*last, it)
+	lv := &t.last[len(t.last)-1]
+	*lv = append(*lv, lastValue{})
 	t.n++
 	t.count(&it, 1)
 	return uint32(t.n)
@@ -304,10 +356,13 @@ func (t *itemTable) counts() (live, failed int) {
 
 // ItemInfo describes a monitored item.
 type ItemInfo struct {
-	Handle      uint32
-	NodeID      ua.NodeID
-	AttributeID uint32
-	IndexRange  string
+	Handle uint32
+	// NodeID is the node; for a node given by namespace URI, with the index
+	// it had when the item was last created (NamespaceURI says which).
+	NodeID       ua.NodeID
+	NamespaceURI string
+	AttributeID  uint32
+	IndexRange   string
 	// ID is the server's id of the item, 0 while it does not exist there.
 	ID uint32
 	// Status is the server's last answer for the item: Good once created, the
@@ -337,6 +392,9 @@ func (s *Subscription) Item(h uint32) (ItemInfo, bool) {
 	}
 	if it.flags&itemHasRange != 0 {
 		info.IndexRange = t.ranges[h]
+	}
+	if it.nsu != 0 {
+		info.NamespaceURI = t.uris[it.nsu-1]
 	}
 	return info, true
 }
@@ -396,6 +454,9 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 	tmpls := map[*ItemOptions]*itemTemplate{}
 	for i := range items {
 		r := &items[i]
+		if r.Node.ServerIndex != 0 {
+			return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w: %s is on another server", i, ua.ErrInvalidNodeID, r.Node)
+		}
 		if r.Options == nil {
 			continue
 		}
@@ -419,6 +480,18 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 			tm = tmpls[r.Options]
 		}
 		it := item{node: r.NodeID, tmpl: tm, attr: r.AttributeID, mode: tm.mode}
+		if !r.Node.IsNull() {
+			it.node = r.Node.NodeID
+			if r.Node.NamespaceURI != "" {
+				it.node.Namespace = 0 // not resolved yet
+				nsu, err := t.uriIndex(r.Node.NamespaceURI)
+				if err != nil {
+					t.mu.Unlock()
+					return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w", i, err)
+				}
+				it.nsu = nsu
+			}
+		}
 		if it.attr == 0 {
 			it.attr = AttributeValue
 			if tm.event {
@@ -496,6 +569,38 @@ func (s *Subscription) createItems(ctx context.Context, c *Client, handles []uin
 	}
 	var reports []report
 	var orphans []uint32 // created for items deleted meanwhile
+	// Namespace URIs are resolved against the array of this session (read
+	// when it was made): after a restart it may be in another order.
+	var resolved []int // t.uris[i] is namespace resolved[i] on the server, -1: unknown there
+	namespaces := c.Namespaces()
+	t.mu.Lock()
+	for _, u := range t.uris {
+		ns := slices.Index(namespaces, u)
+		if ns > math.MaxUint16 {
+			ns = -1
+		}
+		resolved = append(resolved, ns)
+	}
+	for _, h := range handles {
+		// Items in a namespace the server does not have fail, as for a node
+		// it does not have.
+		it := t.at(h)
+		if it.nsu == 0 || it.deleted() || it.id != 0 || resolved[it.nsu-1] >= 0 {
+			continue
+		}
+		if it.status != ua.StatusBadNodeIdUnknown {
+			reports = append(reports, report{h, ua.StatusBadNodeIdUnknown})
+		}
+		t.set(it, 0, ua.StatusBadNodeIdUnknown)
+		failed++
+	}
+	t.mu.Unlock()
+	if s.cfg.OnItemStatus != nil {
+		for _, r := range reports {
+			s.cfg.OnItemStatus(s, r.h, r.st)
+		}
+	}
+	reports = reports[:0]
 	for lo := 0; lo < len(handles); {
 		hi := min(lo+size, len(handles))
 		req.ItemsToCreate, sent = req.ItemsToCreate[:0], sent[:0]
@@ -504,6 +609,16 @@ func (s *Subscription) createItems(ctx context.Context, c *Client, handles []uin
 			it := t.at(h)
 			if it.deleted() || it.id != 0 {
 				continue
+			}
+			if it.nsu != 0 {
+				ns := -1
+				if int(it.nsu) <= len(resolved) {
+					ns = resolved[it.nsu-1]
+				}
+				if ns < 0 {
+					continue // failed above (or added meanwhile: the next retry)
+				}
+				it.node.Namespace = uint16(ns)
 			}
 			params := it.tmpl.params
 			params.ClientHandle = h

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,16 +21,31 @@ import (
 // decoded into the slot's PublishResponse (reusing its slices and, through
 // ua.Grow, its pooled notifications' capacity), so a steady stream of responses
 // allocates nothing. The channel's reader goroutine completes a slot by putting
-// it on the ready channel, whose capacity is the number of slots, so it never
-// blocks. One goroutine, the dispatch loop (run), owns everything else: it
-// checks sequence numbers, fills gaps with Republish, calls the handlers,
-// releases the notifications, queues the acknowledgements and sends the slot's
-// request again with them.
+// it on the ready channel, whose capacity is the number of slots (plus the one
+// a closing session's last acknowledgements go in), so it never blocks. One
+// goroutine, the dispatch loop (run), owns everything else: it checks sequence
+// numbers, calls the handlers, releases the notifications, queues the
+// acknowledgements and sends the slot's request again with them. Gaps are
+// filled by gap jobs on goroutines of their own that hand what they recover
+// to the loop (gap.go).
 //
 // Only the dispatch loop touches: the slots it holds, the acknowledgement
-// queue, and the sequence state of every Subscription (Subscription.seq). Other
-// goroutines talk to it through kick (refill) and ctl (run a function on the
-// loop, as the managed session does to republish after a transfer).
+// queue, the sequence state of every Subscription (Subscription.seq, including
+// the gap job running for it), the items' last delivered values (for dropping
+// resent values after a recovery) and the drain state of a closing session.
+// Other goroutines talk to it through kick (refill), ackKick (Subscription.Ack
+// marked a message: collect it and maybe resume), gapc (a gap job's message,
+// loss or end) and ctl (run a function on the loop, as the managed session
+// does to republish after a transfer).
+//
+// Acknowledgements of AckManual subscriptions are marked by Ack in the
+// subscription's ackSet (any goroutine, a small mutex, no allocation) and
+// collected by the loop into the next Publish request. Such a subscription at
+// MaxUnacked is held: target does not count it, so a session whose
+// subscriptions are all held sends no Publish at all until Ack makes room.
+//
+// Lock order: publisher.mu, then Subscription.acks.mu or itemTable.mu (never
+// both); createMu before publisher.mu.
 
 const (
 	// DefaultMaxPublishRequests bounds the Publish requests a session keeps at
@@ -68,8 +84,11 @@ func (s *publishSlot) complete(out ua.Structure, err error) {
 // seqState is a subscription's sequence number bookkeeping; only the dispatch
 // loop reads and writes it.
 type seqState struct {
-	epoch uint64 // Subscription.epoch this state belongs to
-	last  uint32 // last sequence number delivered (or reported lost)
+	epoch    uint64  // Subscription.epoch this state belongs to
+	last     uint32  // last sequence number delivered (or reported lost)
+	gap      *gapJob // the gap fill running for it, nil when none
+	deferred bool    // messages up to deferTo were left at the server, to fetch with Republish
+	deferTo  uint32
 }
 
 // publisher is the publish engine of a Client, or of a ManagedSession across
@@ -96,9 +115,17 @@ type publisher struct {
 	ready    chan *publishSlot
 	ctl      chan func()
 	kick     chan struct{}
+	ackKick  chan struct{}
+	gapc     chan gapEvent
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+
+	manual    atomic.Int32 // AckManual subscriptions in subs
+	gapSem    chan *ua.RepublishResponse
+	gapWG     sync.WaitGroup
+	gapCtx    context.Context // cancelled by close: ends the gap jobs' requests
+	gapCancel context.CancelFunc
 
 	// owned by the dispatch loop
 	slots    []*publishSlot
@@ -109,9 +136,13 @@ type publisher struct {
 	noSubs   bool // the server said BadNoSubscription: wait for a kick
 	pause    time.Time
 	errs     int
-	rep      ua.RepublishResponse
-	avail    []uint32 // scratch for gap filling
 	pauseT   *time.Timer
+	gaps     int             // gap jobs running
+	scratch  []*Subscription // copy of subs for the loop's passes over them
+	fp       fingerprinter   // values of items, for dropping resent ones
+	draining bool            // closing: no new Publish requests or gap fills
+	drained  chan struct{}   // closed once draining is complete (nil: nobody waits)
+	final    *publishSlot    // the closing session's last acknowledgements
 
 	rtt        atomic.Int64 // smoothed round trip of synchronous calls, ns
 	busySince  atomic.Int64 // UnixNano when a handler call began, 0 when none runs
@@ -136,16 +167,23 @@ func newPublisher(log *slog.Logger, maxRequests int, grace time.Duration, reqTim
 		max:        maxRequests,
 		grace:      grace,
 		byID:       map[uint32]*Subscription{},
-		ready:      make(chan *publishSlot, maxRequests),
+		ready:      make(chan *publishSlot, maxRequests+1),
 		ctl:        make(chan func()),
 		kick:       make(chan struct{}, 1),
+		ackKick:    make(chan struct{}, 1),
+		gapc:       make(chan gapEvent),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		limit:      maxRequests,
 		reqTimeout: reqTimeout,
 		idle:       make([]*publishSlot, 0, maxRequests),
-		avail:      make([]uint32, 0, 16),
+		gapSem:     make(chan *ua.RepublishResponse, maxConcurrentGapFills),
+		fp:         newFingerprinter(),
 	}
+	for range maxConcurrentGapFills {
+		p.gapSem <- new(ua.RepublishResponse)
+	}
+	p.gapCtx, p.gapCancel = context.WithCancel(context.Background())
 	p.timeout.Store(int64(reqTimeout))
 	return p
 }
@@ -156,19 +194,25 @@ func (p *publisher) start(end <-chan struct{}) {
 	go p.run(end)
 }
 
-// close stops the dispatch loop and waits for it.
+// close stops the dispatch loop and the gap jobs, and waits for them.
 func (p *publisher) close() {
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
+	p.gapWG.Wait()
 }
 
 func (p *publisher) run(end <-chan struct{}) {
 	defer close(p.done)
+	defer p.gapCancel()
 	defer p.drain()
 	for {
 		select {
 		case s := <-p.ready:
 			p.handle(s)
+		case ev := <-p.gapc:
+			p.onGap(ev)
+		case <-p.ackKick:
+			p.collectAcks(true)
 		case f := <-p.ctl:
 			f()
 		case <-p.kick:
@@ -179,7 +223,127 @@ func (p *publisher) run(end <-chan struct{}) {
 			return
 		}
 		p.refill()
+		if p.drained != nil {
+			p.checkDrained()
+		}
 	}
+}
+
+// ackWake tells the loop that Ack marked a message.
+func (p *publisher) ackWake() {
+	select {
+	case p.ackKick <- struct{}{}:
+	default:
+	}
+}
+
+// loopSubs copies the subscriptions into the loop's scratch slice (no
+// allocation once it has grown) and returns it.
+func (p *publisher) loopSubs() []*Subscription {
+	p.mu.Lock()
+	p.scratch = append(p.scratch[:0], p.subs...)
+	p.mu.Unlock()
+	return p.scratch
+}
+
+// collectAcks moves what Ack marked into the acknowledgement queue and, when
+// resume is set, restarts the gap fills that waited for room; dispatch loop
+// only.
+func (p *publisher) collectAcks(resume bool) {
+	if p.manual.Load() == 0 {
+		return
+	}
+	for _, s := range p.loopSubs() {
+		if s.cfg.AckMode != AckManual {
+			continue
+		}
+		if id := s.id.Load(); id != 0 {
+			p.acks = s.acks.take(id, p.acks)
+		}
+		if resume {
+			p.resume(s)
+		}
+	}
+	clear(p.scratch)
+}
+
+// quiesce prepares a close: no new Publish requests or gap fills from now on;
+// it waits until the gap fills have ended and every message delivered to an
+// AckManual subscription is acknowledged (or ctx ends, or the session is
+// gone), and sends the acknowledgements queued by then in one last Publish
+// request. Responses to the requests still at the server are delivered
+// meanwhile.
+func (p *publisher) quiesce(ctx context.Context) {
+	done := make(chan struct{})
+	if !p.post(func() { p.draining, p.drained = true, done; p.checkDrained() }) {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-p.done:
+		return
+	}
+	p.post(func() {
+		p.drained = nil
+		p.collectAcks(false)
+		p.sendFinalAcks()
+	})
+}
+
+// checkDrained closes drained once nothing is left to wait for; dispatch
+// loop only.
+func (p *publisher) checkDrained() {
+	c := p.current()
+	gone := c == nil || c.closed.Load()
+	if !gone && p.gaps > 0 {
+		return
+	}
+	if !gone && p.manual.Load() > 0 {
+		for _, s := range p.loopSubs() {
+			if s.cfg.AckMode == AckManual && s.id.Load() != 0 && s.Unacked() > 0 {
+				clear(p.scratch)
+				return
+			}
+		}
+		clear(p.scratch)
+	}
+	close(p.drained)
+	p.drained = nil
+}
+
+// sendFinalAcks sends the queued acknowledgements in a Publish request of
+// their own (its response, if any comes before the session closes, is not
+// delivered); without a session they are dropped.
+func (p *publisher) sendFinalAcks() {
+	if len(p.acks) == 0 {
+		return
+	}
+	p.mu.Lock()
+	c, faulted := p.client, p.faulted
+	p.mu.Unlock()
+	if c == nil || faulted || c.closed.Load() {
+		p.log.Debug("client: closing: acknowledgements dropped, no session", "acks", len(p.acks))
+		p.acks = p.acks[:0]
+		return
+	}
+	s := p.slot()
+	if s == nil {
+		// Every slot is at the server: one more, which ready has room for.
+		if p.final == nil {
+			p.final = &publishSlot{p: p}
+			p.final.done = p.final.complete
+		}
+		s = p.final
+	}
+	if err := p.issue(c, s); err != nil {
+		p.log.Debug("client: closing: the last acknowledgements could not be sent", "err", err)
+		if s != p.final {
+			p.idle = append(p.idle, s)
+		}
+		return
+	}
+	p.inflight++
 }
 
 // drain releases what completed slots hold once the loop ends; slots still at
@@ -226,7 +390,16 @@ func (p *publisher) bind(c *Client) {
 	p.bound = time.Now()
 	p.mu.Unlock()
 	if c != nil {
-		p.post(func() { p.limit = p.max; p.errs = 0; p.pause = time.Time{} })
+		p.post(func() {
+			p.limit = p.max
+			p.errs = 0
+			p.pause = time.Time{}
+			// Messages owed from before the fault: fetch them on this session.
+			for _, s := range p.loopSubs() {
+				p.resume(s)
+			}
+			clear(p.scratch)
+		})
 		p.wake()
 	}
 }
@@ -271,6 +444,9 @@ func (p *publisher) unregister(s *Subscription) {
 func (p *publisher) add(s *Subscription) {
 	p.mu.Lock()
 	p.subs = append(p.subs, s)
+	if s.cfg.AckMode == AckManual {
+		p.manual.Add(1)
+	}
 	p.mu.Unlock()
 }
 
@@ -281,6 +457,9 @@ func (p *publisher) remove(s *Subscription) {
 	for i, x := range p.subs {
 		if x == s {
 			p.subs = append(p.subs[:i], p.subs[i+1:]...)
+			if s.cfg.AckMode == AckManual {
+				p.manual.Add(-1)
+			}
 			break
 		}
 	}
@@ -357,11 +536,21 @@ func (p *publisher) updateTimeout() {
 
 // target is the number of Publish requests to keep outstanding: per
 // subscription one, plus as many as responses can be on their way back in one
-// publishing interval, at least minPublishRequests, at most the limit.
+// publishing interval, at least minPublishRequests, at most the limit. AckManual
+// subscriptions at MaxUnacked (held) do not count, and when only AckManual
+// subscriptions are there, no more requests than they have room for
+// messages: at the limit the server's queues hold the data.
 func (p *publisher) target() int {
 	n := int(p.active.Load())
 	if n == 0 {
 		return 0
+	}
+	room := math.MaxInt
+	if p.manual.Load() > 0 {
+		n, room = p.open()
+		if n == 0 {
+			return 0
+		}
 	}
 	t := n
 	if fastest := time.Duration(p.fastest.Load()); fastest > 0 {
@@ -370,7 +559,31 @@ func (p *publisher) target() int {
 		}
 	}
 	t = max(t, minPublishRequests)
-	return min(t, p.limit)
+	return min(t, p.limit, room)
+}
+
+// open counts the subscriptions on the server that are not held and, when
+// all of those are AckManual, the messages they have room for (else
+// math.MaxInt).
+func (p *publisher) open() (n, room int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.subs {
+		if s.id.Load() == 0 {
+			continue
+		}
+		r := s.room()
+		if r == 0 {
+			continue
+		}
+		n++
+		if s.cfg.AckMode != AckManual {
+			room = math.MaxInt
+		} else if room != math.MaxInt {
+			room += r
+		}
+	}
+	return n, room
 }
 
 // observeRTT feeds a round trip into the moving average (1/8 weight).
@@ -389,7 +602,7 @@ func (p *publisher) observeRTT(d time.Duration) {
 
 // refill sends Publish requests until target are outstanding.
 func (p *publisher) refill() {
-	if p.noSubs || (!p.pause.IsZero() && time.Now().Before(p.pause)) {
+	if p.draining || p.noSubs || (!p.pause.IsZero() && time.Now().Before(p.pause)) {
 		return
 	}
 	p.mu.Lock()
@@ -399,6 +612,9 @@ func (p *publisher) refill() {
 		return
 	}
 	target := p.target()
+	if p.inflight < target {
+		p.collectAcks(false)
+	}
 	for p.inflight < target {
 		s := p.slot()
 		if s == nil {
@@ -453,6 +669,11 @@ func (p *publisher) handle(s *publishSlot) {
 		if sc := s.resp.ResponseHeader.ServiceResult; sc.IsBad() {
 			err = sc
 		}
+	}
+	if s == p.final {
+		// The closing session's last acknowledgements: nothing to deliver.
+		s.resp.Release()
+		return
 	}
 	if err != nil {
 		s.resp.Release()
@@ -553,8 +774,10 @@ func seqDist(a, b uint32) uint32 {
 	return d
 }
 
-// process checks the sequence number of a response, fills a gap before it,
-// delivers it and queues its acknowledgement. It releases r.
+// process checks the sequence number of a response and delivers it, or
+// leaves it at the server to be fetched with Republish when it cannot be
+// delivered now (a gap before it, a gap fill under way, no room under
+// MaxUnacked). It releases r.
 func (p *publisher) process(c *Client, r *ua.PublishResponse) {
 	defer r.Release()
 	msg := &r.NotificationMessage
@@ -577,145 +800,89 @@ func (p *publisher) process(c *Client, r *ua.PublishResponse) {
 		// A keep-alive carries the number the next message will have.
 		sub.stats.keepAlives.Add(1)
 		if next := seqNext(st.last); seq != next && seqAfter(seq, next) {
-			p.fillGap(c, sub, next, seqPrev(seq), r.AvailableSequenceNumbers)
+			p.behind(c, sub, st, seqPrev(seq), r.AvailableSequenceNumbers, 0)
 		}
 		return
 	}
 	if !seqAfter(seq, st.last) {
 		sub.stats.duplicates.Add(1)
-		p.ack(r.SubscriptionID, seq)
+		// The original may still be waiting for the application's Ack: then
+		// the server must keep it.
+		if sub.cfg.AckMode != AckManual || !sub.acks.waiting(seq) {
+			p.ack(r.SubscriptionID, seq)
+		}
 		return
 	}
-	if next := seqNext(st.last); seq != next {
-		if !p.fillGap(c, sub, next, seqPrev(seq), r.AvailableSequenceNumbers) {
-			// The session went away while filling the gap: leave this message
-			// unacknowledged at the server; it is republished with the rest.
-			return
-		}
+	if seq != seqNext(st.last) || st.gap != nil || sub.room() == 0 {
+		p.behind(c, sub, st, seq, r.AvailableSequenceNumbers, seq)
+		return
 	}
-	p.deliver(c, sub, seq, msg)
+	p.deliver(c, sub, seq, msg, true)
 	st.last = seq
-	p.ack(r.SubscriptionID, seq)
 }
 
 func (p *publisher) ack(id, seq uint32) {
 	p.acks = append(p.acks, ua.SubscriptionAcknowledgement{SubscriptionID: id, SequenceNumber: seq})
 }
 
-// fillGap republishes the messages from..to that the server still has
-// (available lists them), in order, and reports the others lost. It returns
-// false when the session failed meanwhile; sub's state then stays before the
-// first message not handled.
-func (p *publisher) fillGap(c *Client, sub *Subscription, from, to uint32, available []uint32) bool {
-	st := &sub.seq
-	span := seqDist(from, to)
-	// The numbers of the gap the server has, in order from `from`.
-	av := p.avail[:0]
-	for _, a := range available {
-		if seqDist(from, a) <= span && (a == from || seqAfter(a, from)) {
-			av = append(av, a)
-		}
+// behind notes that sub has messages up to `to` that were not delivered and
+// starts filling the gap, unless a gap fill runs for it already or it has no
+// room (then the gap is filled once that one ends, or acknowledgements make
+// room). available are the numbers the server said it has; have, when not 0,
+// is one we saw and left there.
+func (p *publisher) behind(c *Client, sub *Subscription, st *seqState, to uint32, available []uint32, have uint32) {
+	if !st.deferred || seqAfter(to, st.deferTo) {
+		st.deferTo, st.deferred = to, true
 	}
-	for i := 1; i < len(av); i++ { // insertion sort by distance from `from`; lists are short and mostly sorted
-		for j := i; j > 0 && seqDist(from, av[j]) < seqDist(from, av[j-1]); j-- {
-			av[j], av[j-1] = av[j-1], av[j]
-		}
-	}
-	p.avail = av
-	var lost gapRun
-	cursor := from
-	for i, a := range av {
-		if a != cursor {
-			lost.add(cursor, seqPrev(a))
-		}
-		if i >= maxRepublishPerGap {
-			lost.add(a, a)
-			cursor = seqNext(a)
-			continue
-		}
-		ok, fatal := p.republish(c, sub, a)
-		if fatal {
-			p.reportGap(sub, &lost)
-			return false
-		}
-		if ok {
-			p.reportGap(sub, &lost)
-			lost = gapRun{}
-		} else {
-			lost.add(a, a)
-		}
-		st.last = a
-		cursor = seqNext(a)
-	}
-	if cursor == to || seqAfter(to, cursor) {
-		lost.add(cursor, to)
-	}
-	p.reportGap(sub, &lost)
-	st.last = to
-	return true
-}
-
-// gapRun is a run of lost sequence numbers being collected.
-type gapRun struct {
-	from, to uint32
-	n        uint32 // numbers in the run; 0: empty
-}
-
-func (g *gapRun) add(from, to uint32) {
-	if g.n > 0 && from == seqNext(g.to) {
-		g.to = to
-		g.n += seqDist(from, to) + 1
+	if st.gap != nil || sub.room() == 0 || p.draining {
 		return
 	}
-	g.from, g.to, g.n = from, to, seqDist(from, to)+1
+	j := p.newGap(c, sub, st)
+	j.all = false
+	j.avail = append(j.avail[:0], available...)
+	if have != 0 {
+		j.avail = append(j.avail, have)
+	}
+	p.startGap(j)
 }
 
-func (p *publisher) reportGap(sub *Subscription, g *gapRun) {
-	if g.n == 0 {
+// resume starts the gap fill a subscription is owed (messages it left at the
+// server), if it has room and none runs.
+func (p *publisher) resume(sub *Subscription) {
+	st := sub.syncSeq()
+	if !st.deferred || st.gap != nil || p.draining || sub.room() == 0 {
 		return
 	}
-	sub.stats.lost.Add(uint64(g.n))
-	p.log.Warn("client: notifications lost", "subscription", sub.id.Load(), "from", g.from, "to", g.to)
-	if sub.cfg.OnGap != nil {
-		sub.cfg.OnGap(sub, g.from, g.to)
+	if !seqAfter(st.deferTo, st.last) {
+		st.deferred = false
+		return
 	}
-	*g = gapRun{}
+	c := p.current()
+	if c == nil || c.closed.Load() {
+		return // the recovery finds the gap again
+	}
+	j := p.newGap(c, sub, st)
+	j.all = true
+	p.startGap(j)
 }
 
-// republish asks the server for message seq again and delivers it. ok: it was
-// delivered; fatal: the session or channel failed, so the gap cannot be
-// decided now.
-func (p *publisher) republish(c *Client, sub *Subscription, seq uint32) (ok, fatal bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.reqTimeout)
-	defer cancel()
-	req := ua.RepublishRequest{SubscriptionID: sub.id.Load(), RetransmitSequenceNumber: seq}
-	start := time.Now()
-	_, err := c.Send(ctx, &req, &p.rep)
-	if err != nil {
-		p.rep.Release()
-		if errorsIsAny(err, ua.StatusBadMessageNotAvailable, ua.StatusBadSequenceNumberUnknown, ua.StatusBadSubscriptionIdInvalid) {
-			return false, false
-		}
-		p.log.Debug("client: Republish failed", "subscription", req.SubscriptionID, "seq", seq, "err", err)
-		return false, true
+// deliver hands the notifications of one message to sub's handlers, then
+// tells OnMessageDone, and queues the acknowledgement (AckOnReturn) or
+// leaves it to Ack (AckManual; the caller made sure there is room). fresh is
+// false for a republished message.
+func (p *publisher) deliver(c *Client, sub *Subscription, seq uint32, msg *ua.NotificationMessage, fresh bool) {
+	manual := sub.cfg.AckMode == AckManual
+	if manual {
+		// Before the handlers: they may call Ack.
+		sub.acks.push(seq)
 	}
-	p.observeRTT(time.Since(start))
-	sub.stats.republished.Add(1)
-	p.deliver(c, sub, seq, &p.rep.NotificationMessage)
-	p.rep.Release()
-	p.ack(req.SubscriptionID, seq)
-	return true, false
-}
-
-// deliver hands the notifications of one message to sub's handlers.
-func (p *publisher) deliver(c *Client, sub *Subscription, seq uint32, msg *ua.NotificationMessage) {
 	sub.stats.messages.Add(1)
 	for i := range msg.NotificationData {
 		switch v := msg.NotificationData[i].Value.(type) {
 		case *ua.DataChangeNotification:
 			if len(v.MonitoredItems) > 0 {
 				sub.stats.dataChanges.Add(uint64(len(v.MonitoredItems)))
-				p.callData(sub, seq, v.MonitoredItems)
+				p.callData(sub, seq, v.MonitoredItems, fresh)
 			}
 		case *ua.EventNotificationList:
 			if len(v.Events) > 0 {
@@ -726,16 +893,32 @@ func (p *publisher) deliver(c *Client, sub *Subscription, seq uint32, msg *ua.No
 			p.statusChange(c, sub, v.Status)
 		}
 	}
+	if sub.cfg.OnMessageDone != nil {
+		p.callDone(sub, seq)
+	}
+	if !manual {
+		p.ack(sub.id.Load(), seq)
+	}
 }
 
-func (p *publisher) callData(sub *Subscription, seq uint32, items []ua.MonitoredItemNotification) {
+func (p *publisher) callData(sub *Subscription, seq uint32, items []ua.MonitoredItemNotification, fresh bool) {
 	h := sub.cfg.OnDataChange
 	if h == nil {
+		return
+	}
+	items = p.dropResent(sub, items, fresh)
+	if len(items) == 0 {
 		return
 	}
 	p.busySince.Store(time.Now().UnixNano())
 	defer p.handlerDone(sub)
 	h(sub, seq, items)
+}
+
+func (p *publisher) callDone(sub *Subscription, seq uint32) {
+	p.busySince.Store(time.Now().UnixNano())
+	defer p.handlerDone(sub)
+	sub.cfg.OnMessageDone(sub, seq)
 }
 
 func (p *publisher) callEvents(sub *Subscription, seq uint32, events []ua.EventFieldList) {
@@ -785,12 +968,16 @@ func (p *publisher) silent(now time.Time) []*Subscription {
 	subs := p.subs
 	var out []*Subscription
 	for _, s := range subs {
-		if s.id.Load() == 0 {
+		if s.id.Load() == 0 || s.held() {
+			// A held subscription gets no Publish requests: its silence is ours.
 			continue
 		}
 		last := time.Unix(0, s.lastActivity.Load())
 		if since := time.Unix(0, s.since.Load()); since.After(last) {
 			last = since
+		}
+		if rel := time.Unix(0, s.releasedAt.Load()); rel.After(last) {
+			last = rel
 		}
 		if bound.After(last) {
 			last = bound

@@ -30,10 +30,60 @@ import (
 // handler makes the server queue (and, when its queues are full, drop) rather
 // than the client buffer without bound. A handler may call the methods of the
 // Subscription and the session (they wait for the server, and dispatch waits
-// with them), but should hand anything slow to another goroutine.
+// with them), but should hand anything slow to another goroutine. Gap filling
+// (Republish) runs on goroutines of the publish engine, at most
+// maxConcurrentGapFills per session; the messages it recovers are still
+// delivered on the dispatch goroutine, in order, and the subscription's
+// messages that arrive meanwhile are left unacknowledged at the server and
+// fetched with Republish once the gap is filled (no buffering on our side), so
+// one subscription's gap never holds up the others.
 //
-// Acknowledgement. A message is acknowledged (in the next Publish request) once
-// its handlers have returned.
+// Acknowledgement. SubscriptionConfig.AckMode chooses who acknowledges a
+// notification message to the server (Part 4 §5.13.5: only acknowledged
+// messages leave the server's retransmission queue):
+//
+//   - AckOnReturn (the default): the engine acknowledges a message, in the next
+//     Publish request, once its handlers have returned.
+//   - AckManual: the application does, with Subscription.Ack(seq), once the
+//     data is safe (say, every at-least-once sink confirmed it). At most
+//     MaxUnacked messages are delivered and not yet acknowledged; at that limit
+//     the subscription is held: the engine sends no Publish request on its
+//     behalf, so the server's queues hold the data (backpressure), and a
+//     message for it that still arrives (on a request that was at the server
+//     already, or one meant for another subscription of the session) is not
+//     delivered but left unacknowledged at the server and fetched with
+//     Republish once acknowledgements make room. A held subscription is not
+//     silent: it does not start a recovery. Use one subscription per session
+//     for at-least-once delivery, so that no request meant for one subscription
+//     carries another's messages. The engine's Publish requests carry the
+//     acknowledgements: a held session sends none until Ack frees room, and
+//     then at once; otherwise an acknowledgement goes out with the next
+//     request sent, which, when all of them wait at the server, is the one
+//     sent after the next response (at the latest a keep-alive). Keep the limit well below the server's retransmission
+//     queue (MaxUnacked ≤ the server's queue, say 64 for most servers), or the
+//     server drops what it cannot keep and the loss is reported through OnGap.
+//
+// In both modes OnMessageDone(sub, seq) is called on the dispatch goroutine
+// once every handler call for message seq has returned (republished messages
+// included, keep-alives not): in AckManual mode that is when the application
+// knows all of seq's notifications were handed over.
+//
+// A duplicate message (a number already delivered) is dropped; it is
+// acknowledged again unless the original is still waiting for Ack. After a
+// transfer to a new session the unacknowledged messages stay unacknowledged
+// (the server kept them with the subscription) and Ack still works for them;
+// after the subscription had to be created anew (OnGap with to == 0) they are
+// forgotten: the server's copy is gone, the new subscription numbers its
+// messages from 1 again, and an Ack of an earlier number could name a new
+// message, so the application must drop the numbers it still holds then.
+//
+// After a recovery (reactivation or transfer) some servers send each item's
+// last value again with a new sequence number (node-opcua does on every
+// ActivateSession). The first notification of each item after a recovery is
+// therefore compared with the last one delivered for it (status, source
+// timestamp, value); an identical one is dropped and counted
+// (SubscriptionStats.Suppressed). Items without a source timestamp are never
+// dropped: a resend cannot be told from a new sample.
 
 // DataChangeHandler receives the data changes of one notification message: seq
 // is its sequence number, items its MonitoredItemNotifications, each naming
@@ -53,7 +103,33 @@ const (
 	// at the server when LifetimeCount is 0: long enough for a reconnect to find
 	// it there (the session's default timeout).
 	DefaultSubscriptionLifetime = 10 * time.Minute
+	// DefaultMaxUnacked is SubscriptionConfig.MaxUnacked when it is 0.
+	DefaultMaxUnacked = 64
+	// maxMaxUnacked bounds MaxUnacked: servers keep far fewer messages.
+	maxMaxUnacked = 1 << 16
 )
+
+// AckMode says who acknowledges a subscription's notification messages (see
+// Acknowledgement above).
+type AckMode uint8
+
+const (
+	// AckOnReturn acknowledges a message once its handlers have returned.
+	AckOnReturn AckMode = iota
+	// AckManual leaves it to Subscription.Ack, with at most MaxUnacked
+	// messages delivered and not acknowledged.
+	AckManual
+)
+
+func (m AckMode) String() string {
+	switch m {
+	case AckOnReturn:
+		return "AckOnReturn"
+	case AckManual:
+		return "AckManual"
+	}
+	return fmt.Sprintf("AckMode(%d)", uint8(m))
+}
 
 // SubscriptionConfig configures a subscription. The zero value is complete
 // apart from the handlers.
@@ -79,6 +155,21 @@ type SubscriptionConfig struct {
 	Timestamps Timestamps
 	// Items holds the defaults of monitored items created without options.
 	Items ItemOptions
+
+	// AckMode says who acknowledges the notification messages: the engine
+	// once the handlers returned (AckOnReturn, the default), or the
+	// application with Subscription.Ack (AckManual).
+	AckMode AckMode
+	// MaxUnacked is, under AckManual, the most notification messages delivered
+	// but not yet acknowledged; at the limit no Publish request is sent for
+	// the subscription until Ack makes room. 0 means DefaultMaxUnacked.
+	MaxUnacked int
+	// OnMessageDone is called on the dispatch goroutine after every handler
+	// call for the data message seq has returned (in both modes, for
+	// republished messages too, not for keep-alives). Under AckManual it is
+	// where an application learns that seq's notifications are all handed
+	// over. It must not block.
+	OnMessageDone func(sub *Subscription, seq uint32)
 
 	// OnDataChange receives data changes; OnEvent events. See the ownership
 	// rules above.
@@ -157,12 +248,164 @@ type Subscription struct {
 	opMu  sync.Mutex // serialises creating, re-creating and deleting items on the server
 	items itemTable
 	stats subStats
+
+	recoverGen uint16 // dispatch loop only: recoveries so far, for dropping resent values
+
+	acks       ackSet       // AckManual: delivered, not yet acknowledged
+	releasedAt atomic.Int64 // UnixNano when it was last released from being held (for the watchdog)
 }
 
 type subStats struct {
 	messages, keepAlives, dataChanges, events atomic.Uint64
 	republished, lost, duplicates             atomic.Uint64
 	handlerPanics, recreated, transferred     atomic.Uint64
+	suppressed, badAcks                       atomic.Uint64
+}
+
+// ackSet holds the sequence numbers of an AckManual subscription's messages
+// that were delivered and not yet sent to the server as acknowledged, in the
+// order delivered (ascending, modulo the wrap). Ack marks one; the dispatch
+// loop moves the marked ones into the next Publish request. It never grows
+// beyond its preallocated capacity (MaxUnacked), so Ack does not allocate and
+// never blocks for longer than a binary search under a mutex nobody holds for
+// longer.
+type ackSet struct {
+	mu      sync.Mutex
+	ents    []ackEnt // len: delivered and not sent; cap: MaxUnacked
+	marked  int      // entries Ack marked, to send
+	unacked atomic.Int32
+}
+
+type ackEnt struct {
+	seq    uint32
+	marked bool
+}
+
+// push records a delivered message; the dispatch loop makes sure there is room.
+func (a *ackSet) push(seq uint32) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.ents) == cap(a.ents) {
+		return false
+	}
+	a.ents = append(a.ents, ackEnt{seq: seq})
+	a.unacked.Add(1)
+	return true
+}
+
+// find returns the index of seq in ents, or -1; a.mu must be held. The entries
+// are ascending from ents[0] (sequence numbers wrap, so distances from the
+// first are compared).
+func (a *ackSet) find(seq uint32) int {
+	if len(a.ents) == 0 {
+		return -1
+	}
+	base := a.ents[0].seq
+	if seq != base && !seqAfter(seq, base) {
+		return -1
+	}
+	d := seqDist(base, seq)
+	lo, hi := 0, len(a.ents)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if seqDist(base, a.ents[m].seq) < d {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(a.ents) && a.ents[lo].seq == seq {
+		return lo
+	}
+	return -1
+}
+
+// waiting reports whether seq was delivered and is not acknowledged yet.
+func (a *ackSet) waiting(seq uint32) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := a.find(seq)
+	return i >= 0 && !a.ents[i].marked
+}
+
+// take appends the marked entries to acks (for subscription id) and drops
+// them; it returns the new slice.
+func (a *ackSet) take(id uint32, acks []ua.SubscriptionAcknowledgement) []ua.SubscriptionAcknowledgement {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.marked == 0 {
+		return acks
+	}
+	k := 0
+	for _, e := range a.ents {
+		if e.marked {
+			acks = append(acks, ua.SubscriptionAcknowledgement{SubscriptionID: id, SequenceNumber: e.seq})
+			continue
+		}
+		a.ents[k] = e
+		k++
+	}
+	a.ents = a.ents[:k]
+	a.marked = 0
+	return acks
+}
+
+// reset forgets every entry (the subscription was created anew).
+func (a *ackSet) reset() {
+	a.mu.Lock()
+	a.ents = a.ents[:0]
+	a.marked = 0
+	a.unacked.Store(0)
+	a.mu.Unlock()
+}
+
+// Ack acknowledges the notification message seq of an AckManual subscription:
+// it is sent to the server with the next Publish request, and makes room
+// under MaxUnacked at once. It may be called from any goroutine (handlers and
+// OnMessageDone included), never blocks and does not allocate. A number that
+// is not waiting for an acknowledgement (unknown, acknowledged already, or
+// from before the subscription was created anew) changes nothing: the result
+// is ErrUnknownSequence, and SubscriptionStats.BadAcks counts it. Under
+// AckOnReturn the result is ErrNotManualAck.
+func (s *Subscription) Ack(seq uint32) error {
+	if s.cfg.AckMode != AckManual {
+		return ErrNotManualAck
+	}
+	a := &s.acks
+	a.mu.Lock()
+	i := a.find(seq)
+	if i < 0 || a.ents[i].marked {
+		a.mu.Unlock()
+		s.stats.badAcks.Add(1)
+		return ErrUnknownSequence
+	}
+	a.ents[i].marked = true
+	a.marked++
+	if int(a.unacked.Add(-1)) == s.cfg.MaxUnacked-1 {
+		// It was held: the watchdog's window starts now.
+		s.releasedAt.Store(time.Now().UnixNano())
+	}
+	a.mu.Unlock()
+	s.pub.ackWake()
+	return nil
+}
+
+// Unacked returns the number of messages delivered and not yet acknowledged
+// (AckManual; 0 under AckOnReturn).
+func (s *Subscription) Unacked() int { return int(s.acks.unacked.Load()) }
+
+// held reports whether an AckManual subscription is at MaxUnacked.
+func (s *Subscription) held() bool {
+	return s.cfg.AckMode == AckManual && int(s.acks.unacked.Load()) >= s.cfg.MaxUnacked
+}
+
+// room is the number of messages it may still be given (a large number under
+// AckOnReturn).
+func (s *Subscription) room() int {
+	if s.cfg.AckMode != AckManual {
+		return math.MaxInt32
+	}
+	return max(0, s.cfg.MaxUnacked-int(s.acks.unacked.Load()))
 }
 
 // SubscriptionStats are a subscription's counters since it was made.
@@ -177,8 +420,15 @@ type SubscriptionStats struct {
 	HandlerPanics uint64
 	Recreated     uint64 // times it was created anew after its server copy was lost
 	Transferred   uint64 // times it was moved to a new session
-	Items         int    // monitored items (not deleted)
-	FailedItems   int    // items the server refused, being retried
+	// Suppressed counts notifications dropped after a recovery because they
+	// repeated the last value delivered for their item (same value, status
+	// and source timestamp).
+	Suppressed uint64
+	// BadAcks counts Ack calls for numbers not waiting for one.
+	BadAcks     uint64
+	Unacked     int // AckManual: messages delivered, not yet acknowledged
+	Items       int // monitored items (not deleted)
+	FailedItems int // items the server refused, being retried
 }
 
 // syncSeq returns the sequence state, reset when the subscription was created
@@ -230,6 +480,9 @@ func (s *Subscription) Stats() SubscriptionStats {
 		HandlerPanics: s.stats.handlerPanics.Load(),
 		Recreated:     s.stats.recreated.Load(),
 		Transferred:   s.stats.transferred.Load(),
+		Suppressed:    s.stats.suppressed.Load(),
+		BadAcks:       s.stats.badAcks.Load(),
+		Unacked:       s.Unacked(),
 		Items:         n,
 		FailedItems:   failed,
 	}
@@ -262,6 +515,15 @@ func (cfg SubscriptionConfig) withDefaults() (SubscriptionConfig, error) {
 	if err := cfg.Items.validate(); err != nil {
 		return cfg, fmt.Errorf("client: SubscriptionConfig.Items: %w", err)
 	}
+	if cfg.AckMode > AckManual {
+		return cfg, fmt.Errorf("client: SubscriptionConfig.AckMode %d is not an AckMode", cfg.AckMode)
+	}
+	if cfg.MaxUnacked < 0 || cfg.MaxUnacked > maxMaxUnacked {
+		return cfg, fmt.Errorf("client: SubscriptionConfig.MaxUnacked %d is outside 0..%d", cfg.MaxUnacked, maxMaxUnacked)
+	}
+	if cfg.MaxUnacked == 0 {
+		cfg.MaxUnacked = DefaultMaxUnacked
+	}
 	return cfg, nil
 }
 
@@ -275,6 +537,9 @@ func newSubscription(p *publisher, cfg *SubscriptionConfig) (*Subscription, erro
 		return nil, err
 	}
 	s := &Subscription{pub: p, cfg: c}
+	if c.AckMode == AckManual {
+		s.acks.ents = make([]ackEnt, 0, c.MaxUnacked)
+	}
 	s.revInterval.Store(int64(c.PublishingInterval))
 	s.revKeepAlive.Store(c.KeepAliveCount)
 	s.revLifetime.Store(c.LifetimeCount)
@@ -377,6 +642,9 @@ func (p *publisher) create(ctx context.Context, c *Client, s *Subscription) erro
 	s.revise(resp.RevisedPublishingInterval, resp.RevisedMaxKeepAliveCount, resp.RevisedLifetimeCount)
 	now := time.Now().UnixNano()
 	s.since.Store(now)
+	// A new subscription at the server: the old one's unacknowledged
+	// messages are gone with it, and its numbers start again.
+	s.acks.reset()
 	s.epoch.Add(1)
 	p.register(s, resp.SubscriptionID)
 	return nil
@@ -415,6 +683,7 @@ func (s *Subscription) Modify(ctx context.Context, cfg SubscriptionConfig) error
 	cfg.Items = s.cfg.Items
 	cfg.Timestamps = s.cfg.Timestamps
 	cfg.ItemRetryInterval = s.cfg.ItemRetryInterval
+	cfg.AckMode, cfg.MaxUnacked = s.cfg.AckMode, s.cfg.MaxUnacked
 	n, err := cfg.withDefaults()
 	if err != nil {
 		return err

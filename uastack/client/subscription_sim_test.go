@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,8 @@ type simOptions struct {
 	MaxItemsPerCall uint32
 	Types           []ua.TypeID // of the Load variables (default: the server's, every scalar type)
 	AllPolicies     bool        // offer every non-deprecated policy, not only None
+	NamespaceURI    string      // of namespace 1 (default the server's)
+	ExtraNamespaces []string    // namespaces 2, 3 …
 }
 
 func (o simOptions) config() *server.Config {
@@ -44,6 +47,8 @@ func (o simOptions) config() *server.Config {
 		Policies:                 []uasc.EndpointSecurity{{PolicyURI: uasc.SecurityPolicyNone, Mode: ua.MessageSecurityModeNone}},
 		MaxSessionCount:          o.MaxSessions,
 		MaxMonitoredItemsPerCall: o.MaxItemsPerCall,
+		NamespaceURI:             o.NamespaceURI,
+		ExtraNamespaces:          o.ExtraNamespaces,
 		Sim: server.SimConfig{
 			DemoRate:      o.DemoRate,
 			Folders:       o.Folders,
@@ -276,7 +281,7 @@ func TestManagedSimRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer m.Close(context.Background())
 	m.Start()
 	ctx := ctxT(t)
 	scfg := clog.config()
@@ -451,7 +456,7 @@ func TestManagedTooManySessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer m.Close(context.Background())
 	m.Start()
 	busy := func() (at []time.Time) {
 		slog.mu.Lock()
@@ -507,7 +512,7 @@ func TestPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	defer pool.Close(context.Background())
 	var got [6]atomic.Int64
 	start := time.Now()
 	for i := range 6 {
@@ -555,7 +560,7 @@ func TestPool(t *testing.T) {
 	if d := last.Sub(start); d < 190*time.Millisecond {
 		t.Errorf("6 connects took %v: not rate limited", d)
 	}
-	if err := pool.Close(); err != nil {
+	if err := pool.Close(context.Background()); err != nil {
 		t.Error(err)
 	}
 	if _, err := pool.Session(urls[0], "x"); err == nil {

@@ -80,6 +80,11 @@ type Config struct {
 	ApplicationName string
 	// NamespaceURI is the URI of namespace 1, where the simulation lives.
 	NamespaceURI string
+	// ExtraNamespaces are more namespace URIs, at indexes 2, 3 … of the
+	// NamespaceArray, with no nodes in them: a server restarted with other
+	// ones (or with NamespaceURI among them) lets tests check that clients
+	// resolve namespace URIs again.
+	ExtraNamespaces []string
 
 	// Policies are the security policy and mode pairs offered, one endpoint
 	// each. Empty means DefaultPolicies(): None and every policy that is not
@@ -259,6 +264,16 @@ func (c *Config) resolve() (Config, error) {
 	def(&cfg.ProductURI, DefaultProductURI)
 	def(&cfg.ApplicationName, DefaultApplicationName)
 	def(&cfg.NamespaceURI, DefaultNamespaceURI)
+	for i, u := range cfg.ExtraNamespaces {
+		if u == "" || u == cfg.NamespaceURI || u == "http://opcfoundation.org/UA/" {
+			return cfg, fmt.Errorf("server: Config.ExtraNamespaces[%d] %q is empty or names namespace 0 or 1", i, u)
+		}
+		for _, v := range cfg.ExtraNamespaces[:i] {
+			if u == v {
+				return cfg, fmt.Errorf("server: Config.ExtraNamespaces[%d] %q is there twice", i, u)
+			}
+		}
+	}
 	if len(cfg.Policies) == 0 {
 		cfg.Policies = DefaultPolicies()
 	}

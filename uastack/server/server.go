@@ -178,7 +178,7 @@ func New(cfg *Config) (*Server, error) {
 	}
 	s.sampler = newSampler(s)
 	s.as = newAddressSpace()
-	s.as.namespaces = []string{"http://opcfoundation.org/UA/", c.NamespaceURI}
+	s.as.namespaces = append([]string{"http://opcfoundation.org/UA/", c.NamespaceURI}, c.ExtraNamespaces...)
 	b := &builder{as: s.as, ns: 1}
 	b.buildStandard()
 	s.buildServerObject(b)

@@ -1,6 +1,9 @@
 package ua
 
 import (
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,18 @@ import (
 // DataChangeNotification of 1000 MonitoredItemNotifications, each a Double with
 // source and server timestamps (about 30 KB), NodeId-prefixed as on the wire.
 func publishResponse1000(tb testing.TB) []byte {
+	return publishResponse1000Of(tb, func(i int) Variant { return NewDoubleVariant(float64(i) * 0.25) })
+}
+
+// publishResponse1000Strings is the same with String values of 16 to 24 bytes
+// ("value-000001-" and a run of x).
+func publishResponse1000Strings(tb testing.TB) []byte {
+	return publishResponse1000Of(tb, func(i int) Variant {
+		return NewStringVariant(fmt.Sprintf("value-%06d-%s", i, strings.Repeat("x", 3+i%9)))
+	})
+}
+
+func publishResponse1000Of(tb testing.TB, value func(i int) Variant) []byte {
 	tb.Helper()
 	t0 := NewDateTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	dcn := &DataChangeNotification{MonitoredItems: make([]MonitoredItemNotification, 1000)}
@@ -18,7 +33,7 @@ func publishResponse1000(tb testing.TB) []byte {
 		dcn.MonitoredItems[i] = MonitoredItemNotification{
 			ClientHandle: uint32(i + 1),
 			Value: DataValue{
-				Value:           NewDoubleVariant(float64(i) * 0.25),
+				Value:           value(i),
 				SourceTimestamp: t0 + DateTime(i),
 				ServerTimestamp: t0 + DateTime(i) + 10,
 			},
@@ -101,6 +116,46 @@ func BenchmarkDecodePublishResponse1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		r.Release()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/notif")
+}
+
+// BenchmarkDecodePublishResponse1000Strings is BenchmarkDecodePublishResponse1000
+// with String values: numeric scalars are stored inline, but every String is
+// copied out of the receive buffer into a new Go string (see Borrowed notifications
+// in the package documentation), one allocation per notification.
+func BenchmarkDecodePublishResponse1000Strings(b *testing.B) {
+	buf := publishResponse1000Strings(b)
+	var r PublishResponse
+	d := NewDecoder(nil, nil)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(buf)))
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	for b.Loop() {
+		d.Reset(buf, nil)
+		if _, err := d.ReadStructure(&r); err != nil {
+			b.Fatal(err)
+		}
+		r.Release()
+	}
+	runtime.ReadMemStats(&ms1)
+	n := float64(b.N) * 1000
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/notif")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/notif")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/n, "B/notif")
+}
+
+// BenchmarkGopcuaDecodePublishResponse1000Strings decodes the String payload with
+// gopcua, the baseline for the figure above.
+func BenchmarkGopcuaDecodePublishResponse1000Strings(b *testing.B) {
+	buf := publishResponse1000Strings(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if _, _, err := gua.DecodeService(buf); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/notif")
 }

@@ -16,7 +16,34 @@ type Limits struct {
 	MaxArrayLength      int // elements of one array (all dimensions together for matrices)
 	MaxNestingDepth     int // nesting of Variant, ExtensionObject, DiagnosticInfo, DataValue
 	MaxMessageSize      int // bytes of one decoded message; 0 means no limit beyond the input
+
+	// MemoryPerByte and MemoryAllowance bound the memory the decoder may allocate
+	// for one message: at most MemoryPerByte × the input's length + MemoryAllowance
+	// bytes, counted as the Go allocator hands them out (size classes, headers and
+	// pages included). The length limits above bound one string or array; this bounds
+	// their sum, and the expansion from wire to memory, which a hostile message can
+	// push to 48 bytes of Variant per byte (an array of one-byte null Variants) or
+	// 72 bytes of DataValue per byte. Exceeding it fails the decoder with
+	// ErrMemoryBudgetExceeded before the allocation is made. Capacity reused from
+	// slices the decoder is given (a pooled notification, a reused response) is
+	// not charged, so a steady stream of messages decoded into the same objects
+	// charges nothing for them. 0 means the default (DefaultMemoryPerByte,
+	// DefaultMemoryAllowance).
+	MemoryPerByte   int
+	MemoryAllowance int
 }
+
+// Defaults of the memory budget (see Limits.MemoryPerByte). 32 bytes per wire byte
+// pass every realistic message (a DataValue of a Boolean without timestamps takes
+// 3 bytes on the wire and 72 in memory, 24×; a MonitoredItemNotification with an
+// empty value 5 and 80, 16×) and refuse the degenerate ones that are mostly
+// allocation: arrays of null Variants (48×), empty DataValues (72×) or empty
+// DiagnosticInfos (56×). The allowance lets small messages through whatever their
+// shape.
+const (
+	DefaultMemoryPerByte   = 32
+	DefaultMemoryAllowance = 1 << 20
+)
 
 // DefaultLimits are the limits used when a Decoder is given none. They follow the
 // defaults of the common stacks (strings 1 MiB, arrays 1M elements, 16 MiB messages).
@@ -26,6 +53,8 @@ var DefaultLimits = Limits{
 	MaxArrayLength:      1 << 20,
 	MaxNestingDepth:     64,
 	MaxMessageSize:      16 << 20,
+	MemoryPerByte:       DefaultMemoryPerByte,
+	MemoryAllowance:     DefaultMemoryAllowance,
 }
 
 // Errors returned by the codec. They wrap OPC UA status codes so that
@@ -35,6 +64,9 @@ var (
 	ErrLimitExceeded   = fmt.Errorf("%w: decoding limit exceeded", StatusBadEncodingLimitsExceeded)
 	ErrNestingTooDeep  = fmt.Errorf("%w: nesting too deep", StatusBadEncodingLimitsExceeded)
 	ErrInvalidEncoding = fmt.Errorf("%w: invalid encoding", StatusBadDecodingError)
+	// ErrMemoryBudgetExceeded is reported when decoding a message would allocate
+	// more than its memory budget (Limits.MemoryPerByte).
+	ErrMemoryBudgetExceeded = fmt.Errorf("%w: decoded message exceeds its memory budget", StatusBadEncodingLimitsExceeded)
 )
 
 // DecodeError tells where decoding failed.
@@ -59,6 +91,8 @@ type Decoder struct {
 	err    error
 	depth  int
 	limits *Limits
+	budget int // memory budget of the message (Limits.MemoryPerByte)
+	left   int // what is left of it
 }
 
 // NewDecoder returns a Decoder over b. A nil limits means DefaultLimits.
@@ -74,9 +108,92 @@ func (d *Decoder) Reset(b []byte, limits *Limits) {
 		limits = &DefaultLimits
 	}
 	d.b, d.off, d.err, d.depth, d.limits = b, 0, nil, 0, limits
+	per, allow := limits.MemoryPerByte, limits.MemoryAllowance
+	if per <= 0 {
+		per = DefaultMemoryPerByte
+	}
+	if allow <= 0 {
+		allow = DefaultMemoryAllowance
+	}
+	d.budget = per*len(b) + allow
+	d.left = d.budget
 	if limits.MaxMessageSize > 0 && len(b) > limits.MaxMessageSize {
 		d.err = &DecodeError{Offset: 0, What: "message", Err: ErrLimitExceeded}
 	}
+}
+
+// MemoryBudget returns the memory budget of the message being decoded: the most
+// bytes decoding it may allocate (see Limits.MemoryPerByte).
+func (d *Decoder) MemoryBudget() int { return d.budget }
+
+// MemoryCharged returns the bytes charged against the budget so far: an upper
+// bound of what the decoder allocated since Reset.
+func (d *Decoder) MemoryCharged() int { return d.budget - d.left }
+
+// allocCost is what an allocation of n bytes takes from the Go heap at most: n rounded up
+// to its size class after adding the 8-byte malloc header that objects with
+// pointers above 512 bytes carry (added for all: an overestimate for byte slices),
+// or to whole 8 KiB pages for large objects. The classes are those of Go 1.26
+// (internal/runtime/gc/sizeclasses.go); below 16 bytes an object may take a new
+// block of the tiny allocator. FuzzDecodeBudget checks the charge against
+// the runtime's own count, so a change of the allocator shows there.
+func allocCost(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	if n < 16 {
+		return 16 // the tiny allocator's block, which a small string may start
+	}
+	if n > 512 {
+		n += 8
+	}
+	if n > int(sizeClasses[len(sizeClasses)-1]) {
+		return (n + 8191) &^ 8191
+	}
+	lo, hi := 0, len(sizeClasses)-1
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int(sizeClasses[m]) < n {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return int(sizeClasses[lo])
+}
+
+// sizeClasses are the object sizes of the Go allocator's small size classes.
+var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
+	208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896,
+	1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864,
+	5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336,
+	16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// charge accounts for an allocation of n bytes about to be made. It fails the
+// decoder with ErrMemoryBudgetExceeded and reports false when the message's
+// budget would be passed.
+func (d *Decoder) charge(n int, what string) bool {
+	if d.err != nil {
+		return false
+	}
+	c := allocCost(n)
+	if c > d.left {
+		d.Fail(what, ErrMemoryBudgetExceeded)
+		return false
+	}
+	d.left -= c
+	return true
+}
+
+// chargeN charges count elements of size bytes, without overflowing.
+func (d *Decoder) chargeN(count, size int, what string) bool {
+	if size > 0 && count > d.left/size {
+		if d.err == nil {
+			d.Fail(what, ErrMemoryBudgetExceeded)
+		}
+		return false
+	}
+	return d.charge(count*size, what)
 }
 
 // Err returns the first error met, or nil.
@@ -219,7 +336,7 @@ func (d *Decoder) ReadStringNull() (string, bool) {
 		return "", d.err == nil
 	}
 	p := d.next(n, "String")
-	if p == nil {
+	if p == nil || !d.charge(n, "String") {
 		return "", false
 	}
 	return string(p), false
@@ -240,6 +357,9 @@ func (d *Decoder) ReadByteStringInto(dst []byte) []byte {
 		return nil
 	}
 	if dst == nil || cap(dst) < n {
+		if !d.charge(n, "ByteString") {
+			return nil
+		}
 		dst = make([]byte, n)
 	}
 	dst = dst[:n]
@@ -263,7 +383,11 @@ func (d *Decoder) ReadXmlElement() XmlElement {
 	if null {
 		return ""
 	}
-	return XmlElement(d.next(n, "XmlElement"))
+	p := d.next(n, "XmlElement")
+	if p == nil || !d.charge(n, "XmlElement") {
+		return ""
+	}
+	return XmlElement(p)
 }
 
 // ReadArrayLength reads an array length prefix and checks it against the array
@@ -305,6 +429,26 @@ func Grow[T any](s []T, n int) []T {
 	return make([]T, n)
 }
 
+// grow is Grow for the decoder: a new backing array is charged against the
+// message's memory budget first (reused capacity is not), and nil is returned,
+// the decoder failed, when it does not fit.
+func grow[T any](d *Decoder, s []T, n int) []T {
+	if n < 0 {
+		return nil
+	}
+	if s != nil && cap(s) >= n {
+		if n < len(s) {
+			clear(s[n:])
+		}
+		return s[:n]
+	}
+	var zero T
+	if !d.chargeN(n, int(unsafe.Sizeof(zero)), "array") {
+		return nil
+	}
+	return make([]T, n)
+}
+
 // littleEndian reports whether the host is little-endian, so numeric arrays can be
 // copied in one block.
 var littleEndian = func() bool {
@@ -324,7 +468,9 @@ func readNumericArray[T int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 |
 	if p == nil {
 		return nil
 	}
-	dst = Grow(dst, n)
+	if dst = grow(d, dst, n); dst == nil {
+		return nil
+	}
 	if littleEndian {
 		if n > 0 {
 			copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n*size), p)
@@ -372,7 +518,9 @@ func (d *Decoder) ReadBooleanArray(dst []bool) []bool {
 	if p == nil {
 		return nil
 	}
-	dst = Grow(dst, n)
+	if dst = grow(d, dst, n); dst == nil {
+		return nil
+	}
 	for i, b := range p {
 		dst[i] = b != 0
 	}
@@ -406,7 +554,7 @@ func (d *Decoder) ReadStringArray(dst []string) []string {
 	if n < 0 {
 		return nil
 	}
-	dst = Grow(dst, n)
+	dst = grow(d, dst, n)
 	for i := range dst {
 		dst[i] = d.ReadString()
 	}

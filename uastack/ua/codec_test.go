@@ -332,6 +332,21 @@ func TestDateTimeConversions(t *testing.T) {
 	if NewDateTime(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)) != MaxDateTime {
 		t.Fatal("after 9999 must clamp to MaxDateTime")
 	}
+	// The clamp starts at 9999-12-31T23:59:59Z, as in the JSON encoding.
+	for _, ns := range []int{0, 500_000_000, 999_999_999} {
+		if got := NewDateTime(time.Date(9999, 12, 31, 23, 59, 59, ns, time.UTC)); got != MaxDateTime {
+			t.Errorf("9999-12-31T23:59:59 + %d ns gives %d, want MaxDateTime", ns, got)
+		}
+	}
+	if NewDateTime(time.Date(9999, 12, 31, 23, 59, 58, 999_999_900, time.UTC)) == MaxDateTime {
+		t.Error("9999-12-31T23:59:58.9999999 must not clamp")
+	}
+	// Time never passes year 9999.
+	for _, d := range []DateTime{maxTimeTicks, maxTimeTicks + 1, maxTimeTicks + 10_000_000*86400*365*5000, MaxDateTime - 1, MaxDateTime} {
+		if got := d.Time(); got.Year() != 9999 || !got.Equal(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)) {
+			t.Errorf("DateTime(%d).Time() = %v, want 9999-12-31T23:59:59Z", d, got)
+		}
+	}
 	// Cross-check the tick count against gopcua's encoding of the same time.
 	theirs, _ := gua.Encode(tm)
 	e := NewEncoder(nil)

@@ -3,6 +3,7 @@ package ua
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // DataValue is a value with its status and timestamps. Which parts are present on
@@ -253,7 +254,7 @@ func (d *Decoder) ReadDiagnosticInfo(di *DiagnosticInfo) {
 	if mask&DiagHasInnerStatusCode != 0 {
 		di.InnerStatusCode = d.ReadStatusCode()
 	}
-	if mask&DiagHasInnerDiagnosticInfo != 0 && d.err == nil {
+	if mask&DiagHasInnerDiagnosticInfo != 0 && d.charge(int(unsafe.Sizeof(DiagnosticInfo{})), "DiagnosticInfo") {
 		di.InnerDiagnosticInfo = &DiagnosticInfo{}
 		d.ReadDiagnosticInfo(di.InnerDiagnosticInfo)
 	}

@@ -16,8 +16,13 @@ const ticksTo1970 = 116444736000000000
 // MaxDateTime is the largest DateTime ("end of time").
 const MaxDateTime = DateTime(math.MaxInt64)
 
+// maxTimeTicks is 9999-12-31T23:59:59Z, the .NET and Part 6 §5.2.2.5 maximum: a
+// DateTime from there on means MaxDateTime ("end of time"), as the JSON encoding
+// has it too.
+const maxTimeTicks = (253402300799 + 11644473600) * 10_000_000
+
 // NewDateTime converts t to a DateTime. The zero time and times before 1601 give 0;
-// times past year 9999 (the .NET and Part 6 maximum) give MaxDateTime.
+// times from 9999-12-31T23:59:59Z on give MaxDateTime.
 func NewDateTime(t time.Time) DateTime {
 	if t.IsZero() {
 		return 0
@@ -27,7 +32,7 @@ func NewDateTime(t time.Time) DateTime {
 	if s < -11644473600 {
 		return 0
 	}
-	if s > 253402300799 {
+	if s >= 253402300799 {
 		return MaxDateTime
 	}
 	return DateTime((s+11644473600)*10_000_000 + int64(t.Nanosecond()/100))
@@ -36,12 +41,14 @@ func NewDateTime(t time.Time) DateTime {
 // Now returns the current time as a DateTime.
 func Now() DateTime { return NewDateTime(time.Now()) }
 
-// Time converts d to a UTC time.Time. The null value 0 gives the zero time.Time.
+// Time converts d to a UTC time.Time. The null value 0 gives the zero time.Time;
+// MaxDateTime and anything from 9999-12-31T23:59:59Z on give that time, so the year
+// never passes 9999.
 func (d DateTime) Time() time.Time {
 	if d <= 0 {
 		return time.Time{}
 	}
-	if d == MaxDateTime {
+	if d >= maxTimeTicks {
 		return time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	}
 	t := int64(d) - ticksTo1970

@@ -33,6 +33,25 @@ type TypeInfo struct {
 	BinaryEncodingID uint32
 	// New returns a fresh (or pooled) value ready to decode into.
 	New func() Encodable
+	// Size is the size in bytes of the value New makes, charged against the
+	// decoder's memory budget each time it calls New (0 is charged as
+	// defaultTypeSize).
+	Size uintptr
+}
+
+// defaultTypeSize is charged for a registered type that does not give its Size.
+const defaultTypeSize = 256
+
+// newValue makes a value of type info for the decoder, charging it first.
+func (d *Decoder) newValue(info *TypeInfo) Encodable {
+	size := int(info.Size)
+	if size == 0 {
+		size = defaultTypeSize
+	}
+	if !d.charge(size, info.Name) {
+		return nil
+	}
+	return info.New()
 }
 
 var (
@@ -157,12 +176,19 @@ func (d *Decoder) ReadExtensionObject(eo *ExtensionObject) {
 	}
 	if info == nil {
 		eo.Value = nil
-		eo.Body = append(eo.Body[:0], d.next(n, "ExtensionObject")...)
+		p := d.next(n, "ExtensionObject")
+		if p == nil || (cap(eo.Body) < n && !d.charge(n, "ExtensionObject")) {
+			eo.Body = nil
+			return
+		}
+		eo.Body = append(eo.Body[:0], p...)
 		return
 	}
 	eo.Body = nil
 	if eo.Value == nil {
-		eo.Value = info.New()
+		if eo.Value = d.newValue(info); eo.Value == nil {
+			return
+		}
 	}
 	// Decode the body within its declared length: a body that runs past it is an
 	// error; one that stops short (a newer version with more fields) is skipped.
@@ -256,7 +282,10 @@ func (d *Decoder) ReadStructure(into Structure) (Structure, error) {
 		d.Fail("message", fmt.Errorf("%w: unknown message type %s", StatusBadServiceUnsupported, id))
 		return nil, d.err
 	}
-	v := info.New()
+	v := d.newValue(info)
+	if v == nil {
+		return nil, d.err
+	}
 	s, ok := v.(Structure)
 	if !ok {
 		d.Fail("message", fmt.Errorf("%w: %s is not a structure", StatusBadServiceUnsupported, info.Name))

@@ -400,7 +400,11 @@ func (d *Decoder) readNodeID() (NodeID, byte) {
 		if null {
 			return NodeID{Namespace: ns, Type: IDOpaque}, flags
 		}
-		return NodeID{Namespace: ns, Type: IDOpaque, Text: string(d.next(n, "NodeId"))}, flags
+		p := d.next(n, "NodeId")
+		if p == nil || !d.charge(n, "NodeId") {
+			return NodeID{}, 0
+		}
+		return NodeID{Namespace: ns, Type: IDOpaque, Text: string(p)}, flags
 	}
 	d.Fail("NodeId", fmt.Errorf("%w: encoding byte 0x%02x", ErrInvalidEncoding, enc))
 	return NodeID{}, 0

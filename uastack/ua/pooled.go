@@ -1,5 +1,7 @@
 package ua
 
+import "unsafe"
+
 // Ownership of decoded notifications.
 //
 // DataChangeNotification, MonitoredItemNotification, EventFieldList and
@@ -11,9 +13,10 @@ package ua
 //
 // The response owns those objects. Whoever owns the response releases them all with
 // PublishResponse.Release once done with them (typically in a defer after the
-// handlers have returned); afterwards neither the notifications nor anything taken
-// from them (slices, Variant strings and arrays) may be used, and the response may be
-// decoded again. Do not Release a notification that is still held by the response's
+// handlers have returned); afterwards neither the notifications nor their slices
+// may be used, and the response may be decoded again. Values copied out of them
+// before (DataValues, Variants with their strings and arrays) stay valid: see
+// Borrowed notifications in the package documentation. Do not Release a notification that is still held by the response's
 // ExtensionObject: the next decode into the response would write into an object the
 // pool may already have handed to someone else. To keep one notification beyond the
 // response's Release, detach it first,
@@ -26,17 +29,44 @@ package ua
 // Release gives back to their pools the notifications decoded into the message,
 // clearing their ExtensionObjects. The NotificationData slice keeps its capacity
 // (its spare capacity is always zero: see Grow).
+// A NotificationData slice retaining more than MaxPooledBytes is dropped, so that a
+// response object reused for every message does not keep the largest one's memory.
 func (m *NotificationMessage) Release() {
 	for i := range m.NotificationData {
 		m.NotificationData[i].Release()
 	}
-	m.NotificationData = m.NotificationData[:0]
+	m.NotificationData = trimRetained(m.NotificationData[:0])
+}
+
+// Release gives the pooled notifications of r back (see NotificationMessage.Release)
+// so that r can be decoded into again. The caller must not use them afterwards. Its
+// other slices (Results, AvailableSequenceNumbers, DiagnosticInfos) keep their
+// capacity for the next decode unless it exceeds MaxPooledBytes.
+func (r *PublishResponse) Release() {
+	r.NotificationMessage.Release()
+	r.AvailableSequenceNumbers = trimRetained(r.AvailableSequenceNumbers)
+	r.Results = trimRetained(r.Results)
+	r.DiagnosticInfos = trimRetained(r.DiagnosticInfos)
 }
 
 // Release gives the pooled notifications of r back (see NotificationMessage.Release)
 // so that r can be decoded into again. The caller must not use them afterwards.
-func (r *PublishResponse) Release() { r.NotificationMessage.Release() }
-
-// Release gives the pooled notifications of r back (see NotificationMessage.Release)
-// so that r can be decoded into again. The caller must not use them afterwards.
 func (r *RepublishResponse) Release() { r.NotificationMessage.Release() }
+
+// trimRetained drops s when its backing array is larger than MaxPooledBytes.
+func trimRetained[T any](s []T) []T {
+	var zero T
+	if cap(s)*int(unsafe.Sizeof(zero)) > MaxPooledBytes {
+		return nil
+	}
+	return s
+}
+
+// MaxPooledBytes bounds the slice capacity a pooled notification keeps when it
+// goes back to its pool (its slices' backing arrays, and those of its pooled
+// elements, together). A notification that grew past it, decoded from one huge
+// message, goes back without its slices, which the GC then takes: otherwise the
+// pool would keep that memory for the life of the process. 1 MiB holds 13,000
+// MonitoredItemNotifications, more than a PublishResponse of a well configured
+// subscription carries.
+const MaxPooledBytes = 1 << 20

@@ -2,7 +2,11 @@
 
 package ua
 
-import "github.com/uagate/gateway/pooling"
+import (
+	"unsafe"
+
+	"github.com/uagate/gateway/pooling"
+)
 
 // DataChangeNotificationPool holds idle DataChangeNotification objects (at most
 // pooling.DefaultCapacity). The decoder takes from it when it meets a
@@ -15,20 +19,23 @@ var DataChangeNotificationPool = pooling.NewPool[DataChangeNotification](0, (*Da
 func NewDataChangeNotification() *DataChangeNotification { return DataChangeNotificationPool.Get() }
 
 // Release resets s and gives it back to DataChangeNotificationPool. Afterwards neither
-// s nor anything obtained from it (its slices, the strings and arrays of its Variants)
-// may be used: the next NewDataChangeNotification may hand it to another goroutine.
-// Release only a DataChangeNotification that stands alone (from
-// NewDataChangeNotification or an ExtensionObject); an element of a slice, such as one
-// of DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An
-// ExtensionObject holding s releases it through ExtensionObject.Release; a second
-// Release of the same object is ignored by the pool.
+// s nor its slices, nor a pointer into them, may be used: the next
+// NewDataChangeNotification may hand it to another goroutine. Values copied out of s
+// before (a DataValue, a Variant, a string) stay valid; see Borrowed notifications in
+// the package documentation. Release only a DataChangeNotification that stands alone
+// (from NewDataChangeNotification or an ExtensionObject); an element of a slice, such
+// as one of DataChangeNotification.MonitoredItems, belongs to the object holding the
+// slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a
+// second Release of the same object is ignored by the pool.
 func (s *DataChangeNotification) Release() { DataChangeNotificationPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
 // their elements, so that decoding into s again does not allocate; only the elements in
 // use are cleared: those beyond the length are already zero, because Grow clears the
 // tail when a decode shrinks a slice, so nothing stays reachable from an idle object
-// and a Release costs what was used, not the largest message ever seen.
+// and a Release costs what was used, not the largest message ever seen. Slices that
+// retain more than MaxPooledBytes together are dropped instead, and s goes back empty:
+// one huge message must not pin its memory in the pool for the life of the process.
 func (s *DataChangeNotification) reset() {
 	monitoredItems := s.MonitoredItems
 	for i := range monitoredItems {
@@ -36,7 +43,18 @@ func (s *DataChangeNotification) reset() {
 	}
 	diagnosticInfos := s.DiagnosticInfos
 	clear(diagnosticInfos)
+	if s.retainedBytes() > MaxPooledBytes {
+		*s = DataChangeNotification{}
+		return
+	}
 	*s = DataChangeNotification{MonitoredItems: monitoredItems[:0], DiagnosticInfos: diagnosticInfos[:0]}
+}
+
+// retainedBytes is the memory the slices of s keep across a reset: their capacity, and
+// what their pooled elements keep in turn.
+func (s *DataChangeNotification) retainedBytes() int {
+	n := cap(s.MonitoredItems)*int(unsafe.Sizeof(s.MonitoredItems[0])) + cap(s.DiagnosticInfos)*int(unsafe.Sizeof(s.DiagnosticInfos[0]))
+	return n
 }
 
 // MonitoredItemNotificationPool holds idle MonitoredItemNotification objects (at most
@@ -52,23 +70,34 @@ func NewMonitoredItemNotification() *MonitoredItemNotification {
 }
 
 // Release resets s and gives it back to MonitoredItemNotificationPool. Afterwards
-// neither s nor anything obtained from it (its slices, the strings and arrays of its
-// Variants) may be used: the next NewMonitoredItemNotification may hand it to another
-// goroutine. Release only a MonitoredItemNotification that stands alone (from
-// NewMonitoredItemNotification or an ExtensionObject); an element of a slice, such as
-// one of DataChangeNotification.MonitoredItems, belongs to the object holding the
-// slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a
-// second Release of the same object is ignored by the pool.
+// neither s nor its slices, nor a pointer into them, may be used: the next
+// NewMonitoredItemNotification may hand it to another goroutine. Values copied out of s
+// before (a DataValue, a Variant, a string) stay valid; see Borrowed notifications in
+// the package documentation. Release only a MonitoredItemNotification that stands alone
+// (from NewMonitoredItemNotification or an ExtensionObject); an element of a slice,
+// such as one of DataChangeNotification.MonitoredItems, belongs to the object holding
+// the slice. An ExtensionObject holding s releases it through ExtensionObject.Release;
+// a second Release of the same object is ignored by the pool.
 func (s *MonitoredItemNotification) Release() { MonitoredItemNotificationPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
 // their elements, so that decoding into s again does not allocate; only the elements in
 // use are cleared: those beyond the length are already zero, because Grow clears the
 // tail when a decode shrinks a slice, so nothing stays reachable from an idle object
-// and a Release costs what was used, not the largest message ever seen.
+// and a Release costs what was used, not the largest message ever seen. Slices that
+// retain more than MaxPooledBytes together are dropped instead, and s goes back empty:
+// one huge message must not pin its memory in the pool for the life of the process.
 func (s *MonitoredItemNotification) reset() {
+	if s.retainedBytes() > MaxPooledBytes {
+		*s = MonitoredItemNotification{}
+		return
+	}
 	*s = MonitoredItemNotification{}
 }
+
+// retainedBytes is the memory the slices of s keep across a reset: their capacity, and
+// what their pooled elements keep in turn.
+func (s *MonitoredItemNotification) retainedBytes() int { return 0 }
 
 // EventNotificationListPool holds idle EventNotificationList objects (at most
 // pooling.DefaultCapacity). The decoder takes from it when it meets a
@@ -81,26 +110,43 @@ var EventNotificationListPool = pooling.NewPool[EventNotificationList](0, (*Even
 func NewEventNotificationList() *EventNotificationList { return EventNotificationListPool.Get() }
 
 // Release resets s and gives it back to EventNotificationListPool. Afterwards neither s
-// nor anything obtained from it (its slices, the strings and arrays of its Variants)
-// may be used: the next NewEventNotificationList may hand it to another goroutine.
-// Release only a EventNotificationList that stands alone (from NewEventNotificationList
-// or an ExtensionObject); an element of a slice, such as one of
-// DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An
-// ExtensionObject holding s releases it through ExtensionObject.Release; a second
-// Release of the same object is ignored by the pool.
+// nor its slices, nor a pointer into them, may be used: the next
+// NewEventNotificationList may hand it to another goroutine. Values copied out of s
+// before (a DataValue, a Variant, a string) stay valid; see Borrowed notifications in
+// the package documentation. Release only a EventNotificationList that stands alone
+// (from NewEventNotificationList or an ExtensionObject); an element of a slice, such as
+// one of DataChangeNotification.MonitoredItems, belongs to the object holding the
+// slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a
+// second Release of the same object is ignored by the pool.
 func (s *EventNotificationList) Release() { EventNotificationListPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
 // their elements, so that decoding into s again does not allocate; only the elements in
 // use are cleared: those beyond the length are already zero, because Grow clears the
 // tail when a decode shrinks a slice, so nothing stays reachable from an idle object
-// and a Release costs what was used, not the largest message ever seen.
+// and a Release costs what was used, not the largest message ever seen. Slices that
+// retain more than MaxPooledBytes together are dropped instead, and s goes back empty:
+// one huge message must not pin its memory in the pool for the life of the process.
 func (s *EventNotificationList) reset() {
 	events := s.Events
 	for i := range events {
 		events[i].reset()
 	}
+	if s.retainedBytes() > MaxPooledBytes {
+		*s = EventNotificationList{}
+		return
+	}
 	*s = EventNotificationList{Events: events[:0]}
+}
+
+// retainedBytes is the memory the slices of s keep across a reset: their capacity, and
+// what their pooled elements keep in turn.
+func (s *EventNotificationList) retainedBytes() int {
+	n := cap(s.Events) * int(unsafe.Sizeof(s.Events[0]))
+	for i := range s.Events {
+		n += s.Events[i].retainedBytes()
+	}
+	return n
 }
 
 // EventFieldListPool holds idle EventFieldList objects (at most
@@ -114,21 +160,36 @@ var EventFieldListPool = pooling.NewPool[EventFieldList](0, (*EventFieldList).re
 func NewEventFieldList() *EventFieldList { return EventFieldListPool.Get() }
 
 // Release resets s and gives it back to EventFieldListPool. Afterwards neither s nor
-// anything obtained from it (its slices, the strings and arrays of its Variants) may be
-// used: the next NewEventFieldList may hand it to another goroutine. Release only a
-// EventFieldList that stands alone (from NewEventFieldList or an ExtensionObject); an
-// element of a slice, such as one of DataChangeNotification.MonitoredItems, belongs to
-// the object holding the slice. An ExtensionObject holding s releases it through
-// ExtensionObject.Release; a second Release of the same object is ignored by the pool.
+// its slices, nor a pointer into them, may be used: the next NewEventFieldList may hand
+// it to another goroutine. Values copied out of s before (a DataValue, a Variant, a
+// string) stay valid; see Borrowed notifications in the package documentation. Release
+// only a EventFieldList that stands alone (from NewEventFieldList or an
+// ExtensionObject); an element of a slice, such as one of
+// DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An
+// ExtensionObject holding s releases it through ExtensionObject.Release; a second
+// Release of the same object is ignored by the pool.
 func (s *EventFieldList) Release() { EventFieldListPool.Put(s) }
 
 // reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of
 // their elements, so that decoding into s again does not allocate; only the elements in
 // use are cleared: those beyond the length are already zero, because Grow clears the
 // tail when a decode shrinks a slice, so nothing stays reachable from an idle object
-// and a Release costs what was used, not the largest message ever seen.
+// and a Release costs what was used, not the largest message ever seen. Slices that
+// retain more than MaxPooledBytes together are dropped instead, and s goes back empty:
+// one huge message must not pin its memory in the pool for the life of the process.
 func (s *EventFieldList) reset() {
 	eventFields := s.EventFields
 	clear(eventFields)
+	if s.retainedBytes() > MaxPooledBytes {
+		*s = EventFieldList{}
+		return
+	}
 	*s = EventFieldList{EventFields: eventFields[:0]}
+}
+
+// retainedBytes is the memory the slices of s keep across a reset: their capacity, and
+// what their pooled elements keep in turn.
+func (s *EventFieldList) retainedBytes() int {
+	n := cap(s.EventFields) * int(unsafe.Sizeof(s.EventFields[0]))
+	return n
 }

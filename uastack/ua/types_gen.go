@@ -4,6 +4,7 @@ package ua
 
 import (
 	"github.com/uagate/gateway/pooling"
+	"unsafe"
 )
 
 // Union is the structure Union (DataType i=12756, DefaultBinary i=12766).
@@ -65,7 +66,7 @@ func (s *AdditionalParametersType) Encode(e *Encoder) {
 func (s *AdditionalParametersType) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("AdditionalParametersType.Parameters", 7)
-	s.Parameters = Grow(s.Parameters, n)
+	s.Parameters = grow(d, s.Parameters, n)
 	for i := range s.Parameters {
 		s.Parameters[i].Decode(d)
 		if d.Err() != nil {
@@ -403,7 +404,7 @@ func (s *TrustListDataType) Decode(d *Decoder) {
 	var n int
 	s.SpecifiedLists = d.ReadUInt32()
 	n = d.ReadArrayLength("TrustListDataType.TrustedCertificates", 4)
-	s.TrustedCertificates = Grow(s.TrustedCertificates, n)
+	s.TrustedCertificates = grow(d, s.TrustedCertificates, n)
 	for i := range s.TrustedCertificates {
 		s.TrustedCertificates[i] = d.ReadByteStringInto(s.TrustedCertificates[i])
 		if d.Err() != nil {
@@ -411,7 +412,7 @@ func (s *TrustListDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("TrustListDataType.TrustedCrls", 4)
-	s.TrustedCrls = Grow(s.TrustedCrls, n)
+	s.TrustedCrls = grow(d, s.TrustedCrls, n)
 	for i := range s.TrustedCrls {
 		s.TrustedCrls[i] = d.ReadByteStringInto(s.TrustedCrls[i])
 		if d.Err() != nil {
@@ -419,7 +420,7 @@ func (s *TrustListDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("TrustListDataType.IssuerCertificates", 4)
-	s.IssuerCertificates = Grow(s.IssuerCertificates, n)
+	s.IssuerCertificates = grow(d, s.IssuerCertificates, n)
 	for i := range s.IssuerCertificates {
 		s.IssuerCertificates[i] = d.ReadByteStringInto(s.IssuerCertificates[i])
 		if d.Err() != nil {
@@ -427,7 +428,7 @@ func (s *TrustListDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("TrustListDataType.IssuerCrls", 4)
-	s.IssuerCrls = Grow(s.IssuerCrls, n)
+	s.IssuerCrls = grow(d, s.IssuerCrls, n)
 	for i := range s.IssuerCrls {
 		s.IssuerCrls[i] = d.ReadByteStringInto(s.IssuerCrls[i])
 		if d.Err() != nil {
@@ -499,7 +500,7 @@ func (s *DataTypeSchemaHeader) Decode(d *Decoder) {
 	var n int
 	s.Namespaces = d.ReadStringArray(s.Namespaces)
 	n = d.ReadArrayLength("DataTypeSchemaHeader.StructureDataTypes", 20)
-	s.StructureDataTypes = Grow(s.StructureDataTypes, n)
+	s.StructureDataTypes = grow(d, s.StructureDataTypes, n)
 	for i := range s.StructureDataTypes {
 		s.StructureDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -507,7 +508,7 @@ func (s *DataTypeSchemaHeader) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("DataTypeSchemaHeader.EnumDataTypes", 13)
-	s.EnumDataTypes = Grow(s.EnumDataTypes, n)
+	s.EnumDataTypes = grow(d, s.EnumDataTypes, n)
 	for i := range s.EnumDataTypes {
 		s.EnumDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -515,7 +516,7 @@ func (s *DataTypeSchemaHeader) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("DataTypeSchemaHeader.SimpleDataTypes", 11)
-	s.SimpleDataTypes = Grow(s.SimpleDataTypes, n)
+	s.SimpleDataTypes = grow(d, s.SimpleDataTypes, n)
 	for i := range s.SimpleDataTypes {
 		s.SimpleDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -678,7 +679,7 @@ func (s *UABinaryFileDataType) Decode(d *Decoder) {
 	var n int
 	s.Namespaces = d.ReadStringArray(s.Namespaces)
 	n = d.ReadArrayLength("UABinaryFileDataType.StructureDataTypes", 20)
-	s.StructureDataTypes = Grow(s.StructureDataTypes, n)
+	s.StructureDataTypes = grow(d, s.StructureDataTypes, n)
 	for i := range s.StructureDataTypes {
 		s.StructureDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -686,7 +687,7 @@ func (s *UABinaryFileDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("UABinaryFileDataType.EnumDataTypes", 13)
-	s.EnumDataTypes = Grow(s.EnumDataTypes, n)
+	s.EnumDataTypes = grow(d, s.EnumDataTypes, n)
 	for i := range s.EnumDataTypes {
 		s.EnumDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -694,7 +695,7 @@ func (s *UABinaryFileDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("UABinaryFileDataType.SimpleDataTypes", 11)
-	s.SimpleDataTypes = Grow(s.SimpleDataTypes, n)
+	s.SimpleDataTypes = grow(d, s.SimpleDataTypes, n)
 	for i := range s.SimpleDataTypes {
 		s.SimpleDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -703,7 +704,7 @@ func (s *UABinaryFileDataType) Decode(d *Decoder) {
 	}
 	s.SchemaLocation = d.ReadString()
 	n = d.ReadArrayLength("UABinaryFileDataType.FileHeader", 7)
-	s.FileHeader = Grow(s.FileHeader, n)
+	s.FileHeader = grow(d, s.FileHeader, n)
 	for i := range s.FileHeader {
 		s.FileHeader[i].Decode(d)
 		if d.Err() != nil {
@@ -832,7 +833,7 @@ func (s *DataSetMetaDataType) Decode(d *Decoder) {
 	var n int
 	s.Namespaces = d.ReadStringArray(s.Namespaces)
 	n = d.ReadArrayLength("DataSetMetaDataType.StructureDataTypes", 20)
-	s.StructureDataTypes = Grow(s.StructureDataTypes, n)
+	s.StructureDataTypes = grow(d, s.StructureDataTypes, n)
 	for i := range s.StructureDataTypes {
 		s.StructureDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -840,7 +841,7 @@ func (s *DataSetMetaDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("DataSetMetaDataType.EnumDataTypes", 13)
-	s.EnumDataTypes = Grow(s.EnumDataTypes, n)
+	s.EnumDataTypes = grow(d, s.EnumDataTypes, n)
 	for i := range s.EnumDataTypes {
 		s.EnumDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -848,7 +849,7 @@ func (s *DataSetMetaDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("DataSetMetaDataType.SimpleDataTypes", 11)
-	s.SimpleDataTypes = Grow(s.SimpleDataTypes, n)
+	s.SimpleDataTypes = grow(d, s.SimpleDataTypes, n)
 	for i := range s.SimpleDataTypes {
 		s.SimpleDataTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -858,7 +859,7 @@ func (s *DataSetMetaDataType) Decode(d *Decoder) {
 	s.Name = d.ReadString()
 	s.Description = d.ReadLocalizedText()
 	n = d.ReadArrayLength("DataSetMetaDataType.Fields", 42)
-	s.Fields = Grow(s.Fields, n)
+	s.Fields = grow(d, s.Fields, n)
 	for i := range s.Fields {
 		s.Fields[i].Decode(d)
 		if d.Err() != nil {
@@ -917,7 +918,7 @@ func (s *FieldMetaData) Decode(d *Decoder) {
 	s.MaxStringLength = d.ReadUInt32()
 	s.DataSetFieldID = d.ReadGuid()
 	n = d.ReadArrayLength("FieldMetaData.Properties", 7)
-	s.Properties = Grow(s.Properties, n)
+	s.Properties = grow(d, s.Properties, n)
 	for i := range s.Properties {
 		s.Properties[i].Decode(d)
 		if d.Err() != nil {
@@ -984,7 +985,7 @@ func (s *PublishedDataSetDataType) Decode(d *Decoder) {
 	s.DataSetFolder = d.ReadStringArray(s.DataSetFolder)
 	s.DataSetMetaData.Decode(d)
 	n = d.ReadArrayLength("PublishedDataSetDataType.ExtensionFields", 7)
-	s.ExtensionFields = Grow(s.ExtensionFields, n)
+	s.ExtensionFields = grow(d, s.ExtensionFields, n)
 	for i := range s.ExtensionFields {
 		s.ExtensionFields[i].Decode(d)
 		if d.Err() != nil {
@@ -1056,7 +1057,7 @@ func (s *PublishedVariableDataType) Decode(d *Decoder) {
 	s.IndexRange = d.ReadString()
 	d.ReadVariant(&s.SubstituteValue)
 	n = d.ReadArrayLength("PublishedVariableDataType.MetaDataProperties", 6)
-	s.MetaDataProperties = Grow(s.MetaDataProperties, n)
+	s.MetaDataProperties = grow(d, s.MetaDataProperties, n)
 	for i := range s.MetaDataProperties {
 		s.MetaDataProperties[i] = d.ReadQualifiedName()
 		if d.Err() != nil {
@@ -1089,7 +1090,7 @@ func (s *PublishedDataItemsDataType) Encode(e *Encoder) {
 func (s *PublishedDataItemsDataType) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("PublishedDataItemsDataType.PublishedData", 35)
-	s.PublishedData = Grow(s.PublishedData, n)
+	s.PublishedData = grow(d, s.PublishedData, n)
 	for i := range s.PublishedData {
 		s.PublishedData[i].Decode(d)
 		if d.Err() != nil {
@@ -1127,7 +1128,7 @@ func (s *PublishedEventsDataType) Decode(d *Decoder) {
 	var n int
 	s.EventNotifier = d.ReadNodeID()
 	n = d.ReadArrayLength("PublishedEventsDataType.SelectedFields", 14)
-	s.SelectedFields = Grow(s.SelectedFields, n)
+	s.SelectedFields = grow(d, s.SelectedFields, n)
 	for i := range s.SelectedFields {
 		s.SelectedFields[i].Decode(d)
 		if d.Err() != nil {
@@ -1206,7 +1207,7 @@ func (s *DataSetWriterDataType) Decode(d *Decoder) {
 	s.KeyFrameCount = d.ReadUInt32()
 	s.DataSetName = d.ReadString()
 	n = d.ReadArrayLength("DataSetWriterDataType.DataSetWriterProperties", 7)
-	s.DataSetWriterProperties = Grow(s.DataSetWriterProperties, n)
+	s.DataSetWriterProperties = grow(d, s.DataSetWriterProperties, n)
 	for i := range s.DataSetWriterProperties {
 		s.DataSetWriterProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -1295,7 +1296,7 @@ func (s *PubSubGroupDataType) Decode(d *Decoder) {
 	s.SecurityMode = MessageSecurityMode(d.ReadInt32())
 	s.SecurityGroupID = d.ReadString()
 	n = d.ReadArrayLength("PubSubGroupDataType.SecurityKeyServices", 50)
-	s.SecurityKeyServices = Grow(s.SecurityKeyServices, n)
+	s.SecurityKeyServices = grow(d, s.SecurityKeyServices, n)
 	for i := range s.SecurityKeyServices {
 		s.SecurityKeyServices[i].Decode(d)
 		if d.Err() != nil {
@@ -1304,7 +1305,7 @@ func (s *PubSubGroupDataType) Decode(d *Decoder) {
 	}
 	s.MaxNetworkMessageSize = d.ReadUInt32()
 	n = d.ReadArrayLength("PubSubGroupDataType.GroupProperties", 7)
-	s.GroupProperties = Grow(s.GroupProperties, n)
+	s.GroupProperties = grow(d, s.GroupProperties, n)
 	for i := range s.GroupProperties {
 		s.GroupProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -1376,7 +1377,7 @@ func (s *WriterGroupDataType) Decode(d *Decoder) {
 	s.SecurityMode = MessageSecurityMode(d.ReadInt32())
 	s.SecurityGroupID = d.ReadString()
 	n = d.ReadArrayLength("WriterGroupDataType.SecurityKeyServices", 50)
-	s.SecurityKeyServices = Grow(s.SecurityKeyServices, n)
+	s.SecurityKeyServices = grow(d, s.SecurityKeyServices, n)
 	for i := range s.SecurityKeyServices {
 		s.SecurityKeyServices[i].Decode(d)
 		if d.Err() != nil {
@@ -1385,7 +1386,7 @@ func (s *WriterGroupDataType) Decode(d *Decoder) {
 	}
 	s.MaxNetworkMessageSize = d.ReadUInt32()
 	n = d.ReadArrayLength("WriterGroupDataType.GroupProperties", 7)
-	s.GroupProperties = Grow(s.GroupProperties, n)
+	s.GroupProperties = grow(d, s.GroupProperties, n)
 	for i := range s.GroupProperties {
 		s.GroupProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -1401,7 +1402,7 @@ func (s *WriterGroupDataType) Decode(d *Decoder) {
 	d.ReadExtensionObject(&s.TransportSettings)
 	d.ReadExtensionObject(&s.MessageSettings)
 	n = d.ReadArrayLength("WriterGroupDataType.DataSetWriters", 29)
-	s.DataSetWriters = Grow(s.DataSetWriters, n)
+	s.DataSetWriters = grow(d, s.DataSetWriters, n)
 	for i := range s.DataSetWriters {
 		s.DataSetWriters[i].Decode(d)
 		if d.Err() != nil {
@@ -1496,7 +1497,7 @@ func (s *PubSubConnectionDataType) Decode(d *Decoder) {
 	s.TransportProfileURI = d.ReadString()
 	d.ReadExtensionObject(&s.Address)
 	n = d.ReadArrayLength("PubSubConnectionDataType.ConnectionProperties", 7)
-	s.ConnectionProperties = Grow(s.ConnectionProperties, n)
+	s.ConnectionProperties = grow(d, s.ConnectionProperties, n)
 	for i := range s.ConnectionProperties {
 		s.ConnectionProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -1505,7 +1506,7 @@ func (s *PubSubConnectionDataType) Decode(d *Decoder) {
 	}
 	d.ReadExtensionObject(&s.TransportSettings)
 	n = d.ReadArrayLength("PubSubConnectionDataType.WriterGroups", 62)
-	s.WriterGroups = Grow(s.WriterGroups, n)
+	s.WriterGroups = grow(d, s.WriterGroups, n)
 	for i := range s.WriterGroups {
 		s.WriterGroups[i].Decode(d)
 		if d.Err() != nil {
@@ -1513,7 +1514,7 @@ func (s *PubSubConnectionDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConnectionDataType.ReaderGroups", 35)
-	s.ReaderGroups = Grow(s.ReaderGroups, n)
+	s.ReaderGroups = grow(d, s.ReaderGroups, n)
 	for i := range s.ReaderGroups {
 		s.ReaderGroups[i].Decode(d)
 		if d.Err() != nil {
@@ -1637,7 +1638,7 @@ func (s *ReaderGroupDataType) Decode(d *Decoder) {
 	s.SecurityMode = MessageSecurityMode(d.ReadInt32())
 	s.SecurityGroupID = d.ReadString()
 	n = d.ReadArrayLength("ReaderGroupDataType.SecurityKeyServices", 50)
-	s.SecurityKeyServices = Grow(s.SecurityKeyServices, n)
+	s.SecurityKeyServices = grow(d, s.SecurityKeyServices, n)
 	for i := range s.SecurityKeyServices {
 		s.SecurityKeyServices[i].Decode(d)
 		if d.Err() != nil {
@@ -1646,7 +1647,7 @@ func (s *ReaderGroupDataType) Decode(d *Decoder) {
 	}
 	s.MaxNetworkMessageSize = d.ReadUInt32()
 	n = d.ReadArrayLength("ReaderGroupDataType.GroupProperties", 7)
-	s.GroupProperties = Grow(s.GroupProperties, n)
+	s.GroupProperties = grow(d, s.GroupProperties, n)
 	for i := range s.GroupProperties {
 		s.GroupProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -1656,7 +1657,7 @@ func (s *ReaderGroupDataType) Decode(d *Decoder) {
 	d.ReadExtensionObject(&s.TransportSettings)
 	d.ReadExtensionObject(&s.MessageSettings)
 	n = d.ReadArrayLength("ReaderGroupDataType.DataSetReaders", 104)
-	s.DataSetReaders = Grow(s.DataSetReaders, n)
+	s.DataSetReaders = grow(d, s.DataSetReaders, n)
 	for i := range s.DataSetReaders {
 		s.DataSetReaders[i].Decode(d)
 		if d.Err() != nil {
@@ -1771,7 +1772,7 @@ func (s *DataSetReaderDataType) Decode(d *Decoder) {
 	s.SecurityMode = MessageSecurityMode(d.ReadInt32())
 	s.SecurityGroupID = d.ReadString()
 	n = d.ReadArrayLength("DataSetReaderDataType.SecurityKeyServices", 50)
-	s.SecurityKeyServices = Grow(s.SecurityKeyServices, n)
+	s.SecurityKeyServices = grow(d, s.SecurityKeyServices, n)
 	for i := range s.SecurityKeyServices {
 		s.SecurityKeyServices[i].Decode(d)
 		if d.Err() != nil {
@@ -1779,7 +1780,7 @@ func (s *DataSetReaderDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("DataSetReaderDataType.DataSetReaderProperties", 7)
-	s.DataSetReaderProperties = Grow(s.DataSetReaderProperties, n)
+	s.DataSetReaderProperties = grow(d, s.DataSetReaderProperties, n)
 	for i := range s.DataSetReaderProperties {
 		s.DataSetReaderProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -1869,7 +1870,7 @@ func (s *TargetVariablesDataType) Encode(e *Encoder) {
 func (s *TargetVariablesDataType) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("TargetVariablesDataType.TargetVariables", 35)
-	s.TargetVariables = Grow(s.TargetVariables, n)
+	s.TargetVariables = grow(d, s.TargetVariables, n)
 	for i := range s.TargetVariables {
 		s.TargetVariables[i].Decode(d)
 		if d.Err() != nil {
@@ -1946,7 +1947,7 @@ func (s *SubscribedDataSetMirrorDataType) Decode(d *Decoder) {
 	var n int
 	s.ParentNodeName = d.ReadString()
 	n = d.ReadArrayLength("SubscribedDataSetMirrorDataType.RolePermissions", 6)
-	s.RolePermissions = Grow(s.RolePermissions, n)
+	s.RolePermissions = grow(d, s.RolePermissions, n)
 	for i := range s.RolePermissions {
 		s.RolePermissions[i].Decode(d)
 		if d.Err() != nil {
@@ -1985,7 +1986,7 @@ func (s *PubSubConfigurationDataType) Encode(e *Encoder) {
 func (s *PubSubConfigurationDataType) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("PubSubConfigurationDataType.PublishedDataSets", 64)
-	s.PublishedDataSets = Grow(s.PublishedDataSets, n)
+	s.PublishedDataSets = grow(d, s.PublishedDataSets, n)
 	for i := range s.PublishedDataSets {
 		s.PublishedDataSets[i].Decode(d)
 		if d.Err() != nil {
@@ -1993,7 +1994,7 @@ func (s *PubSubConfigurationDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConfigurationDataType.Connections", 28)
-	s.Connections = Grow(s.Connections, n)
+	s.Connections = grow(d, s.Connections, n)
 	for i := range s.Connections {
 		s.Connections[i].Decode(d)
 		if d.Err() != nil {
@@ -2109,7 +2110,7 @@ func (s *SecurityGroupDataType) Decode(d *Decoder) {
 	s.MaxPastKeyCount = d.ReadUInt32()
 	s.SecurityGroupID = d.ReadString()
 	n = d.ReadArrayLength("SecurityGroupDataType.RolePermissions", 6)
-	s.RolePermissions = Grow(s.RolePermissions, n)
+	s.RolePermissions = grow(d, s.RolePermissions, n)
 	for i := range s.RolePermissions {
 		s.RolePermissions[i].Decode(d)
 		if d.Err() != nil {
@@ -2117,7 +2118,7 @@ func (s *SecurityGroupDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("SecurityGroupDataType.GroupProperties", 7)
-	s.GroupProperties = Grow(s.GroupProperties, n)
+	s.GroupProperties = grow(d, s.GroupProperties, n)
 	for i := range s.GroupProperties {
 		s.GroupProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -2172,7 +2173,7 @@ func (s *PubSubKeyPushTargetDataType) Decode(d *Decoder) {
 	s.RequestedKeyCount = d.ReadUInt16()
 	s.RetryInterval = d.ReadDouble()
 	n = d.ReadArrayLength("PubSubKeyPushTargetDataType.PushTargetProperties", 7)
-	s.PushTargetProperties = Grow(s.PushTargetProperties, n)
+	s.PushTargetProperties = grow(d, s.PushTargetProperties, n)
 	for i := range s.PushTargetProperties {
 		s.PushTargetProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -2245,7 +2246,7 @@ func (s *PubSubConfiguration2DataType) Encode(e *Encoder) {
 func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.PublishedDataSets", 64)
-	s.PublishedDataSets = Grow(s.PublishedDataSets, n)
+	s.PublishedDataSets = grow(d, s.PublishedDataSets, n)
 	for i := range s.PublishedDataSets {
 		s.PublishedDataSets[i].Decode(d)
 		if d.Err() != nil {
@@ -2253,7 +2254,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.Connections", 28)
-	s.Connections = Grow(s.Connections, n)
+	s.Connections = grow(d, s.Connections, n)
 	for i := range s.Connections {
 		s.Connections[i].Decode(d)
 		if d.Err() != nil {
@@ -2262,7 +2263,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 	}
 	s.Enabled = d.ReadBoolean()
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.SubscribedDataSets", 60)
-	s.SubscribedDataSets = Grow(s.SubscribedDataSets, n)
+	s.SubscribedDataSets = grow(d, s.SubscribedDataSets, n)
 	for i := range s.SubscribedDataSets {
 		s.SubscribedDataSets[i].Decode(d)
 		if d.Err() != nil {
@@ -2270,7 +2271,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.DataSetClasses", 49)
-	s.DataSetClasses = Grow(s.DataSetClasses, n)
+	s.DataSetClasses = grow(d, s.DataSetClasses, n)
 	for i := range s.DataSetClasses {
 		s.DataSetClasses[i].Decode(d)
 		if d.Err() != nil {
@@ -2278,7 +2279,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.DefaultSecurityKeyServices", 50)
-	s.DefaultSecurityKeyServices = Grow(s.DefaultSecurityKeyServices, n)
+	s.DefaultSecurityKeyServices = grow(d, s.DefaultSecurityKeyServices, n)
 	for i := range s.DefaultSecurityKeyServices {
 		s.DefaultSecurityKeyServices[i].Decode(d)
 		if d.Err() != nil {
@@ -2286,7 +2287,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.SecurityGroups", 40)
-	s.SecurityGroups = Grow(s.SecurityGroups, n)
+	s.SecurityGroups = grow(d, s.SecurityGroups, n)
 	for i := range s.SecurityGroups {
 		s.SecurityGroups[i].Decode(d)
 		if d.Err() != nil {
@@ -2294,7 +2295,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.PubSubKeyPushTargets", 54)
-	s.PubSubKeyPushTargets = Grow(s.PubSubKeyPushTargets, n)
+	s.PubSubKeyPushTargets = grow(d, s.PubSubKeyPushTargets, n)
 	for i := range s.PubSubKeyPushTargets {
 		s.PubSubKeyPushTargets[i].Decode(d)
 		if d.Err() != nil {
@@ -2303,7 +2304,7 @@ func (s *PubSubConfiguration2DataType) Decode(d *Decoder) {
 	}
 	s.ConfigurationVersion = d.ReadUInt32()
 	n = d.ReadArrayLength("PubSubConfiguration2DataType.ConfigurationProperties", 7)
-	s.ConfigurationProperties = Grow(s.ConfigurationProperties, n)
+	s.ConfigurationProperties = grow(d, s.ConfigurationProperties, n)
 	for i := range s.ConfigurationProperties {
 		s.ConfigurationProperties[i].Decode(d)
 		if d.Err() != nil {
@@ -2657,7 +2658,7 @@ func (s *DatagramConnectionTransport2DataType) Decode(d *Decoder) {
 	s.DiscoveryMaxMessageSize = d.ReadUInt32()
 	s.QosCategory = d.ReadString()
 	n = d.ReadArrayLength("DatagramConnectionTransport2DataType.DatagramQos", 3)
-	s.DatagramQos = Grow(s.DatagramQos, n)
+	s.DatagramQos = grow(d, s.DatagramQos, n)
 	for i := range s.DatagramQos {
 		d.ReadExtensionObject(&s.DatagramQos[i])
 		if d.Err() != nil {
@@ -2735,7 +2736,7 @@ func (s *DatagramWriterGroupTransport2DataType) Decode(d *Decoder) {
 	d.ReadExtensionObject(&s.Address)
 	s.QosCategory = d.ReadString()
 	n = d.ReadArrayLength("DatagramWriterGroupTransport2DataType.DatagramQos", 3)
-	s.DatagramQos = Grow(s.DatagramQos, n)
+	s.DatagramQos = grow(d, s.DatagramQos, n)
 	for i := range s.DatagramQos {
 		d.ReadExtensionObject(&s.DatagramQos[i])
 		if d.Err() != nil {
@@ -2780,7 +2781,7 @@ func (s *DatagramDataSetReaderTransportDataType) Decode(d *Decoder) {
 	d.ReadExtensionObject(&s.Address)
 	s.QosCategory = d.ReadString()
 	n = d.ReadArrayLength("DatagramDataSetReaderTransportDataType.DatagramQos", 3)
-	s.DatagramQos = Grow(s.DatagramQos, n)
+	s.DatagramQos = grow(d, s.DatagramQos, n)
 	for i := range s.DatagramQos {
 		d.ReadExtensionObject(&s.DatagramQos[i])
 		if d.Err() != nil {
@@ -3010,7 +3011,7 @@ func (s *AliasNameDataType) Decode(d *Decoder) {
 	var n int
 	s.AliasName = d.ReadQualifiedName()
 	n = d.ReadArrayLength("AliasNameDataType.ReferencedNodes", 2)
-	s.ReferencedNodes = Grow(s.ReferencedNodes, n)
+	s.ReferencedNodes = grow(d, s.ReferencedNodes, n)
 	for i := range s.ReferencedNodes {
 		s.ReferencedNodes[i] = d.ReadExpandedNodeID()
 		if d.Err() != nil {
@@ -3244,7 +3245,7 @@ func (s *StructureDefinition) Decode(d *Decoder) {
 	s.BaseDataType = d.ReadNodeID()
 	s.StructureType = StructureType(d.ReadInt32())
 	n = d.ReadArrayLength("StructureDefinition.Fields", 20)
-	s.Fields = Grow(s.Fields, n)
+	s.Fields = grow(d, s.Fields, n)
 	for i := range s.Fields {
 		s.Fields[i].Decode(d)
 		if d.Err() != nil {
@@ -3274,7 +3275,7 @@ func (s *EnumDefinition) Encode(e *Encoder) {
 func (s *EnumDefinition) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("EnumDefinition.Fields", 14)
-	s.Fields = Grow(s.Fields, n)
+	s.Fields = grow(d, s.Fields, n)
 	for i := range s.Fields {
 		s.Fields[i].Decode(d)
 		if d.Err() != nil {
@@ -3660,7 +3661,7 @@ func (s *FindServersResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("FindServersResponse.Servers", 25)
-	s.Servers = Grow(s.Servers, n)
+	s.Servers = grow(d, s.Servers, n)
 	for i := range s.Servers {
 		s.Servers[i].Decode(d)
 		if d.Err() != nil {
@@ -3762,7 +3763,7 @@ func (s *FindServersOnNetworkResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.LastCounterResetTime = d.ReadDateTime()
 	n = d.ReadArrayLength("FindServersOnNetworkResponse.Servers", 16)
-	s.Servers = Grow(s.Servers, n)
+	s.Servers = grow(d, s.Servers, n)
 	for i := range s.Servers {
 		s.Servers[i].Decode(d)
 		if d.Err() != nil {
@@ -3844,7 +3845,7 @@ func (s *EndpointDescription) Decode(d *Decoder) {
 	s.SecurityMode = MessageSecurityMode(d.ReadInt32())
 	s.SecurityPolicyURI = d.ReadString()
 	n = d.ReadArrayLength("EndpointDescription.UserIdentityTokens", 20)
-	s.UserIdentityTokens = Grow(s.UserIdentityTokens, n)
+	s.UserIdentityTokens = grow(d, s.UserIdentityTokens, n)
 	for i := range s.UserIdentityTokens {
 		s.UserIdentityTokens[i].Decode(d)
 		if d.Err() != nil {
@@ -3917,7 +3918,7 @@ func (s *GetEndpointsResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("GetEndpointsResponse.Endpoints", 50)
-	s.Endpoints = Grow(s.Endpoints, n)
+	s.Endpoints = grow(d, s.Endpoints, n)
 	for i := range s.Endpoints {
 		s.Endpoints[i].Decode(d)
 		if d.Err() != nil {
@@ -3963,7 +3964,7 @@ func (s *RegisteredServer) Decode(d *Decoder) {
 	s.ServerURI = d.ReadString()
 	s.ProductURI = d.ReadString()
 	n = d.ReadArrayLength("RegisteredServer.ServerNames", 1)
-	s.ServerNames = Grow(s.ServerNames, n)
+	s.ServerNames = grow(d, s.ServerNames, n)
 	for i := range s.ServerNames {
 		s.ServerNames[i] = d.ReadLocalizedText()
 		if d.Err() != nil {
@@ -4103,7 +4104,7 @@ func (s *RegisterServer2Request) Decode(d *Decoder) {
 	s.RequestHeader.Decode(d)
 	s.Server.Decode(d)
 	n = d.ReadArrayLength("RegisterServer2Request.DiscoveryConfiguration", 3)
-	s.DiscoveryConfiguration = Grow(s.DiscoveryConfiguration, n)
+	s.DiscoveryConfiguration = grow(d, s.DiscoveryConfiguration, n)
 	for i := range s.DiscoveryConfiguration {
 		d.ReadExtensionObject(&s.DiscoveryConfiguration[i])
 		if d.Err() != nil {
@@ -4144,7 +4145,7 @@ func (s *RegisterServer2Response) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.ConfigurationResults = d.ReadStatusCodeArray(s.ConfigurationResults)
 	n = d.ReadArrayLength("RegisterServer2Response.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -4449,7 +4450,7 @@ func (s *CreateSessionResponse) Decode(d *Decoder) {
 	s.ServerNonce = d.ReadByteStringInto(s.ServerNonce)
 	s.ServerCertificate = d.ReadByteStringInto(s.ServerCertificate)
 	n = d.ReadArrayLength("CreateSessionResponse.ServerEndpoints", 50)
-	s.ServerEndpoints = Grow(s.ServerEndpoints, n)
+	s.ServerEndpoints = grow(d, s.ServerEndpoints, n)
 	for i := range s.ServerEndpoints {
 		s.ServerEndpoints[i].Decode(d)
 		if d.Err() != nil {
@@ -4457,7 +4458,7 @@ func (s *CreateSessionResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("CreateSessionResponse.ServerSoftwareCertificates", 8)
-	s.ServerSoftwareCertificates = Grow(s.ServerSoftwareCertificates, n)
+	s.ServerSoftwareCertificates = grow(d, s.ServerSoftwareCertificates, n)
 	for i := range s.ServerSoftwareCertificates {
 		s.ServerSoftwareCertificates[i].Decode(d)
 		if d.Err() != nil {
@@ -4629,7 +4630,7 @@ func (s *ActivateSessionRequest) Decode(d *Decoder) {
 	s.RequestHeader.Decode(d)
 	s.ClientSignature.Decode(d)
 	n = d.ReadArrayLength("ActivateSessionRequest.ClientSoftwareCertificates", 8)
-	s.ClientSoftwareCertificates = Grow(s.ClientSoftwareCertificates, n)
+	s.ClientSoftwareCertificates = grow(d, s.ClientSoftwareCertificates, n)
 	for i := range s.ClientSoftwareCertificates {
 		s.ClientSoftwareCertificates[i].Decode(d)
 		if d.Err() != nil {
@@ -4676,7 +4677,7 @@ func (s *ActivateSessionResponse) Decode(d *Decoder) {
 	s.ServerNonce = d.ReadByteStringInto(s.ServerNonce)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("ActivateSessionResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -5205,7 +5206,7 @@ func (s *GenericAttributes) Decode(d *Decoder) {
 	s.WriteMask = d.ReadUInt32()
 	s.UserWriteMask = d.ReadUInt32()
 	n = d.ReadArrayLength("GenericAttributes.AttributeValues", 5)
-	s.AttributeValues = Grow(s.AttributeValues, n)
+	s.AttributeValues = grow(d, s.AttributeValues, n)
 	for i := range s.AttributeValues {
 		s.AttributeValues[i].Decode(d)
 		if d.Err() != nil {
@@ -5298,7 +5299,7 @@ func (s *AddNodesRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("AddNodesRequest.NodesToAdd", 21)
-	s.NodesToAdd = Grow(s.NodesToAdd, n)
+	s.NodesToAdd = grow(d, s.NodesToAdd, n)
 	for i := range s.NodesToAdd {
 		s.NodesToAdd[i].Decode(d)
 		if d.Err() != nil {
@@ -5339,7 +5340,7 @@ func (s *AddNodesResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("AddNodesResponse.Results", 6)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -5347,7 +5348,7 @@ func (s *AddNodesResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("AddNodesResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -5421,7 +5422,7 @@ func (s *AddReferencesRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("AddReferencesRequest.ReferencesToAdd", 15)
-	s.ReferencesToAdd = Grow(s.ReferencesToAdd, n)
+	s.ReferencesToAdd = grow(d, s.ReferencesToAdd, n)
 	for i := range s.ReferencesToAdd {
 		s.ReferencesToAdd[i].Decode(d)
 		if d.Err() != nil {
@@ -5462,7 +5463,7 @@ func (s *AddReferencesResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("AddReferencesResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -5522,7 +5523,7 @@ func (s *DeleteNodesRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("DeleteNodesRequest.NodesToDelete", 3)
-	s.NodesToDelete = Grow(s.NodesToDelete, n)
+	s.NodesToDelete = grow(d, s.NodesToDelete, n)
 	for i := range s.NodesToDelete {
 		s.NodesToDelete[i].Decode(d)
 		if d.Err() != nil {
@@ -5563,7 +5564,7 @@ func (s *DeleteNodesResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("DeleteNodesResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -5634,7 +5635,7 @@ func (s *DeleteReferencesRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("DeleteReferencesRequest.ReferencesToDelete", 8)
-	s.ReferencesToDelete = Grow(s.ReferencesToDelete, n)
+	s.ReferencesToDelete = grow(d, s.ReferencesToDelete, n)
 	for i := range s.ReferencesToDelete {
 		s.ReferencesToDelete[i].Decode(d)
 		if d.Err() != nil {
@@ -5675,7 +5676,7 @@ func (s *DeleteReferencesResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("DeleteReferencesResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -5810,7 +5811,7 @@ func (s *BrowseResult) Decode(d *Decoder) {
 	s.StatusCode = d.ReadStatusCode()
 	s.ContinuationPoint = d.ReadByteStringInto(s.ContinuationPoint)
 	n = d.ReadArrayLength("BrowseResult.References", 18)
-	s.References = Grow(s.References, n)
+	s.References = grow(d, s.References, n)
 	for i := range s.References {
 		s.References[i].Decode(d)
 		if d.Err() != nil {
@@ -5852,7 +5853,7 @@ func (s *BrowseRequest) Decode(d *Decoder) {
 	s.View.Decode(d)
 	s.RequestedMaxReferencesPerNode = d.ReadUInt32()
 	n = d.ReadArrayLength("BrowseRequest.NodesToBrowse", 17)
-	s.NodesToBrowse = Grow(s.NodesToBrowse, n)
+	s.NodesToBrowse = grow(d, s.NodesToBrowse, n)
 	for i := range s.NodesToBrowse {
 		s.NodesToBrowse[i].Decode(d)
 		if d.Err() != nil {
@@ -5893,7 +5894,7 @@ func (s *BrowseResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("BrowseResponse.Results", 12)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -5901,7 +5902,7 @@ func (s *BrowseResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("BrowseResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -5942,7 +5943,7 @@ func (s *BrowseNextRequest) Decode(d *Decoder) {
 	s.RequestHeader.Decode(d)
 	s.ReleaseContinuationPoints = d.ReadBoolean()
 	n = d.ReadArrayLength("BrowseNextRequest.ContinuationPoints", 4)
-	s.ContinuationPoints = Grow(s.ContinuationPoints, n)
+	s.ContinuationPoints = grow(d, s.ContinuationPoints, n)
 	for i := range s.ContinuationPoints {
 		s.ContinuationPoints[i] = d.ReadByteStringInto(s.ContinuationPoints[i])
 		if d.Err() != nil {
@@ -5985,7 +5986,7 @@ func (s *BrowseNextResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("BrowseNextResponse.Results", 12)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -5993,7 +5994,7 @@ func (s *BrowseNextResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("BrowseNextResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -6052,7 +6053,7 @@ func (s *RelativePath) Encode(e *Encoder) {
 func (s *RelativePath) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("RelativePath.Elements", 10)
-	s.Elements = Grow(s.Elements, n)
+	s.Elements = grow(d, s.Elements, n)
 	for i := range s.Elements {
 		s.Elements[i].Decode(d)
 		if d.Err() != nil {
@@ -6128,7 +6129,7 @@ func (s *BrowsePathResult) Decode(d *Decoder) {
 	var n int
 	s.StatusCode = d.ReadStatusCode()
 	n = d.ReadArrayLength("BrowsePathResult.Targets", 6)
-	s.Targets = Grow(s.Targets, n)
+	s.Targets = grow(d, s.Targets, n)
 	for i := range s.Targets {
 		s.Targets[i].Decode(d)
 		if d.Err() != nil {
@@ -6170,7 +6171,7 @@ func (s *TranslateBrowsePathsToNodeIDsRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("TranslateBrowsePathsToNodeIdsRequest.BrowsePaths", 6)
-	s.BrowsePaths = Grow(s.BrowsePaths, n)
+	s.BrowsePaths = grow(d, s.BrowsePaths, n)
 	for i := range s.BrowsePaths {
 		s.BrowsePaths[i].Decode(d)
 		if d.Err() != nil {
@@ -6217,7 +6218,7 @@ func (s *TranslateBrowsePathsToNodeIDsResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("TranslateBrowsePathsToNodeIdsResponse.Results", 8)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -6225,7 +6226,7 @@ func (s *TranslateBrowsePathsToNodeIDsResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("TranslateBrowsePathsToNodeIdsResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -6263,7 +6264,7 @@ func (s *RegisterNodesRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("RegisterNodesRequest.NodesToRegister", 2)
-	s.NodesToRegister = Grow(s.NodesToRegister, n)
+	s.NodesToRegister = grow(d, s.NodesToRegister, n)
 	for i := range s.NodesToRegister {
 		s.NodesToRegister[i] = d.ReadNodeID()
 		if d.Err() != nil {
@@ -6301,7 +6302,7 @@ func (s *RegisterNodesResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("RegisterNodesResponse.RegisteredNodeIds", 2)
-	s.RegisteredNodeIDs = Grow(s.RegisteredNodeIDs, n)
+	s.RegisteredNodeIDs = grow(d, s.RegisteredNodeIDs, n)
 	for i := range s.RegisteredNodeIDs {
 		s.RegisteredNodeIDs[i] = d.ReadNodeID()
 		if d.Err() != nil {
@@ -6339,7 +6340,7 @@ func (s *UnregisterNodesRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("UnregisterNodesRequest.NodesToUnregister", 2)
-	s.NodesToUnregister = Grow(s.NodesToUnregister, n)
+	s.NodesToUnregister = grow(d, s.NodesToUnregister, n)
 	for i := range s.NodesToUnregister {
 		s.NodesToUnregister[i] = d.ReadNodeID()
 		if d.Err() != nil {
@@ -6473,7 +6474,7 @@ func (s *NodeTypeDescription) Decode(d *Decoder) {
 	s.TypeDefinitionNode = d.ReadExpandedNodeID()
 	s.IncludeSubTypes = d.ReadBoolean()
 	n = d.ReadArrayLength("NodeTypeDescription.DataToReturn", 12)
-	s.DataToReturn = Grow(s.DataToReturn, n)
+	s.DataToReturn = grow(d, s.DataToReturn, n)
 	for i := range s.DataToReturn {
 		s.DataToReturn[i].Decode(d)
 		if d.Err() != nil {
@@ -6508,7 +6509,7 @@ func (s *QueryDataSet) Decode(d *Decoder) {
 	s.NodeID = d.ReadExpandedNodeID()
 	s.TypeDefinitionNode = d.ReadExpandedNodeID()
 	n = d.ReadArrayLength("QueryDataSet.Values", 1)
-	s.Values = Grow(s.Values, n)
+	s.Values = grow(d, s.Values, n)
 	for i := range s.Values {
 		d.ReadVariant(&s.Values[i])
 		if d.Err() != nil {
@@ -6546,7 +6547,7 @@ func (s *NodeReference) Decode(d *Decoder) {
 	s.ReferenceTypeID = d.ReadNodeID()
 	s.IsForward = d.ReadBoolean()
 	n = d.ReadArrayLength("NodeReference.ReferencedNodeIds", 2)
-	s.ReferencedNodeIDs = Grow(s.ReferencedNodeIDs, n)
+	s.ReferencedNodeIDs = grow(d, s.ReferencedNodeIDs, n)
 	for i := range s.ReferencedNodeIDs {
 		s.ReferencedNodeIDs[i] = d.ReadNodeID()
 		if d.Err() != nil {
@@ -6581,7 +6582,7 @@ func (s *ContentFilterElement) Decode(d *Decoder) {
 	var n int
 	s.FilterOperator = FilterOperator(d.ReadInt32())
 	n = d.ReadArrayLength("ContentFilterElement.FilterOperands", 3)
-	s.FilterOperands = Grow(s.FilterOperands, n)
+	s.FilterOperands = grow(d, s.FilterOperands, n)
 	for i := range s.FilterOperands {
 		d.ReadExtensionObject(&s.FilterOperands[i])
 		if d.Err() != nil {
@@ -6610,7 +6611,7 @@ func (s *ContentFilter) Encode(e *Encoder) {
 func (s *ContentFilter) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("ContentFilter.Elements", 8)
-	s.Elements = Grow(s.Elements, n)
+	s.Elements = grow(d, s.Elements, n)
 	for i := range s.Elements {
 		s.Elements[i].Decode(d)
 		if d.Err() != nil {
@@ -6733,7 +6734,7 @@ func (s *SimpleAttributeOperand) Decode(d *Decoder) {
 	var n int
 	s.TypeDefinitionID = d.ReadNodeID()
 	n = d.ReadArrayLength("SimpleAttributeOperand.BrowsePath", 6)
-	s.BrowsePath = Grow(s.BrowsePath, n)
+	s.BrowsePath = grow(d, s.BrowsePath, n)
 	for i := range s.BrowsePath {
 		s.BrowsePath[i] = d.ReadQualifiedName()
 		if d.Err() != nil {
@@ -6773,7 +6774,7 @@ func (s *ContentFilterElementResult) Decode(d *Decoder) {
 	s.StatusCode = d.ReadStatusCode()
 	s.OperandStatusCodes = d.ReadStatusCodeArray(s.OperandStatusCodes)
 	n = d.ReadArrayLength("ContentFilterElementResult.OperandDiagnosticInfos", 1)
-	s.OperandDiagnosticInfos = Grow(s.OperandDiagnosticInfos, n)
+	s.OperandDiagnosticInfos = grow(d, s.OperandDiagnosticInfos, n)
 	for i := range s.OperandDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.OperandDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -6810,7 +6811,7 @@ func (s *ContentFilterResult) Encode(e *Encoder) {
 func (s *ContentFilterResult) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("ContentFilterResult.ElementResults", 12)
-	s.ElementResults = Grow(s.ElementResults, n)
+	s.ElementResults = grow(d, s.ElementResults, n)
 	for i := range s.ElementResults {
 		s.ElementResults[i].Decode(d)
 		if d.Err() != nil {
@@ -6818,7 +6819,7 @@ func (s *ContentFilterResult) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ContentFilterResult.ElementDiagnosticInfos", 1)
-	s.ElementDiagnosticInfos = Grow(s.ElementDiagnosticInfos, n)
+	s.ElementDiagnosticInfos = grow(d, s.ElementDiagnosticInfos, n)
 	for i := range s.ElementDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.ElementDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -6853,7 +6854,7 @@ func (s *ParsingResult) Decode(d *Decoder) {
 	s.StatusCode = d.ReadStatusCode()
 	s.DataStatusCodes = d.ReadStatusCodeArray(s.DataStatusCodes)
 	n = d.ReadArrayLength("ParsingResult.DataDiagnosticInfos", 1)
-	s.DataDiagnosticInfos = Grow(s.DataDiagnosticInfos, n)
+	s.DataDiagnosticInfos = grow(d, s.DataDiagnosticInfos, n)
 	for i := range s.DataDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DataDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -6900,7 +6901,7 @@ func (s *QueryFirstRequest) Decode(d *Decoder) {
 	s.RequestHeader.Decode(d)
 	s.View.Decode(d)
 	n = d.ReadArrayLength("QueryFirstRequest.NodeTypes", 7)
-	s.NodeTypes = Grow(s.NodeTypes, n)
+	s.NodeTypes = grow(d, s.NodeTypes, n)
 	for i := range s.NodeTypes {
 		s.NodeTypes[i].Decode(d)
 		if d.Err() != nil {
@@ -6955,7 +6956,7 @@ func (s *QueryFirstResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("QueryFirstResponse.QueryDataSets", 8)
-	s.QueryDataSets = Grow(s.QueryDataSets, n)
+	s.QueryDataSets = grow(d, s.QueryDataSets, n)
 	for i := range s.QueryDataSets {
 		s.QueryDataSets[i].Decode(d)
 		if d.Err() != nil {
@@ -6964,7 +6965,7 @@ func (s *QueryFirstResponse) Decode(d *Decoder) {
 	}
 	s.ContinuationPoint = d.ReadByteStringInto(s.ContinuationPoint)
 	n = d.ReadArrayLength("QueryFirstResponse.ParsingResults", 12)
-	s.ParsingResults = Grow(s.ParsingResults, n)
+	s.ParsingResults = grow(d, s.ParsingResults, n)
 	for i := range s.ParsingResults {
 		s.ParsingResults[i].Decode(d)
 		if d.Err() != nil {
@@ -6972,7 +6973,7 @@ func (s *QueryFirstResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("QueryFirstResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -7041,7 +7042,7 @@ func (s *QueryNextResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("QueryNextResponse.QueryDataSets", 8)
-	s.QueryDataSets = Grow(s.QueryDataSets, n)
+	s.QueryDataSets = grow(d, s.QueryDataSets, n)
 	for i := range s.QueryDataSets {
 		s.QueryDataSets[i].Decode(d)
 		if d.Err() != nil {
@@ -7110,7 +7111,7 @@ func (s *ReadRequest) Decode(d *Decoder) {
 	s.MaxAge = d.ReadDouble()
 	s.TimestampsToReturn = TimestampsToReturn(d.ReadInt32())
 	n = d.ReadArrayLength("ReadRequest.NodesToRead", 16)
-	s.NodesToRead = Grow(s.NodesToRead, n)
+	s.NodesToRead = grow(d, s.NodesToRead, n)
 	for i := range s.NodesToRead {
 		s.NodesToRead[i].Decode(d)
 		if d.Err() != nil {
@@ -7151,7 +7152,7 @@ func (s *ReadResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("ReadResponse.Results", 1)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		d.ReadDataValue(&s.Results[i])
 		if d.Err() != nil {
@@ -7159,7 +7160,7 @@ func (s *ReadResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ReadResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -7338,7 +7339,7 @@ func (s *ReadProcessedDetails) Decode(d *Decoder) {
 	s.EndTime = d.ReadDateTime()
 	s.ProcessingInterval = d.ReadDouble()
 	n = d.ReadArrayLength("ReadProcessedDetails.AggregateType", 2)
-	s.AggregateType = Grow(s.AggregateType, n)
+	s.AggregateType = grow(d, s.AggregateType, n)
 	for i := range s.AggregateType {
 		s.AggregateType[i] = d.ReadNodeID()
 		if d.Err() != nil {
@@ -7414,7 +7415,7 @@ func (s *HistoryData) Encode(e *Encoder) {
 func (s *HistoryData) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("HistoryData.DataValues", 1)
-	s.DataValues = Grow(s.DataValues, n)
+	s.DataValues = grow(d, s.DataValues, n)
 	for i := range s.DataValues {
 		d.ReadDataValue(&s.DataValues[i])
 		if d.Err() != nil {
@@ -7476,7 +7477,7 @@ func (s *HistoryModifiedData) Encode(e *Encoder) {
 func (s *HistoryModifiedData) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("HistoryModifiedData.DataValues", 1)
-	s.DataValues = Grow(s.DataValues, n)
+	s.DataValues = grow(d, s.DataValues, n)
 	for i := range s.DataValues {
 		d.ReadDataValue(&s.DataValues[i])
 		if d.Err() != nil {
@@ -7484,7 +7485,7 @@ func (s *HistoryModifiedData) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("HistoryModifiedData.ModificationInfos", 16)
-	s.ModificationInfos = Grow(s.ModificationInfos, n)
+	s.ModificationInfos = grow(d, s.ModificationInfos, n)
 	for i := range s.ModificationInfos {
 		s.ModificationInfos[i].Decode(d)
 		if d.Err() != nil {
@@ -7513,7 +7514,7 @@ func (s *HistoryEvent) Encode(e *Encoder) {
 func (s *HistoryEvent) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("HistoryEvent.Events", 4)
-	s.Events = Grow(s.Events, n)
+	s.Events = grow(d, s.Events, n)
 	for i := range s.Events {
 		s.Events[i].Decode(d)
 		if d.Err() != nil {
@@ -7560,7 +7561,7 @@ func (s *HistoryReadRequest) Decode(d *Decoder) {
 	s.TimestampsToReturn = TimestampsToReturn(d.ReadInt32())
 	s.ReleaseContinuationPoints = d.ReadBoolean()
 	n = d.ReadArrayLength("HistoryReadRequest.NodesToRead", 16)
-	s.NodesToRead = Grow(s.NodesToRead, n)
+	s.NodesToRead = grow(d, s.NodesToRead, n)
 	for i := range s.NodesToRead {
 		s.NodesToRead[i].Decode(d)
 		if d.Err() != nil {
@@ -7603,7 +7604,7 @@ func (s *HistoryReadResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("HistoryReadResponse.Results", 11)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -7611,7 +7612,7 @@ func (s *HistoryReadResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("HistoryReadResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -7674,7 +7675,7 @@ func (s *WriteRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("WriteRequest.NodesToWrite", 11)
-	s.NodesToWrite = Grow(s.NodesToWrite, n)
+	s.NodesToWrite = grow(d, s.NodesToWrite, n)
 	for i := range s.NodesToWrite {
 		s.NodesToWrite[i].Decode(d)
 		if d.Err() != nil {
@@ -7713,7 +7714,7 @@ func (s *WriteResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("WriteResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -7772,7 +7773,7 @@ func (s *UpdateDataDetails) Decode(d *Decoder) {
 	s.NodeID = d.ReadNodeID()
 	s.PerformInsertReplace = PerformUpdateType(d.ReadInt32())
 	n = d.ReadArrayLength("UpdateDataDetails.UpdateValues", 1)
-	s.UpdateValues = Grow(s.UpdateValues, n)
+	s.UpdateValues = grow(d, s.UpdateValues, n)
 	for i := range s.UpdateValues {
 		d.ReadDataValue(&s.UpdateValues[i])
 		if d.Err() != nil {
@@ -7811,7 +7812,7 @@ func (s *UpdateStructureDataDetails) Decode(d *Decoder) {
 	s.NodeID = d.ReadNodeID()
 	s.PerformInsertReplace = PerformUpdateType(d.ReadInt32())
 	n = d.ReadArrayLength("UpdateStructureDataDetails.UpdateValues", 1)
-	s.UpdateValues = Grow(s.UpdateValues, n)
+	s.UpdateValues = grow(d, s.UpdateValues, n)
 	for i := range s.UpdateValues {
 		d.ReadDataValue(&s.UpdateValues[i])
 		if d.Err() != nil {
@@ -7852,7 +7853,7 @@ func (s *UpdateEventDetails) Decode(d *Decoder) {
 	s.PerformInsertReplace = PerformUpdateType(d.ReadInt32())
 	s.Filter.Decode(d)
 	n = d.ReadArrayLength("UpdateEventDetails.EventData", 4)
-	s.EventData = Grow(s.EventData, n)
+	s.EventData = grow(d, s.EventData, n)
 	for i := range s.EventData {
 		s.EventData[i].Decode(d)
 		if d.Err() != nil {
@@ -7941,7 +7942,7 @@ func (s *DeleteEventDetails) Decode(d *Decoder) {
 	var n int
 	s.NodeID = d.ReadNodeID()
 	n = d.ReadArrayLength("DeleteEventDetails.EventIds", 4)
-	s.EventIDs = Grow(s.EventIDs, n)
+	s.EventIDs = grow(d, s.EventIDs, n)
 	for i := range s.EventIDs {
 		s.EventIDs[i] = d.ReadByteStringInto(s.EventIDs[i])
 		if d.Err() != nil {
@@ -7979,7 +7980,7 @@ func (s *HistoryUpdateResult) Decode(d *Decoder) {
 	s.StatusCode = d.ReadStatusCode()
 	s.OperationResults = d.ReadStatusCodeArray(s.OperationResults)
 	n = d.ReadArrayLength("HistoryUpdateResult.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8017,7 +8018,7 @@ func (s *HistoryUpdateRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("HistoryUpdateRequest.HistoryUpdateDetails", 3)
-	s.HistoryUpdateDetails = Grow(s.HistoryUpdateDetails, n)
+	s.HistoryUpdateDetails = grow(d, s.HistoryUpdateDetails, n)
 	for i := range s.HistoryUpdateDetails {
 		d.ReadExtensionObject(&s.HistoryUpdateDetails[i])
 		if d.Err() != nil {
@@ -8060,7 +8061,7 @@ func (s *HistoryUpdateResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("HistoryUpdateResponse.Results", 12)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -8068,7 +8069,7 @@ func (s *HistoryUpdateResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("HistoryUpdateResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8106,7 +8107,7 @@ func (s *CallMethodRequest) Decode(d *Decoder) {
 	s.ObjectID = d.ReadNodeID()
 	s.MethodID = d.ReadNodeID()
 	n = d.ReadArrayLength("CallMethodRequest.InputArguments", 1)
-	s.InputArguments = Grow(s.InputArguments, n)
+	s.InputArguments = grow(d, s.InputArguments, n)
 	for i := range s.InputArguments {
 		d.ReadVariant(&s.InputArguments[i])
 		if d.Err() != nil {
@@ -8147,7 +8148,7 @@ func (s *CallMethodResult) Decode(d *Decoder) {
 	s.StatusCode = d.ReadStatusCode()
 	s.InputArgumentResults = d.ReadStatusCodeArray(s.InputArgumentResults)
 	n = d.ReadArrayLength("CallMethodResult.InputArgumentDiagnosticInfos", 1)
-	s.InputArgumentDiagnosticInfos = Grow(s.InputArgumentDiagnosticInfos, n)
+	s.InputArgumentDiagnosticInfos = grow(d, s.InputArgumentDiagnosticInfos, n)
 	for i := range s.InputArgumentDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.InputArgumentDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8155,7 +8156,7 @@ func (s *CallMethodResult) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("CallMethodResult.OutputArguments", 1)
-	s.OutputArguments = Grow(s.OutputArguments, n)
+	s.OutputArguments = grow(d, s.OutputArguments, n)
 	for i := range s.OutputArguments {
 		d.ReadVariant(&s.OutputArguments[i])
 		if d.Err() != nil {
@@ -8190,7 +8191,7 @@ func (s *CallRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("CallRequest.MethodsToCall", 8)
-	s.MethodsToCall = Grow(s.MethodsToCall, n)
+	s.MethodsToCall = grow(d, s.MethodsToCall, n)
 	for i := range s.MethodsToCall {
 		s.MethodsToCall[i].Decode(d)
 		if d.Err() != nil {
@@ -8231,7 +8232,7 @@ func (s *CallResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("CallResponse.Results", 16)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -8239,7 +8240,7 @@ func (s *CallResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("CallResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8312,7 +8313,7 @@ func (s *EventFilter) Encode(e *Encoder) {
 func (s *EventFilter) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("EventFilter.SelectClauses", 14)
-	s.SelectClauses = Grow(s.SelectClauses, n)
+	s.SelectClauses = grow(d, s.SelectClauses, n)
 	for i := range s.SelectClauses {
 		s.SelectClauses[i].Decode(d)
 		if d.Err() != nil {
@@ -8429,7 +8430,7 @@ func (s *EventFilterResult) Decode(d *Decoder) {
 	var n int
 	s.SelectClauseResults = d.ReadStatusCodeArray(s.SelectClauseResults)
 	n = d.ReadArrayLength("EventFilterResult.SelectClauseDiagnosticInfos", 1)
-	s.SelectClauseDiagnosticInfos = Grow(s.SelectClauseDiagnosticInfos, n)
+	s.SelectClauseDiagnosticInfos = grow(d, s.SelectClauseDiagnosticInfos, n)
 	for i := range s.SelectClauseDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.SelectClauseDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8594,7 +8595,7 @@ func (s *CreateMonitoredItemsRequest) Decode(d *Decoder) {
 	s.SubscriptionID = d.ReadUInt32()
 	s.TimestampsToReturn = TimestampsToReturn(d.ReadInt32())
 	n = d.ReadArrayLength("CreateMonitoredItemsRequest.ItemsToCreate", 40)
-	s.ItemsToCreate = Grow(s.ItemsToCreate, n)
+	s.ItemsToCreate = grow(d, s.ItemsToCreate, n)
 	for i := range s.ItemsToCreate {
 		s.ItemsToCreate[i].Decode(d)
 		if d.Err() != nil {
@@ -8637,7 +8638,7 @@ func (s *CreateMonitoredItemsResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("CreateMonitoredItemsResponse.Results", 23)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -8645,7 +8646,7 @@ func (s *CreateMonitoredItemsResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("CreateMonitoredItemsResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8743,7 +8744,7 @@ func (s *ModifyMonitoredItemsRequest) Decode(d *Decoder) {
 	s.SubscriptionID = d.ReadUInt32()
 	s.TimestampsToReturn = TimestampsToReturn(d.ReadInt32())
 	n = d.ReadArrayLength("ModifyMonitoredItemsRequest.ItemsToModify", 24)
-	s.ItemsToModify = Grow(s.ItemsToModify, n)
+	s.ItemsToModify = grow(d, s.ItemsToModify, n)
 	for i := range s.ItemsToModify {
 		s.ItemsToModify[i].Decode(d)
 		if d.Err() != nil {
@@ -8786,7 +8787,7 @@ func (s *ModifyMonitoredItemsResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("ModifyMonitoredItemsResponse.Results", 19)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -8794,7 +8795,7 @@ func (s *ModifyMonitoredItemsResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ModifyMonitoredItemsResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8868,7 +8869,7 @@ func (s *SetMonitoringModeResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("SetMonitoringModeResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8952,7 +8953,7 @@ func (s *SetTriggeringResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.AddResults = d.ReadStatusCodeArray(s.AddResults)
 	n = d.ReadArrayLength("SetTriggeringResponse.AddDiagnosticInfos", 1)
-	s.AddDiagnosticInfos = Grow(s.AddDiagnosticInfos, n)
+	s.AddDiagnosticInfos = grow(d, s.AddDiagnosticInfos, n)
 	for i := range s.AddDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.AddDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -8961,7 +8962,7 @@ func (s *SetTriggeringResponse) Decode(d *Decoder) {
 	}
 	s.RemoveResults = d.ReadStatusCodeArray(s.RemoveResults)
 	n = d.ReadArrayLength("SetTriggeringResponse.RemoveDiagnosticInfos", 1)
-	s.RemoveDiagnosticInfos = Grow(s.RemoveDiagnosticInfos, n)
+	s.RemoveDiagnosticInfos = grow(d, s.RemoveDiagnosticInfos, n)
 	for i := range s.RemoveDiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.RemoveDiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9032,7 +9033,7 @@ func (s *DeleteMonitoredItemsResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("DeleteMonitoredItemsResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9256,7 +9257,7 @@ func (s *SetPublishingModeResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("SetPublishingModeResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9294,7 +9295,7 @@ func (s *NotificationMessage) Decode(d *Decoder) {
 	s.SequenceNumber = d.ReadUInt32()
 	s.PublishTime = d.ReadDateTime()
 	n = d.ReadArrayLength("NotificationMessage.NotificationData", 3)
-	s.NotificationData = Grow(s.NotificationData, n)
+	s.NotificationData = grow(d, s.NotificationData, n)
 	for i := range s.NotificationData {
 		d.ReadExtensionObject(&s.NotificationData[i])
 		if d.Err() != nil {
@@ -9355,7 +9356,7 @@ func (s *DataChangeNotification) Encode(e *Encoder) {
 func (s *DataChangeNotification) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("DataChangeNotification.MonitoredItems", 5)
-	s.MonitoredItems = Grow(s.MonitoredItems, n)
+	s.MonitoredItems = grow(d, s.MonitoredItems, n)
 	for i := range s.MonitoredItems {
 		s.MonitoredItems[i].Decode(d)
 		if d.Err() != nil {
@@ -9363,7 +9364,7 @@ func (s *DataChangeNotification) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("DataChangeNotification.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9434,7 +9435,7 @@ func (s *EventNotificationList) Encode(e *Encoder) {
 func (s *EventNotificationList) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("EventNotificationList.Events", 8)
-	s.Events = Grow(s.Events, n)
+	s.Events = grow(d, s.Events, n)
 	for i := range s.Events {
 		s.Events[i].Decode(d)
 		if d.Err() != nil {
@@ -9473,7 +9474,7 @@ func (s *EventFieldList) Decode(d *Decoder) {
 	var n int
 	s.ClientHandle = d.ReadUInt32()
 	n = d.ReadArrayLength("EventFieldList.EventFields", 1)
-	s.EventFields = Grow(s.EventFields, n)
+	s.EventFields = grow(d, s.EventFields, n)
 	for i := range s.EventFields {
 		d.ReadVariant(&s.EventFields[i])
 		if d.Err() != nil {
@@ -9505,7 +9506,7 @@ func (s *HistoryEventFieldList) Encode(e *Encoder) {
 func (s *HistoryEventFieldList) Decode(d *Decoder) {
 	var n int
 	n = d.ReadArrayLength("HistoryEventFieldList.EventFields", 1)
-	s.EventFields = Grow(s.EventFields, n)
+	s.EventFields = grow(d, s.EventFields, n)
 	for i := range s.EventFields {
 		d.ReadVariant(&s.EventFields[i])
 		if d.Err() != nil {
@@ -9589,7 +9590,7 @@ func (s *PublishRequest) Decode(d *Decoder) {
 	var n int
 	s.RequestHeader.Decode(d)
 	n = d.ReadArrayLength("PublishRequest.SubscriptionAcknowledgements", 8)
-	s.SubscriptionAcknowledgements = Grow(s.SubscriptionAcknowledgements, n)
+	s.SubscriptionAcknowledgements = grow(d, s.SubscriptionAcknowledgements, n)
 	for i := range s.SubscriptionAcknowledgements {
 		s.SubscriptionAcknowledgements[i].Decode(d)
 		if d.Err() != nil {
@@ -9640,7 +9641,7 @@ func (s *PublishResponse) Decode(d *Decoder) {
 	s.NotificationMessage.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("PublishResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9789,7 +9790,7 @@ func (s *TransferSubscriptionsResponse) Decode(d *Decoder) {
 	var n int
 	s.ResponseHeader.Decode(d)
 	n = d.ReadArrayLength("TransferSubscriptionsResponse.Results", 8)
-	s.Results = Grow(s.Results, n)
+	s.Results = grow(d, s.Results, n)
 	for i := range s.Results {
 		s.Results[i].Decode(d)
 		if d.Err() != nil {
@@ -9797,7 +9798,7 @@ func (s *TransferSubscriptionsResponse) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("TransferSubscriptionsResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9865,7 +9866,7 @@ func (s *DeleteSubscriptionsResponse) Decode(d *Decoder) {
 	s.ResponseHeader.Decode(d)
 	s.Results = d.ReadStatusCodeArray(s.Results)
 	n = d.ReadArrayLength("DeleteSubscriptionsResponse.DiagnosticInfos", 1)
-	s.DiagnosticInfos = Grow(s.DiagnosticInfos, n)
+	s.DiagnosticInfos = grow(d, s.DiagnosticInfos, n)
 	for i := range s.DiagnosticInfos {
 		d.ReadDiagnosticInfo(&s.DiagnosticInfos[i])
 		if d.Err() != nil {
@@ -9981,7 +9982,7 @@ func (s *NetworkGroupDataType) Decode(d *Decoder) {
 	var n int
 	s.ServerURI = d.ReadString()
 	n = d.ReadArrayLength("NetworkGroupDataType.NetworkPaths", 4)
-	s.NetworkPaths = Grow(s.NetworkPaths, n)
+	s.NetworkPaths = grow(d, s.NetworkPaths, n)
 	for i := range s.NetworkPaths {
 		s.NetworkPaths[i].Decode(d)
 		if d.Err() != nil {
@@ -10717,7 +10718,7 @@ func (s *ProgramDiagnosticDataType) Decode(d *Decoder) {
 	s.LastMethodCall = d.ReadString()
 	s.LastMethodSessionID = d.ReadNodeID()
 	n = d.ReadArrayLength("ProgramDiagnosticDataType.LastMethodInputArguments", 15)
-	s.LastMethodInputArguments = Grow(s.LastMethodInputArguments, n)
+	s.LastMethodInputArguments = grow(d, s.LastMethodInputArguments, n)
 	for i := range s.LastMethodInputArguments {
 		s.LastMethodInputArguments[i].Decode(d)
 		if d.Err() != nil {
@@ -10725,7 +10726,7 @@ func (s *ProgramDiagnosticDataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ProgramDiagnosticDataType.LastMethodOutputArguments", 15)
-	s.LastMethodOutputArguments = Grow(s.LastMethodOutputArguments, n)
+	s.LastMethodOutputArguments = grow(d, s.LastMethodOutputArguments, n)
 	for i := range s.LastMethodOutputArguments {
 		s.LastMethodOutputArguments[i].Decode(d)
 		if d.Err() != nil {
@@ -10796,7 +10797,7 @@ func (s *ProgramDiagnostic2DataType) Decode(d *Decoder) {
 	s.LastMethodCall = d.ReadString()
 	s.LastMethodSessionID = d.ReadNodeID()
 	n = d.ReadArrayLength("ProgramDiagnostic2DataType.LastMethodInputArguments", 15)
-	s.LastMethodInputArguments = Grow(s.LastMethodInputArguments, n)
+	s.LastMethodInputArguments = grow(d, s.LastMethodInputArguments, n)
 	for i := range s.LastMethodInputArguments {
 		s.LastMethodInputArguments[i].Decode(d)
 		if d.Err() != nil {
@@ -10804,7 +10805,7 @@ func (s *ProgramDiagnostic2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ProgramDiagnostic2DataType.LastMethodOutputArguments", 15)
-	s.LastMethodOutputArguments = Grow(s.LastMethodOutputArguments, n)
+	s.LastMethodOutputArguments = grow(d, s.LastMethodOutputArguments, n)
 	for i := range s.LastMethodOutputArguments {
 		s.LastMethodOutputArguments[i].Decode(d)
 		if d.Err() != nil {
@@ -10812,7 +10813,7 @@ func (s *ProgramDiagnostic2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ProgramDiagnostic2DataType.LastMethodInputValues", 1)
-	s.LastMethodInputValues = Grow(s.LastMethodInputValues, n)
+	s.LastMethodInputValues = grow(d, s.LastMethodInputValues, n)
 	for i := range s.LastMethodInputValues {
 		d.ReadVariant(&s.LastMethodInputValues[i])
 		if d.Err() != nil {
@@ -10820,7 +10821,7 @@ func (s *ProgramDiagnostic2DataType) Decode(d *Decoder) {
 		}
 	}
 	n = d.ReadArrayLength("ProgramDiagnostic2DataType.LastMethodOutputValues", 1)
-	s.LastMethodOutputValues = Grow(s.LastMethodOutputValues, n)
+	s.LastMethodOutputValues = grow(d, s.LastMethodOutputValues, n)
 	for i := range s.LastMethodOutputValues {
 		d.ReadVariant(&s.LastMethodOutputValues[i])
 		if d.Err() != nil {
@@ -10859,314 +10860,314 @@ func (s *Annotation) Decode(d *Decoder) {
 // pooled ones are made by their pools.
 func init() {
 	for _, t := range [...]TypeInfo{
-		{Name: "Union", DataTypeID: ID_Union, BinaryEncodingID: ID_Union_Encoding_DefaultBinary, New: func() Encodable { return new(Union) }},
-		{Name: "KeyValuePair", DataTypeID: ID_KeyValuePair, BinaryEncodingID: ID_KeyValuePair_Encoding_DefaultBinary, New: func() Encodable { return new(KeyValuePair) }},
-		{Name: "AdditionalParametersType", DataTypeID: ID_AdditionalParametersType, BinaryEncodingID: ID_AdditionalParametersType_Encoding_DefaultBinary, New: func() Encodable { return new(AdditionalParametersType) }},
-		{Name: "EphemeralKeyType", DataTypeID: ID_EphemeralKeyType, BinaryEncodingID: ID_EphemeralKeyType_Encoding_DefaultBinary, New: func() Encodable { return new(EphemeralKeyType) }},
-		{Name: "EndpointType", DataTypeID: ID_EndpointType, BinaryEncodingID: ID_EndpointType_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointType) }},
-		{Name: "RationalNumber", DataTypeID: ID_RationalNumber, BinaryEncodingID: ID_RationalNumber_Encoding_DefaultBinary, New: func() Encodable { return new(RationalNumber) }},
-		{Name: "Vector", DataTypeID: ID_Vector, BinaryEncodingID: ID_Vector_Encoding_DefaultBinary, New: func() Encodable { return new(Vector) }},
-		{Name: "ThreeDVector", DataTypeID: ID_ThreeDVector, BinaryEncodingID: ID_ThreeDVector_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDVector) }},
-		{Name: "CartesianCoordinates", DataTypeID: ID_CartesianCoordinates, BinaryEncodingID: ID_CartesianCoordinates_Encoding_DefaultBinary, New: func() Encodable { return new(CartesianCoordinates) }},
-		{Name: "ThreeDCartesianCoordinates", DataTypeID: ID_ThreeDCartesianCoordinates, BinaryEncodingID: ID_ThreeDCartesianCoordinates_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDCartesianCoordinates) }},
-		{Name: "Orientation", DataTypeID: ID_Orientation, BinaryEncodingID: ID_Orientation_Encoding_DefaultBinary, New: func() Encodable { return new(Orientation) }},
-		{Name: "ThreeDOrientation", DataTypeID: ID_ThreeDOrientation, BinaryEncodingID: ID_ThreeDOrientation_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDOrientation) }},
-		{Name: "Frame", DataTypeID: ID_Frame, BinaryEncodingID: ID_Frame_Encoding_DefaultBinary, New: func() Encodable { return new(Frame) }},
-		{Name: "ThreeDFrame", DataTypeID: ID_ThreeDFrame, BinaryEncodingID: ID_ThreeDFrame_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDFrame) }},
-		{Name: "IdentityMappingRuleType", DataTypeID: ID_IdentityMappingRuleType, BinaryEncodingID: ID_IdentityMappingRuleType_Encoding_DefaultBinary, New: func() Encodable { return new(IdentityMappingRuleType) }},
-		{Name: "CurrencyUnitType", DataTypeID: ID_CurrencyUnitType, BinaryEncodingID: ID_CurrencyUnitType_Encoding_DefaultBinary, New: func() Encodable { return new(CurrencyUnitType) }},
-		{Name: "TrustListDataType", DataTypeID: ID_TrustListDataType, BinaryEncodingID: ID_TrustListDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TrustListDataType) }},
-		{Name: "TransactionErrorType", DataTypeID: ID_TransactionErrorType, BinaryEncodingID: ID_TransactionErrorType_Encoding_DefaultBinary, New: func() Encodable { return new(TransactionErrorType) }},
-		{Name: "DataTypeSchemaHeader", DataTypeID: ID_DataTypeSchemaHeader, BinaryEncodingID: ID_DataTypeSchemaHeader_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeSchemaHeader) }},
-		{Name: "DataTypeDescription", DataTypeID: ID_DataTypeDescription, BinaryEncodingID: ID_DataTypeDescription_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeDescription) }},
-		{Name: "StructureDescription", DataTypeID: ID_StructureDescription, BinaryEncodingID: ID_StructureDescription_Encoding_DefaultBinary, New: func() Encodable { return new(StructureDescription) }},
-		{Name: "EnumDescription", DataTypeID: ID_EnumDescription, BinaryEncodingID: ID_EnumDescription_Encoding_DefaultBinary, New: func() Encodable { return new(EnumDescription) }},
-		{Name: "SimpleTypeDescription", DataTypeID: ID_SimpleTypeDescription, BinaryEncodingID: ID_SimpleTypeDescription_Encoding_DefaultBinary, New: func() Encodable { return new(SimpleTypeDescription) }},
-		{Name: "UABinaryFileDataType", DataTypeID: ID_UABinaryFileDataType, BinaryEncodingID: ID_UABinaryFileDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UABinaryFileDataType) }},
-		{Name: "PortableQualifiedName", DataTypeID: ID_PortableQualifiedName, BinaryEncodingID: ID_PortableQualifiedName_Encoding_DefaultBinary, New: func() Encodable { return new(PortableQualifiedName) }},
-		{Name: "PortableNodeId", DataTypeID: ID_PortableNodeId, BinaryEncodingID: ID_PortableNodeId_Encoding_DefaultBinary, New: func() Encodable { return new(PortableNodeID) }},
-		{Name: "UnsignedRationalNumber", DataTypeID: ID_UnsignedRationalNumber, BinaryEncodingID: ID_UnsignedRationalNumber_Encoding_DefaultBinary, New: func() Encodable { return new(UnsignedRationalNumber) }},
-		{Name: "DataSetMetaDataType", DataTypeID: ID_DataSetMetaDataType, BinaryEncodingID: ID_DataSetMetaDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetMetaDataType) }},
-		{Name: "FieldMetaData", DataTypeID: ID_FieldMetaData, BinaryEncodingID: ID_FieldMetaData_Encoding_DefaultBinary, New: func() Encodable { return new(FieldMetaData) }},
-		{Name: "ConfigurationVersionDataType", DataTypeID: ID_ConfigurationVersionDataType, BinaryEncodingID: ID_ConfigurationVersionDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ConfigurationVersionDataType) }},
-		{Name: "PublishedDataSetDataType", DataTypeID: ID_PublishedDataSetDataType, BinaryEncodingID: ID_PublishedDataSetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataSetDataType) }},
-		{Name: "PublishedDataSetSourceDataType", DataTypeID: ID_PublishedDataSetSourceDataType, BinaryEncodingID: ID_PublishedDataSetSourceDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataSetSourceDataType) }},
-		{Name: "PublishedVariableDataType", DataTypeID: ID_PublishedVariableDataType, BinaryEncodingID: ID_PublishedVariableDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedVariableDataType) }},
-		{Name: "PublishedDataItemsDataType", DataTypeID: ID_PublishedDataItemsDataType, BinaryEncodingID: ID_PublishedDataItemsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataItemsDataType) }},
-		{Name: "PublishedEventsDataType", DataTypeID: ID_PublishedEventsDataType, BinaryEncodingID: ID_PublishedEventsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedEventsDataType) }},
-		{Name: "PublishedDataSetCustomSourceDataType", DataTypeID: ID_PublishedDataSetCustomSourceDataType, BinaryEncodingID: ID_PublishedDataSetCustomSourceDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataSetCustomSourceDataType) }},
-		{Name: "DataSetWriterDataType", DataTypeID: ID_DataSetWriterDataType, BinaryEncodingID: ID_DataSetWriterDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetWriterDataType) }},
-		{Name: "DataSetWriterTransportDataType", DataTypeID: ID_DataSetWriterTransportDataType, BinaryEncodingID: ID_DataSetWriterTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetWriterTransportDataType) }},
-		{Name: "DataSetWriterMessageDataType", DataTypeID: ID_DataSetWriterMessageDataType, BinaryEncodingID: ID_DataSetWriterMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetWriterMessageDataType) }},
-		{Name: "PubSubGroupDataType", DataTypeID: ID_PubSubGroupDataType, BinaryEncodingID: ID_PubSubGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubGroupDataType) }},
-		{Name: "WriterGroupDataType", DataTypeID: ID_WriterGroupDataType, BinaryEncodingID: ID_WriterGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(WriterGroupDataType) }},
-		{Name: "WriterGroupTransportDataType", DataTypeID: ID_WriterGroupTransportDataType, BinaryEncodingID: ID_WriterGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(WriterGroupTransportDataType) }},
-		{Name: "WriterGroupMessageDataType", DataTypeID: ID_WriterGroupMessageDataType, BinaryEncodingID: ID_WriterGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(WriterGroupMessageDataType) }},
-		{Name: "PubSubConnectionDataType", DataTypeID: ID_PubSubConnectionDataType, BinaryEncodingID: ID_PubSubConnectionDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConnectionDataType) }},
-		{Name: "ConnectionTransportDataType", DataTypeID: ID_ConnectionTransportDataType, BinaryEncodingID: ID_ConnectionTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ConnectionTransportDataType) }},
-		{Name: "NetworkAddressDataType", DataTypeID: ID_NetworkAddressDataType, BinaryEncodingID: ID_NetworkAddressDataType_Encoding_DefaultBinary, New: func() Encodable { return new(NetworkAddressDataType) }},
-		{Name: "NetworkAddressUrlDataType", DataTypeID: ID_NetworkAddressUrlDataType, BinaryEncodingID: ID_NetworkAddressUrlDataType_Encoding_DefaultBinary, New: func() Encodable { return new(NetworkAddressURLDataType) }},
-		{Name: "ReaderGroupDataType", DataTypeID: ID_ReaderGroupDataType, BinaryEncodingID: ID_ReaderGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReaderGroupDataType) }},
-		{Name: "ReaderGroupTransportDataType", DataTypeID: ID_ReaderGroupTransportDataType, BinaryEncodingID: ID_ReaderGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReaderGroupTransportDataType) }},
-		{Name: "ReaderGroupMessageDataType", DataTypeID: ID_ReaderGroupMessageDataType, BinaryEncodingID: ID_ReaderGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReaderGroupMessageDataType) }},
-		{Name: "DataSetReaderDataType", DataTypeID: ID_DataSetReaderDataType, BinaryEncodingID: ID_DataSetReaderDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetReaderDataType) }},
-		{Name: "DataSetReaderTransportDataType", DataTypeID: ID_DataSetReaderTransportDataType, BinaryEncodingID: ID_DataSetReaderTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetReaderTransportDataType) }},
-		{Name: "DataSetReaderMessageDataType", DataTypeID: ID_DataSetReaderMessageDataType, BinaryEncodingID: ID_DataSetReaderMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetReaderMessageDataType) }},
-		{Name: "SubscribedDataSetDataType", DataTypeID: ID_SubscribedDataSetDataType, BinaryEncodingID: ID_SubscribedDataSetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SubscribedDataSetDataType) }},
-		{Name: "TargetVariablesDataType", DataTypeID: ID_TargetVariablesDataType, BinaryEncodingID: ID_TargetVariablesDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TargetVariablesDataType) }},
-		{Name: "FieldTargetDataType", DataTypeID: ID_FieldTargetDataType, BinaryEncodingID: ID_FieldTargetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(FieldTargetDataType) }},
-		{Name: "SubscribedDataSetMirrorDataType", DataTypeID: ID_SubscribedDataSetMirrorDataType, BinaryEncodingID: ID_SubscribedDataSetMirrorDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SubscribedDataSetMirrorDataType) }},
-		{Name: "PubSubConfigurationDataType", DataTypeID: ID_PubSubConfigurationDataType, BinaryEncodingID: ID_PubSubConfigurationDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfigurationDataType) }},
-		{Name: "StandaloneSubscribedDataSetRefDataType", DataTypeID: ID_StandaloneSubscribedDataSetRefDataType, BinaryEncodingID: ID_StandaloneSubscribedDataSetRefDataType_Encoding_DefaultBinary, New: func() Encodable { return new(StandaloneSubscribedDataSetRefDataType) }},
-		{Name: "StandaloneSubscribedDataSetDataType", DataTypeID: ID_StandaloneSubscribedDataSetDataType, BinaryEncodingID: ID_StandaloneSubscribedDataSetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(StandaloneSubscribedDataSetDataType) }},
-		{Name: "SecurityGroupDataType", DataTypeID: ID_SecurityGroupDataType, BinaryEncodingID: ID_SecurityGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SecurityGroupDataType) }},
-		{Name: "PubSubKeyPushTargetDataType", DataTypeID: ID_PubSubKeyPushTargetDataType, BinaryEncodingID: ID_PubSubKeyPushTargetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubKeyPushTargetDataType) }},
-		{Name: "PubSubConfiguration2DataType", DataTypeID: ID_PubSubConfiguration2DataType, BinaryEncodingID: ID_PubSubConfiguration2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfiguration2DataType) }},
-		{Name: "UadpWriterGroupMessageDataType", DataTypeID: ID_UadpWriterGroupMessageDataType, BinaryEncodingID: ID_UadpWriterGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UadpWriterGroupMessageDataType) }},
-		{Name: "UadpDataSetWriterMessageDataType", DataTypeID: ID_UadpDataSetWriterMessageDataType, BinaryEncodingID: ID_UadpDataSetWriterMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UadpDataSetWriterMessageDataType) }},
-		{Name: "UadpDataSetReaderMessageDataType", DataTypeID: ID_UadpDataSetReaderMessageDataType, BinaryEncodingID: ID_UadpDataSetReaderMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UadpDataSetReaderMessageDataType) }},
-		{Name: "JsonWriterGroupMessageDataType", DataTypeID: ID_JsonWriterGroupMessageDataType, BinaryEncodingID: ID_JsonWriterGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(JsonWriterGroupMessageDataType) }},
-		{Name: "JsonDataSetWriterMessageDataType", DataTypeID: ID_JsonDataSetWriterMessageDataType, BinaryEncodingID: ID_JsonDataSetWriterMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(JsonDataSetWriterMessageDataType) }},
-		{Name: "JsonDataSetReaderMessageDataType", DataTypeID: ID_JsonDataSetReaderMessageDataType, BinaryEncodingID: ID_JsonDataSetReaderMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(JsonDataSetReaderMessageDataType) }},
-		{Name: "QosDataType", DataTypeID: ID_QosDataType, BinaryEncodingID: ID_QosDataType_Encoding_DefaultBinary, New: func() Encodable { return new(QosDataType) }},
-		{Name: "TransmitQosDataType", DataTypeID: ID_TransmitQosDataType, BinaryEncodingID: ID_TransmitQosDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TransmitQosDataType) }},
-		{Name: "TransmitQosPriorityDataType", DataTypeID: ID_TransmitQosPriorityDataType, BinaryEncodingID: ID_TransmitQosPriorityDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TransmitQosPriorityDataType) }},
-		{Name: "ReceiveQosDataType", DataTypeID: ID_ReceiveQosDataType, BinaryEncodingID: ID_ReceiveQosDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReceiveQosDataType) }},
-		{Name: "ReceiveQosPriorityDataType", DataTypeID: ID_ReceiveQosPriorityDataType, BinaryEncodingID: ID_ReceiveQosPriorityDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReceiveQosPriorityDataType) }},
-		{Name: "DatagramConnectionTransportDataType", DataTypeID: ID_DatagramConnectionTransportDataType, BinaryEncodingID: ID_DatagramConnectionTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramConnectionTransportDataType) }},
-		{Name: "DatagramConnectionTransport2DataType", DataTypeID: ID_DatagramConnectionTransport2DataType, BinaryEncodingID: ID_DatagramConnectionTransport2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramConnectionTransport2DataType) }},
-		{Name: "DatagramWriterGroupTransportDataType", DataTypeID: ID_DatagramWriterGroupTransportDataType, BinaryEncodingID: ID_DatagramWriterGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramWriterGroupTransportDataType) }},
-		{Name: "DatagramWriterGroupTransport2DataType", DataTypeID: ID_DatagramWriterGroupTransport2DataType, BinaryEncodingID: ID_DatagramWriterGroupTransport2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramWriterGroupTransport2DataType) }},
-		{Name: "DatagramDataSetReaderTransportDataType", DataTypeID: ID_DatagramDataSetReaderTransportDataType, BinaryEncodingID: ID_DatagramDataSetReaderTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramDataSetReaderTransportDataType) }},
-		{Name: "BrokerConnectionTransportDataType", DataTypeID: ID_BrokerConnectionTransportDataType, BinaryEncodingID: ID_BrokerConnectionTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerConnectionTransportDataType) }},
-		{Name: "BrokerWriterGroupTransportDataType", DataTypeID: ID_BrokerWriterGroupTransportDataType, BinaryEncodingID: ID_BrokerWriterGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerWriterGroupTransportDataType) }},
-		{Name: "BrokerDataSetWriterTransportDataType", DataTypeID: ID_BrokerDataSetWriterTransportDataType, BinaryEncodingID: ID_BrokerDataSetWriterTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerDataSetWriterTransportDataType) }},
-		{Name: "BrokerDataSetReaderTransportDataType", DataTypeID: ID_BrokerDataSetReaderTransportDataType, BinaryEncodingID: ID_BrokerDataSetReaderTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerDataSetReaderTransportDataType) }},
-		{Name: "PubSubConfigurationRefDataType", DataTypeID: ID_PubSubConfigurationRefDataType, BinaryEncodingID: ID_PubSubConfigurationRefDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfigurationRefDataType) }},
-		{Name: "PubSubConfigurationValueDataType", DataTypeID: ID_PubSubConfigurationValueDataType, BinaryEncodingID: ID_PubSubConfigurationValueDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfigurationValueDataType) }},
-		{Name: "AliasNameDataType", DataTypeID: ID_AliasNameDataType, BinaryEncodingID: ID_AliasNameDataType_Encoding_DefaultBinary, New: func() Encodable { return new(AliasNameDataType) }},
-		{Name: "UserManagementDataType", DataTypeID: ID_UserManagementDataType, BinaryEncodingID: ID_UserManagementDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UserManagementDataType) }},
-		{Name: "PriorityMappingEntryType", DataTypeID: ID_PriorityMappingEntryType, BinaryEncodingID: ID_PriorityMappingEntryType_Encoding_DefaultBinary, New: func() Encodable { return new(PriorityMappingEntryType) }},
-		{Name: "ReferenceDescriptionDataType", DataTypeID: ID_ReferenceDescriptionDataType, BinaryEncodingID: ID_ReferenceDescriptionDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceDescriptionDataType) }},
-		{Name: "ReferenceListEntryDataType", DataTypeID: ID_ReferenceListEntryDataType, BinaryEncodingID: ID_ReferenceListEntryDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceListEntryDataType) }},
-		{Name: "RolePermissionType", DataTypeID: ID_RolePermissionType, BinaryEncodingID: ID_RolePermissionType_Encoding_DefaultBinary, New: func() Encodable { return new(RolePermissionType) }},
-		{Name: "DataTypeDefinition", DataTypeID: ID_DataTypeDefinition, BinaryEncodingID: ID_DataTypeDefinition_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeDefinition) }},
-		{Name: "StructureField", DataTypeID: ID_StructureField, BinaryEncodingID: ID_StructureField_Encoding_DefaultBinary, New: func() Encodable { return new(StructureField) }},
-		{Name: "StructureDefinition", DataTypeID: ID_StructureDefinition, BinaryEncodingID: ID_StructureDefinition_Encoding_DefaultBinary, New: func() Encodable { return new(StructureDefinition) }},
-		{Name: "EnumDefinition", DataTypeID: ID_EnumDefinition, BinaryEncodingID: ID_EnumDefinition_Encoding_DefaultBinary, New: func() Encodable { return new(EnumDefinition) }},
-		{Name: "Argument", DataTypeID: ID_Argument, BinaryEncodingID: ID_Argument_Encoding_DefaultBinary, New: func() Encodable { return new(Argument) }},
-		{Name: "EnumValueType", DataTypeID: ID_EnumValueType, BinaryEncodingID: ID_EnumValueType_Encoding_DefaultBinary, New: func() Encodable { return new(EnumValueType) }},
-		{Name: "EnumField", DataTypeID: ID_EnumField, BinaryEncodingID: ID_EnumField_Encoding_DefaultBinary, New: func() Encodable { return new(EnumField) }},
-		{Name: "OptionSet", DataTypeID: ID_OptionSet, BinaryEncodingID: ID_OptionSet_Encoding_DefaultBinary, New: func() Encodable { return new(OptionSet) }},
-		{Name: "TimeZoneDataType", DataTypeID: ID_TimeZoneDataType, BinaryEncodingID: ID_TimeZoneDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TimeZoneDataType) }},
-		{Name: "ApplicationDescription", DataTypeID: ID_ApplicationDescription, BinaryEncodingID: ID_ApplicationDescription_Encoding_DefaultBinary, New: func() Encodable { return new(ApplicationDescription) }},
-		{Name: "RequestHeader", DataTypeID: ID_RequestHeader, BinaryEncodingID: ID_RequestHeader_Encoding_DefaultBinary, New: func() Encodable { return new(RequestHeader) }},
-		{Name: "ResponseHeader", DataTypeID: ID_ResponseHeader, BinaryEncodingID: ID_ResponseHeader_Encoding_DefaultBinary, New: func() Encodable { return new(ResponseHeader) }},
-		{Name: "ServiceFault", DataTypeID: ID_ServiceFault, BinaryEncodingID: ID_ServiceFault_Encoding_DefaultBinary, New: func() Encodable { return new(ServiceFault) }},
-		{Name: "SessionlessInvokeRequestType", DataTypeID: ID_SessionlessInvokeRequestType, BinaryEncodingID: ID_SessionlessInvokeRequestType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionlessInvokeRequestType) }},
-		{Name: "SessionlessInvokeResponseType", DataTypeID: ID_SessionlessInvokeResponseType, BinaryEncodingID: ID_SessionlessInvokeResponseType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionlessInvokeResponseType) }},
-		{Name: "FindServersRequest", DataTypeID: ID_FindServersRequest, BinaryEncodingID: ID_FindServersRequest_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersRequest) }},
-		{Name: "FindServersResponse", DataTypeID: ID_FindServersResponse, BinaryEncodingID: ID_FindServersResponse_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersResponse) }},
-		{Name: "ServerOnNetwork", DataTypeID: ID_ServerOnNetwork, BinaryEncodingID: ID_ServerOnNetwork_Encoding_DefaultBinary, New: func() Encodable { return new(ServerOnNetwork) }},
-		{Name: "FindServersOnNetworkRequest", DataTypeID: ID_FindServersOnNetworkRequest, BinaryEncodingID: ID_FindServersOnNetworkRequest_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersOnNetworkRequest) }},
-		{Name: "FindServersOnNetworkResponse", DataTypeID: ID_FindServersOnNetworkResponse, BinaryEncodingID: ID_FindServersOnNetworkResponse_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersOnNetworkResponse) }},
-		{Name: "UserTokenPolicy", DataTypeID: ID_UserTokenPolicy, BinaryEncodingID: ID_UserTokenPolicy_Encoding_DefaultBinary, New: func() Encodable { return new(UserTokenPolicy) }},
-		{Name: "EndpointDescription", DataTypeID: ID_EndpointDescription, BinaryEncodingID: ID_EndpointDescription_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointDescription) }},
-		{Name: "GetEndpointsRequest", DataTypeID: ID_GetEndpointsRequest, BinaryEncodingID: ID_GetEndpointsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(GetEndpointsRequest) }},
-		{Name: "GetEndpointsResponse", DataTypeID: ID_GetEndpointsResponse, BinaryEncodingID: ID_GetEndpointsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(GetEndpointsResponse) }},
-		{Name: "RegisteredServer", DataTypeID: ID_RegisteredServer, BinaryEncodingID: ID_RegisteredServer_Encoding_DefaultBinary, New: func() Encodable { return new(RegisteredServer) }},
-		{Name: "RegisterServerRequest", DataTypeID: ID_RegisterServerRequest, BinaryEncodingID: ID_RegisterServerRequest_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServerRequest) }},
-		{Name: "RegisterServerResponse", DataTypeID: ID_RegisterServerResponse, BinaryEncodingID: ID_RegisterServerResponse_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServerResponse) }},
-		{Name: "DiscoveryConfiguration", DataTypeID: ID_DiscoveryConfiguration, BinaryEncodingID: ID_DiscoveryConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(DiscoveryConfiguration) }},
-		{Name: "MdnsDiscoveryConfiguration", DataTypeID: ID_MdnsDiscoveryConfiguration, BinaryEncodingID: ID_MdnsDiscoveryConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(MdnsDiscoveryConfiguration) }},
-		{Name: "RegisterServer2Request", DataTypeID: ID_RegisterServer2Request, BinaryEncodingID: ID_RegisterServer2Request_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServer2Request) }},
-		{Name: "RegisterServer2Response", DataTypeID: ID_RegisterServer2Response, BinaryEncodingID: ID_RegisterServer2Response_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServer2Response) }},
-		{Name: "ChannelSecurityToken", DataTypeID: ID_ChannelSecurityToken, BinaryEncodingID: ID_ChannelSecurityToken_Encoding_DefaultBinary, New: func() Encodable { return new(ChannelSecurityToken) }},
-		{Name: "OpenSecureChannelRequest", DataTypeID: ID_OpenSecureChannelRequest, BinaryEncodingID: ID_OpenSecureChannelRequest_Encoding_DefaultBinary, New: func() Encodable { return new(OpenSecureChannelRequest) }},
-		{Name: "OpenSecureChannelResponse", DataTypeID: ID_OpenSecureChannelResponse, BinaryEncodingID: ID_OpenSecureChannelResponse_Encoding_DefaultBinary, New: func() Encodable { return new(OpenSecureChannelResponse) }},
-		{Name: "CloseSecureChannelRequest", DataTypeID: ID_CloseSecureChannelRequest, BinaryEncodingID: ID_CloseSecureChannelRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSecureChannelRequest) }},
-		{Name: "CloseSecureChannelResponse", DataTypeID: ID_CloseSecureChannelResponse, BinaryEncodingID: ID_CloseSecureChannelResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSecureChannelResponse) }},
-		{Name: "SignedSoftwareCertificate", DataTypeID: ID_SignedSoftwareCertificate, BinaryEncodingID: ID_SignedSoftwareCertificate_Encoding_DefaultBinary, New: func() Encodable { return new(SignedSoftwareCertificate) }},
-		{Name: "SignatureData", DataTypeID: ID_SignatureData, BinaryEncodingID: ID_SignatureData_Encoding_DefaultBinary, New: func() Encodable { return new(SignatureData) }},
-		{Name: "CreateSessionRequest", DataTypeID: ID_CreateSessionRequest, BinaryEncodingID: ID_CreateSessionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSessionRequest) }},
-		{Name: "CreateSessionResponse", DataTypeID: ID_CreateSessionResponse, BinaryEncodingID: ID_CreateSessionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSessionResponse) }},
-		{Name: "UserIdentityToken", DataTypeID: ID_UserIdentityToken, BinaryEncodingID: ID_UserIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(UserIdentityToken) }},
-		{Name: "AnonymousIdentityToken", DataTypeID: ID_AnonymousIdentityToken, BinaryEncodingID: ID_AnonymousIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(AnonymousIdentityToken) }},
-		{Name: "UserNameIdentityToken", DataTypeID: ID_UserNameIdentityToken, BinaryEncodingID: ID_UserNameIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(UserNameIdentityToken) }},
-		{Name: "X509IdentityToken", DataTypeID: ID_X509IdentityToken, BinaryEncodingID: ID_X509IdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(X509IdentityToken) }},
-		{Name: "IssuedIdentityToken", DataTypeID: ID_IssuedIdentityToken, BinaryEncodingID: ID_IssuedIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(IssuedIdentityToken) }},
-		{Name: "ActivateSessionRequest", DataTypeID: ID_ActivateSessionRequest, BinaryEncodingID: ID_ActivateSessionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ActivateSessionRequest) }},
-		{Name: "ActivateSessionResponse", DataTypeID: ID_ActivateSessionResponse, BinaryEncodingID: ID_ActivateSessionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ActivateSessionResponse) }},
-		{Name: "CloseSessionRequest", DataTypeID: ID_CloseSessionRequest, BinaryEncodingID: ID_CloseSessionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSessionRequest) }},
-		{Name: "CloseSessionResponse", DataTypeID: ID_CloseSessionResponse, BinaryEncodingID: ID_CloseSessionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSessionResponse) }},
-		{Name: "CancelRequest", DataTypeID: ID_CancelRequest, BinaryEncodingID: ID_CancelRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CancelRequest) }},
-		{Name: "CancelResponse", DataTypeID: ID_CancelResponse, BinaryEncodingID: ID_CancelResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CancelResponse) }},
-		{Name: "NodeAttributes", DataTypeID: ID_NodeAttributes, BinaryEncodingID: ID_NodeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(NodeAttributes) }},
-		{Name: "ObjectAttributes", DataTypeID: ID_ObjectAttributes, BinaryEncodingID: ID_ObjectAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ObjectAttributes) }},
-		{Name: "VariableAttributes", DataTypeID: ID_VariableAttributes, BinaryEncodingID: ID_VariableAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(VariableAttributes) }},
-		{Name: "MethodAttributes", DataTypeID: ID_MethodAttributes, BinaryEncodingID: ID_MethodAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(MethodAttributes) }},
-		{Name: "ObjectTypeAttributes", DataTypeID: ID_ObjectTypeAttributes, BinaryEncodingID: ID_ObjectTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ObjectTypeAttributes) }},
-		{Name: "VariableTypeAttributes", DataTypeID: ID_VariableTypeAttributes, BinaryEncodingID: ID_VariableTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(VariableTypeAttributes) }},
-		{Name: "ReferenceTypeAttributes", DataTypeID: ID_ReferenceTypeAttributes, BinaryEncodingID: ID_ReferenceTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceTypeAttributes) }},
-		{Name: "DataTypeAttributes", DataTypeID: ID_DataTypeAttributes, BinaryEncodingID: ID_DataTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeAttributes) }},
-		{Name: "ViewAttributes", DataTypeID: ID_ViewAttributes, BinaryEncodingID: ID_ViewAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ViewAttributes) }},
-		{Name: "GenericAttributeValue", DataTypeID: ID_GenericAttributeValue, BinaryEncodingID: ID_GenericAttributeValue_Encoding_DefaultBinary, New: func() Encodable { return new(GenericAttributeValue) }},
-		{Name: "GenericAttributes", DataTypeID: ID_GenericAttributes, BinaryEncodingID: ID_GenericAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(GenericAttributes) }},
-		{Name: "AddNodesItem", DataTypeID: ID_AddNodesItem, BinaryEncodingID: ID_AddNodesItem_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesItem) }},
-		{Name: "AddNodesResult", DataTypeID: ID_AddNodesResult, BinaryEncodingID: ID_AddNodesResult_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesResult) }},
-		{Name: "AddNodesRequest", DataTypeID: ID_AddNodesRequest, BinaryEncodingID: ID_AddNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesRequest) }},
-		{Name: "AddNodesResponse", DataTypeID: ID_AddNodesResponse, BinaryEncodingID: ID_AddNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesResponse) }},
-		{Name: "AddReferencesItem", DataTypeID: ID_AddReferencesItem, BinaryEncodingID: ID_AddReferencesItem_Encoding_DefaultBinary, New: func() Encodable { return new(AddReferencesItem) }},
-		{Name: "AddReferencesRequest", DataTypeID: ID_AddReferencesRequest, BinaryEncodingID: ID_AddReferencesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(AddReferencesRequest) }},
-		{Name: "AddReferencesResponse", DataTypeID: ID_AddReferencesResponse, BinaryEncodingID: ID_AddReferencesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(AddReferencesResponse) }},
-		{Name: "DeleteNodesItem", DataTypeID: ID_DeleteNodesItem, BinaryEncodingID: ID_DeleteNodesItem_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteNodesItem) }},
-		{Name: "DeleteNodesRequest", DataTypeID: ID_DeleteNodesRequest, BinaryEncodingID: ID_DeleteNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteNodesRequest) }},
-		{Name: "DeleteNodesResponse", DataTypeID: ID_DeleteNodesResponse, BinaryEncodingID: ID_DeleteNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteNodesResponse) }},
-		{Name: "DeleteReferencesItem", DataTypeID: ID_DeleteReferencesItem, BinaryEncodingID: ID_DeleteReferencesItem_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteReferencesItem) }},
-		{Name: "DeleteReferencesRequest", DataTypeID: ID_DeleteReferencesRequest, BinaryEncodingID: ID_DeleteReferencesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteReferencesRequest) }},
-		{Name: "DeleteReferencesResponse", DataTypeID: ID_DeleteReferencesResponse, BinaryEncodingID: ID_DeleteReferencesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteReferencesResponse) }},
-		{Name: "ViewDescription", DataTypeID: ID_ViewDescription, BinaryEncodingID: ID_ViewDescription_Encoding_DefaultBinary, New: func() Encodable { return new(ViewDescription) }},
-		{Name: "BrowseDescription", DataTypeID: ID_BrowseDescription, BinaryEncodingID: ID_BrowseDescription_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseDescription) }},
-		{Name: "ReferenceDescription", DataTypeID: ID_ReferenceDescription, BinaryEncodingID: ID_ReferenceDescription_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceDescription) }},
-		{Name: "BrowseResult", DataTypeID: ID_BrowseResult, BinaryEncodingID: ID_BrowseResult_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseResult) }},
-		{Name: "BrowseRequest", DataTypeID: ID_BrowseRequest, BinaryEncodingID: ID_BrowseRequest_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseRequest) }},
-		{Name: "BrowseResponse", DataTypeID: ID_BrowseResponse, BinaryEncodingID: ID_BrowseResponse_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseResponse) }},
-		{Name: "BrowseNextRequest", DataTypeID: ID_BrowseNextRequest, BinaryEncodingID: ID_BrowseNextRequest_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseNextRequest) }},
-		{Name: "BrowseNextResponse", DataTypeID: ID_BrowseNextResponse, BinaryEncodingID: ID_BrowseNextResponse_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseNextResponse) }},
-		{Name: "RelativePathElement", DataTypeID: ID_RelativePathElement, BinaryEncodingID: ID_RelativePathElement_Encoding_DefaultBinary, New: func() Encodable { return new(RelativePathElement) }},
-		{Name: "RelativePath", DataTypeID: ID_RelativePath, BinaryEncodingID: ID_RelativePath_Encoding_DefaultBinary, New: func() Encodable { return new(RelativePath) }},
-		{Name: "BrowsePath", DataTypeID: ID_BrowsePath, BinaryEncodingID: ID_BrowsePath_Encoding_DefaultBinary, New: func() Encodable { return new(BrowsePath) }},
-		{Name: "BrowsePathTarget", DataTypeID: ID_BrowsePathTarget, BinaryEncodingID: ID_BrowsePathTarget_Encoding_DefaultBinary, New: func() Encodable { return new(BrowsePathTarget) }},
-		{Name: "BrowsePathResult", DataTypeID: ID_BrowsePathResult, BinaryEncodingID: ID_BrowsePathResult_Encoding_DefaultBinary, New: func() Encodable { return new(BrowsePathResult) }},
-		{Name: "TranslateBrowsePathsToNodeIdsRequest", DataTypeID: ID_TranslateBrowsePathsToNodeIdsRequest, BinaryEncodingID: ID_TranslateBrowsePathsToNodeIdsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(TranslateBrowsePathsToNodeIDsRequest) }},
-		{Name: "TranslateBrowsePathsToNodeIdsResponse", DataTypeID: ID_TranslateBrowsePathsToNodeIdsResponse, BinaryEncodingID: ID_TranslateBrowsePathsToNodeIdsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(TranslateBrowsePathsToNodeIDsResponse) }},
-		{Name: "RegisterNodesRequest", DataTypeID: ID_RegisterNodesRequest, BinaryEncodingID: ID_RegisterNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterNodesRequest) }},
-		{Name: "RegisterNodesResponse", DataTypeID: ID_RegisterNodesResponse, BinaryEncodingID: ID_RegisterNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterNodesResponse) }},
-		{Name: "UnregisterNodesRequest", DataTypeID: ID_UnregisterNodesRequest, BinaryEncodingID: ID_UnregisterNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(UnregisterNodesRequest) }},
-		{Name: "UnregisterNodesResponse", DataTypeID: ID_UnregisterNodesResponse, BinaryEncodingID: ID_UnregisterNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(UnregisterNodesResponse) }},
-		{Name: "EndpointConfiguration", DataTypeID: ID_EndpointConfiguration, BinaryEncodingID: ID_EndpointConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointConfiguration) }},
-		{Name: "QueryDataDescription", DataTypeID: ID_QueryDataDescription, BinaryEncodingID: ID_QueryDataDescription_Encoding_DefaultBinary, New: func() Encodable { return new(QueryDataDescription) }},
-		{Name: "NodeTypeDescription", DataTypeID: ID_NodeTypeDescription, BinaryEncodingID: ID_NodeTypeDescription_Encoding_DefaultBinary, New: func() Encodable { return new(NodeTypeDescription) }},
-		{Name: "QueryDataSet", DataTypeID: ID_QueryDataSet, BinaryEncodingID: ID_QueryDataSet_Encoding_DefaultBinary, New: func() Encodable { return new(QueryDataSet) }},
-		{Name: "NodeReference", DataTypeID: ID_NodeReference, BinaryEncodingID: ID_NodeReference_Encoding_DefaultBinary, New: func() Encodable { return new(NodeReference) }},
-		{Name: "ContentFilterElement", DataTypeID: ID_ContentFilterElement, BinaryEncodingID: ID_ContentFilterElement_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilterElement) }},
-		{Name: "ContentFilter", DataTypeID: ID_ContentFilter, BinaryEncodingID: ID_ContentFilter_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilter) }},
-		{Name: "FilterOperand", DataTypeID: ID_FilterOperand, BinaryEncodingID: ID_FilterOperand_Encoding_DefaultBinary, New: func() Encodable { return new(FilterOperand) }},
-		{Name: "ElementOperand", DataTypeID: ID_ElementOperand, BinaryEncodingID: ID_ElementOperand_Encoding_DefaultBinary, New: func() Encodable { return new(ElementOperand) }},
-		{Name: "LiteralOperand", DataTypeID: ID_LiteralOperand, BinaryEncodingID: ID_LiteralOperand_Encoding_DefaultBinary, New: func() Encodable { return new(LiteralOperand) }},
-		{Name: "AttributeOperand", DataTypeID: ID_AttributeOperand, BinaryEncodingID: ID_AttributeOperand_Encoding_DefaultBinary, New: func() Encodable { return new(AttributeOperand) }},
-		{Name: "SimpleAttributeOperand", DataTypeID: ID_SimpleAttributeOperand, BinaryEncodingID: ID_SimpleAttributeOperand_Encoding_DefaultBinary, New: func() Encodable { return new(SimpleAttributeOperand) }},
-		{Name: "ContentFilterElementResult", DataTypeID: ID_ContentFilterElementResult, BinaryEncodingID: ID_ContentFilterElementResult_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilterElementResult) }},
-		{Name: "ContentFilterResult", DataTypeID: ID_ContentFilterResult, BinaryEncodingID: ID_ContentFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilterResult) }},
-		{Name: "ParsingResult", DataTypeID: ID_ParsingResult, BinaryEncodingID: ID_ParsingResult_Encoding_DefaultBinary, New: func() Encodable { return new(ParsingResult) }},
-		{Name: "QueryFirstRequest", DataTypeID: ID_QueryFirstRequest, BinaryEncodingID: ID_QueryFirstRequest_Encoding_DefaultBinary, New: func() Encodable { return new(QueryFirstRequest) }},
-		{Name: "QueryFirstResponse", DataTypeID: ID_QueryFirstResponse, BinaryEncodingID: ID_QueryFirstResponse_Encoding_DefaultBinary, New: func() Encodable { return new(QueryFirstResponse) }},
-		{Name: "QueryNextRequest", DataTypeID: ID_QueryNextRequest, BinaryEncodingID: ID_QueryNextRequest_Encoding_DefaultBinary, New: func() Encodable { return new(QueryNextRequest) }},
-		{Name: "QueryNextResponse", DataTypeID: ID_QueryNextResponse, BinaryEncodingID: ID_QueryNextResponse_Encoding_DefaultBinary, New: func() Encodable { return new(QueryNextResponse) }},
-		{Name: "ReadValueId", DataTypeID: ID_ReadValueId, BinaryEncodingID: ID_ReadValueId_Encoding_DefaultBinary, New: func() Encodable { return new(ReadValueID) }},
-		{Name: "ReadRequest", DataTypeID: ID_ReadRequest, BinaryEncodingID: ID_ReadRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ReadRequest) }},
-		{Name: "ReadResponse", DataTypeID: ID_ReadResponse, BinaryEncodingID: ID_ReadResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ReadResponse) }},
-		{Name: "HistoryReadValueId", DataTypeID: ID_HistoryReadValueId, BinaryEncodingID: ID_HistoryReadValueId_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadValueID) }},
-		{Name: "HistoryReadResult", DataTypeID: ID_HistoryReadResult, BinaryEncodingID: ID_HistoryReadResult_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadResult) }},
-		{Name: "HistoryReadDetails", DataTypeID: ID_HistoryReadDetails, BinaryEncodingID: ID_HistoryReadDetails_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadDetails) }},
-		{Name: "ReadEventDetails", DataTypeID: ID_ReadEventDetails, BinaryEncodingID: ID_ReadEventDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadEventDetails) }},
-		{Name: "ReadRawModifiedDetails", DataTypeID: ID_ReadRawModifiedDetails, BinaryEncodingID: ID_ReadRawModifiedDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadRawModifiedDetails) }},
-		{Name: "ReadProcessedDetails", DataTypeID: ID_ReadProcessedDetails, BinaryEncodingID: ID_ReadProcessedDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadProcessedDetails) }},
-		{Name: "ReadAtTimeDetails", DataTypeID: ID_ReadAtTimeDetails, BinaryEncodingID: ID_ReadAtTimeDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadAtTimeDetails) }},
-		{Name: "ReadAnnotationDataDetails", DataTypeID: ID_ReadAnnotationDataDetails, BinaryEncodingID: ID_ReadAnnotationDataDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadAnnotationDataDetails) }},
-		{Name: "HistoryData", DataTypeID: ID_HistoryData, BinaryEncodingID: ID_HistoryData_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryData) }},
-		{Name: "ModificationInfo", DataTypeID: ID_ModificationInfo, BinaryEncodingID: ID_ModificationInfo_Encoding_DefaultBinary, New: func() Encodable { return new(ModificationInfo) }},
-		{Name: "HistoryModifiedData", DataTypeID: ID_HistoryModifiedData, BinaryEncodingID: ID_HistoryModifiedData_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryModifiedData) }},
-		{Name: "HistoryEvent", DataTypeID: ID_HistoryEvent, BinaryEncodingID: ID_HistoryEvent_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryEvent) }},
-		{Name: "HistoryReadRequest", DataTypeID: ID_HistoryReadRequest, BinaryEncodingID: ID_HistoryReadRequest_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadRequest) }},
-		{Name: "HistoryReadResponse", DataTypeID: ID_HistoryReadResponse, BinaryEncodingID: ID_HistoryReadResponse_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadResponse) }},
-		{Name: "WriteValue", DataTypeID: ID_WriteValue, BinaryEncodingID: ID_WriteValue_Encoding_DefaultBinary, New: func() Encodable { return new(WriteValue) }},
-		{Name: "WriteRequest", DataTypeID: ID_WriteRequest, BinaryEncodingID: ID_WriteRequest_Encoding_DefaultBinary, New: func() Encodable { return new(WriteRequest) }},
-		{Name: "WriteResponse", DataTypeID: ID_WriteResponse, BinaryEncodingID: ID_WriteResponse_Encoding_DefaultBinary, New: func() Encodable { return new(WriteResponse) }},
-		{Name: "HistoryUpdateDetails", DataTypeID: ID_HistoryUpdateDetails, BinaryEncodingID: ID_HistoryUpdateDetails_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateDetails) }},
-		{Name: "UpdateDataDetails", DataTypeID: ID_UpdateDataDetails, BinaryEncodingID: ID_UpdateDataDetails_Encoding_DefaultBinary, New: func() Encodable { return new(UpdateDataDetails) }},
-		{Name: "UpdateStructureDataDetails", DataTypeID: ID_UpdateStructureDataDetails, BinaryEncodingID: ID_UpdateStructureDataDetails_Encoding_DefaultBinary, New: func() Encodable { return new(UpdateStructureDataDetails) }},
-		{Name: "UpdateEventDetails", DataTypeID: ID_UpdateEventDetails, BinaryEncodingID: ID_UpdateEventDetails_Encoding_DefaultBinary, New: func() Encodable { return new(UpdateEventDetails) }},
-		{Name: "DeleteRawModifiedDetails", DataTypeID: ID_DeleteRawModifiedDetails, BinaryEncodingID: ID_DeleteRawModifiedDetails_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteRawModifiedDetails) }},
-		{Name: "DeleteAtTimeDetails", DataTypeID: ID_DeleteAtTimeDetails, BinaryEncodingID: ID_DeleteAtTimeDetails_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteAtTimeDetails) }},
-		{Name: "DeleteEventDetails", DataTypeID: ID_DeleteEventDetails, BinaryEncodingID: ID_DeleteEventDetails_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteEventDetails) }},
-		{Name: "HistoryUpdateResult", DataTypeID: ID_HistoryUpdateResult, BinaryEncodingID: ID_HistoryUpdateResult_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateResult) }},
-		{Name: "HistoryUpdateRequest", DataTypeID: ID_HistoryUpdateRequest, BinaryEncodingID: ID_HistoryUpdateRequest_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateRequest) }},
-		{Name: "HistoryUpdateResponse", DataTypeID: ID_HistoryUpdateResponse, BinaryEncodingID: ID_HistoryUpdateResponse_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateResponse) }},
-		{Name: "CallMethodRequest", DataTypeID: ID_CallMethodRequest, BinaryEncodingID: ID_CallMethodRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CallMethodRequest) }},
-		{Name: "CallMethodResult", DataTypeID: ID_CallMethodResult, BinaryEncodingID: ID_CallMethodResult_Encoding_DefaultBinary, New: func() Encodable { return new(CallMethodResult) }},
-		{Name: "CallRequest", DataTypeID: ID_CallRequest, BinaryEncodingID: ID_CallRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CallRequest) }},
-		{Name: "CallResponse", DataTypeID: ID_CallResponse, BinaryEncodingID: ID_CallResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CallResponse) }},
-		{Name: "MonitoringFilter", DataTypeID: ID_MonitoringFilter, BinaryEncodingID: ID_MonitoringFilter_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoringFilter) }},
-		{Name: "DataChangeFilter", DataTypeID: ID_DataChangeFilter, BinaryEncodingID: ID_DataChangeFilter_Encoding_DefaultBinary, New: func() Encodable { return new(DataChangeFilter) }},
-		{Name: "EventFilter", DataTypeID: ID_EventFilter, BinaryEncodingID: ID_EventFilter_Encoding_DefaultBinary, New: func() Encodable { return new(EventFilter) }},
-		{Name: "AggregateConfiguration", DataTypeID: ID_AggregateConfiguration, BinaryEncodingID: ID_AggregateConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(AggregateConfiguration) }},
-		{Name: "AggregateFilter", DataTypeID: ID_AggregateFilter, BinaryEncodingID: ID_AggregateFilter_Encoding_DefaultBinary, New: func() Encodable { return new(AggregateFilter) }},
-		{Name: "MonitoringFilterResult", DataTypeID: ID_MonitoringFilterResult, BinaryEncodingID: ID_MonitoringFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoringFilterResult) }},
-		{Name: "EventFilterResult", DataTypeID: ID_EventFilterResult, BinaryEncodingID: ID_EventFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(EventFilterResult) }},
-		{Name: "AggregateFilterResult", DataTypeID: ID_AggregateFilterResult, BinaryEncodingID: ID_AggregateFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(AggregateFilterResult) }},
-		{Name: "MonitoringParameters", DataTypeID: ID_MonitoringParameters, BinaryEncodingID: ID_MonitoringParameters_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoringParameters) }},
-		{Name: "MonitoredItemCreateRequest", DataTypeID: ID_MonitoredItemCreateRequest, BinaryEncodingID: ID_MonitoredItemCreateRequest_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemCreateRequest) }},
-		{Name: "MonitoredItemCreateResult", DataTypeID: ID_MonitoredItemCreateResult, BinaryEncodingID: ID_MonitoredItemCreateResult_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemCreateResult) }},
-		{Name: "CreateMonitoredItemsRequest", DataTypeID: ID_CreateMonitoredItemsRequest, BinaryEncodingID: ID_CreateMonitoredItemsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CreateMonitoredItemsRequest) }},
-		{Name: "CreateMonitoredItemsResponse", DataTypeID: ID_CreateMonitoredItemsResponse, BinaryEncodingID: ID_CreateMonitoredItemsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CreateMonitoredItemsResponse) }},
-		{Name: "MonitoredItemModifyRequest", DataTypeID: ID_MonitoredItemModifyRequest, BinaryEncodingID: ID_MonitoredItemModifyRequest_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemModifyRequest) }},
-		{Name: "MonitoredItemModifyResult", DataTypeID: ID_MonitoredItemModifyResult, BinaryEncodingID: ID_MonitoredItemModifyResult_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemModifyResult) }},
-		{Name: "ModifyMonitoredItemsRequest", DataTypeID: ID_ModifyMonitoredItemsRequest, BinaryEncodingID: ID_ModifyMonitoredItemsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ModifyMonitoredItemsRequest) }},
-		{Name: "ModifyMonitoredItemsResponse", DataTypeID: ID_ModifyMonitoredItemsResponse, BinaryEncodingID: ID_ModifyMonitoredItemsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ModifyMonitoredItemsResponse) }},
-		{Name: "SetMonitoringModeRequest", DataTypeID: ID_SetMonitoringModeRequest, BinaryEncodingID: ID_SetMonitoringModeRequest_Encoding_DefaultBinary, New: func() Encodable { return new(SetMonitoringModeRequest) }},
-		{Name: "SetMonitoringModeResponse", DataTypeID: ID_SetMonitoringModeResponse, BinaryEncodingID: ID_SetMonitoringModeResponse_Encoding_DefaultBinary, New: func() Encodable { return new(SetMonitoringModeResponse) }},
-		{Name: "SetTriggeringRequest", DataTypeID: ID_SetTriggeringRequest, BinaryEncodingID: ID_SetTriggeringRequest_Encoding_DefaultBinary, New: func() Encodable { return new(SetTriggeringRequest) }},
-		{Name: "SetTriggeringResponse", DataTypeID: ID_SetTriggeringResponse, BinaryEncodingID: ID_SetTriggeringResponse_Encoding_DefaultBinary, New: func() Encodable { return new(SetTriggeringResponse) }},
-		{Name: "DeleteMonitoredItemsRequest", DataTypeID: ID_DeleteMonitoredItemsRequest, BinaryEncodingID: ID_DeleteMonitoredItemsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteMonitoredItemsRequest) }},
-		{Name: "DeleteMonitoredItemsResponse", DataTypeID: ID_DeleteMonitoredItemsResponse, BinaryEncodingID: ID_DeleteMonitoredItemsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteMonitoredItemsResponse) }},
-		{Name: "CreateSubscriptionRequest", DataTypeID: ID_CreateSubscriptionRequest, BinaryEncodingID: ID_CreateSubscriptionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSubscriptionRequest) }},
-		{Name: "CreateSubscriptionResponse", DataTypeID: ID_CreateSubscriptionResponse, BinaryEncodingID: ID_CreateSubscriptionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSubscriptionResponse) }},
-		{Name: "ModifySubscriptionRequest", DataTypeID: ID_ModifySubscriptionRequest, BinaryEncodingID: ID_ModifySubscriptionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ModifySubscriptionRequest) }},
-		{Name: "ModifySubscriptionResponse", DataTypeID: ID_ModifySubscriptionResponse, BinaryEncodingID: ID_ModifySubscriptionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ModifySubscriptionResponse) }},
-		{Name: "SetPublishingModeRequest", DataTypeID: ID_SetPublishingModeRequest, BinaryEncodingID: ID_SetPublishingModeRequest_Encoding_DefaultBinary, New: func() Encodable { return new(SetPublishingModeRequest) }},
-		{Name: "SetPublishingModeResponse", DataTypeID: ID_SetPublishingModeResponse, BinaryEncodingID: ID_SetPublishingModeResponse_Encoding_DefaultBinary, New: func() Encodable { return new(SetPublishingModeResponse) }},
-		{Name: "NotificationMessage", DataTypeID: ID_NotificationMessage, BinaryEncodingID: ID_NotificationMessage_Encoding_DefaultBinary, New: func() Encodable { return new(NotificationMessage) }},
-		{Name: "NotificationData", DataTypeID: ID_NotificationData, BinaryEncodingID: ID_NotificationData_Encoding_DefaultBinary, New: func() Encodable { return new(NotificationData) }},
-		{Name: "DataChangeNotification", DataTypeID: ID_DataChangeNotification, BinaryEncodingID: ID_DataChangeNotification_Encoding_DefaultBinary, New: func() Encodable { return DataChangeNotificationPool.Get() }},
-		{Name: "MonitoredItemNotification", DataTypeID: ID_MonitoredItemNotification, BinaryEncodingID: ID_MonitoredItemNotification_Encoding_DefaultBinary, New: func() Encodable { return MonitoredItemNotificationPool.Get() }},
-		{Name: "EventNotificationList", DataTypeID: ID_EventNotificationList, BinaryEncodingID: ID_EventNotificationList_Encoding_DefaultBinary, New: func() Encodable { return EventNotificationListPool.Get() }},
-		{Name: "EventFieldList", DataTypeID: ID_EventFieldList, BinaryEncodingID: ID_EventFieldList_Encoding_DefaultBinary, New: func() Encodable { return EventFieldListPool.Get() }},
-		{Name: "HistoryEventFieldList", DataTypeID: ID_HistoryEventFieldList, BinaryEncodingID: ID_HistoryEventFieldList_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryEventFieldList) }},
-		{Name: "StatusChangeNotification", DataTypeID: ID_StatusChangeNotification, BinaryEncodingID: ID_StatusChangeNotification_Encoding_DefaultBinary, New: func() Encodable { return new(StatusChangeNotification) }},
-		{Name: "SubscriptionAcknowledgement", DataTypeID: ID_SubscriptionAcknowledgement, BinaryEncodingID: ID_SubscriptionAcknowledgement_Encoding_DefaultBinary, New: func() Encodable { return new(SubscriptionAcknowledgement) }},
-		{Name: "PublishRequest", DataTypeID: ID_PublishRequest, BinaryEncodingID: ID_PublishRequest_Encoding_DefaultBinary, New: func() Encodable { return new(PublishRequest) }},
-		{Name: "PublishResponse", DataTypeID: ID_PublishResponse, BinaryEncodingID: ID_PublishResponse_Encoding_DefaultBinary, New: func() Encodable { return new(PublishResponse) }},
-		{Name: "RepublishRequest", DataTypeID: ID_RepublishRequest, BinaryEncodingID: ID_RepublishRequest_Encoding_DefaultBinary, New: func() Encodable { return new(RepublishRequest) }},
-		{Name: "RepublishResponse", DataTypeID: ID_RepublishResponse, BinaryEncodingID: ID_RepublishResponse_Encoding_DefaultBinary, New: func() Encodable { return new(RepublishResponse) }},
-		{Name: "TransferResult", DataTypeID: ID_TransferResult, BinaryEncodingID: ID_TransferResult_Encoding_DefaultBinary, New: func() Encodable { return new(TransferResult) }},
-		{Name: "TransferSubscriptionsRequest", DataTypeID: ID_TransferSubscriptionsRequest, BinaryEncodingID: ID_TransferSubscriptionsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(TransferSubscriptionsRequest) }},
-		{Name: "TransferSubscriptionsResponse", DataTypeID: ID_TransferSubscriptionsResponse, BinaryEncodingID: ID_TransferSubscriptionsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(TransferSubscriptionsResponse) }},
-		{Name: "DeleteSubscriptionsRequest", DataTypeID: ID_DeleteSubscriptionsRequest, BinaryEncodingID: ID_DeleteSubscriptionsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteSubscriptionsRequest) }},
-		{Name: "DeleteSubscriptionsResponse", DataTypeID: ID_DeleteSubscriptionsResponse, BinaryEncodingID: ID_DeleteSubscriptionsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteSubscriptionsResponse) }},
-		{Name: "BuildInfo", DataTypeID: ID_BuildInfo, BinaryEncodingID: ID_BuildInfo_Encoding_DefaultBinary, New: func() Encodable { return new(BuildInfo) }},
-		{Name: "RedundantServerDataType", DataTypeID: ID_RedundantServerDataType, BinaryEncodingID: ID_RedundantServerDataType_Encoding_DefaultBinary, New: func() Encodable { return new(RedundantServerDataType) }},
-		{Name: "EndpointUrlListDataType", DataTypeID: ID_EndpointUrlListDataType, BinaryEncodingID: ID_EndpointUrlListDataType_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointURLListDataType) }},
-		{Name: "NetworkGroupDataType", DataTypeID: ID_NetworkGroupDataType, BinaryEncodingID: ID_NetworkGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(NetworkGroupDataType) }},
-		{Name: "SamplingIntervalDiagnosticsDataType", DataTypeID: ID_SamplingIntervalDiagnosticsDataType, BinaryEncodingID: ID_SamplingIntervalDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SamplingIntervalDiagnosticsDataType) }},
-		{Name: "ServerDiagnosticsSummaryDataType", DataTypeID: ID_ServerDiagnosticsSummaryDataType, BinaryEncodingID: ID_ServerDiagnosticsSummaryDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ServerDiagnosticsSummaryDataType) }},
-		{Name: "ServerStatusDataType", DataTypeID: ID_ServerStatusDataType, BinaryEncodingID: ID_ServerStatusDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ServerStatusDataType) }},
-		{Name: "SessionDiagnosticsDataType", DataTypeID: ID_SessionDiagnosticsDataType, BinaryEncodingID: ID_SessionDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionDiagnosticsDataType) }},
-		{Name: "SessionSecurityDiagnosticsDataType", DataTypeID: ID_SessionSecurityDiagnosticsDataType, BinaryEncodingID: ID_SessionSecurityDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionSecurityDiagnosticsDataType) }},
-		{Name: "ServiceCounterDataType", DataTypeID: ID_ServiceCounterDataType, BinaryEncodingID: ID_ServiceCounterDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ServiceCounterDataType) }},
-		{Name: "StatusResult", DataTypeID: ID_StatusResult, BinaryEncodingID: ID_StatusResult_Encoding_DefaultBinary, New: func() Encodable { return new(StatusResult) }},
-		{Name: "SubscriptionDiagnosticsDataType", DataTypeID: ID_SubscriptionDiagnosticsDataType, BinaryEncodingID: ID_SubscriptionDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SubscriptionDiagnosticsDataType) }},
-		{Name: "ModelChangeStructureDataType", DataTypeID: ID_ModelChangeStructureDataType, BinaryEncodingID: ID_ModelChangeStructureDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ModelChangeStructureDataType) }},
-		{Name: "SemanticChangeStructureDataType", DataTypeID: ID_SemanticChangeStructureDataType, BinaryEncodingID: ID_SemanticChangeStructureDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SemanticChangeStructureDataType) }},
-		{Name: "Range", DataTypeID: ID_Range, BinaryEncodingID: ID_Range_Encoding_DefaultBinary, New: func() Encodable { return new(Range) }},
-		{Name: "EUInformation", DataTypeID: ID_EUInformation, BinaryEncodingID: ID_EUInformation_Encoding_DefaultBinary, New: func() Encodable { return new(EUInformation) }},
-		{Name: "ComplexNumberType", DataTypeID: ID_ComplexNumberType, BinaryEncodingID: ID_ComplexNumberType_Encoding_DefaultBinary, New: func() Encodable { return new(ComplexNumberType) }},
-		{Name: "DoubleComplexNumberType", DataTypeID: ID_DoubleComplexNumberType, BinaryEncodingID: ID_DoubleComplexNumberType_Encoding_DefaultBinary, New: func() Encodable { return new(DoubleComplexNumberType) }},
-		{Name: "AxisInformation", DataTypeID: ID_AxisInformation, BinaryEncodingID: ID_AxisInformation_Encoding_DefaultBinary, New: func() Encodable { return new(AxisInformation) }},
-		{Name: "XVType", DataTypeID: ID_XVType, BinaryEncodingID: ID_XVType_Encoding_DefaultBinary, New: func() Encodable { return new(XVType) }},
-		{Name: "ProgramDiagnosticDataType", DataTypeID: ID_ProgramDiagnosticDataType, BinaryEncodingID: ID_ProgramDiagnosticDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ProgramDiagnosticDataType) }},
-		{Name: "ProgramDiagnostic2DataType", DataTypeID: ID_ProgramDiagnostic2DataType, BinaryEncodingID: ID_ProgramDiagnostic2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(ProgramDiagnostic2DataType) }},
-		{Name: "Annotation", DataTypeID: ID_Annotation, BinaryEncodingID: ID_Annotation_Encoding_DefaultBinary, New: func() Encodable { return new(Annotation) }},
+		{Name: "Union", DataTypeID: ID_Union, BinaryEncodingID: ID_Union_Encoding_DefaultBinary, New: func() Encodable { return new(Union) }, Size: unsafe.Sizeof(Union{})},
+		{Name: "KeyValuePair", DataTypeID: ID_KeyValuePair, BinaryEncodingID: ID_KeyValuePair_Encoding_DefaultBinary, New: func() Encodable { return new(KeyValuePair) }, Size: unsafe.Sizeof(KeyValuePair{})},
+		{Name: "AdditionalParametersType", DataTypeID: ID_AdditionalParametersType, BinaryEncodingID: ID_AdditionalParametersType_Encoding_DefaultBinary, New: func() Encodable { return new(AdditionalParametersType) }, Size: unsafe.Sizeof(AdditionalParametersType{})},
+		{Name: "EphemeralKeyType", DataTypeID: ID_EphemeralKeyType, BinaryEncodingID: ID_EphemeralKeyType_Encoding_DefaultBinary, New: func() Encodable { return new(EphemeralKeyType) }, Size: unsafe.Sizeof(EphemeralKeyType{})},
+		{Name: "EndpointType", DataTypeID: ID_EndpointType, BinaryEncodingID: ID_EndpointType_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointType) }, Size: unsafe.Sizeof(EndpointType{})},
+		{Name: "RationalNumber", DataTypeID: ID_RationalNumber, BinaryEncodingID: ID_RationalNumber_Encoding_DefaultBinary, New: func() Encodable { return new(RationalNumber) }, Size: unsafe.Sizeof(RationalNumber{})},
+		{Name: "Vector", DataTypeID: ID_Vector, BinaryEncodingID: ID_Vector_Encoding_DefaultBinary, New: func() Encodable { return new(Vector) }, Size: unsafe.Sizeof(Vector{})},
+		{Name: "ThreeDVector", DataTypeID: ID_ThreeDVector, BinaryEncodingID: ID_ThreeDVector_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDVector) }, Size: unsafe.Sizeof(ThreeDVector{})},
+		{Name: "CartesianCoordinates", DataTypeID: ID_CartesianCoordinates, BinaryEncodingID: ID_CartesianCoordinates_Encoding_DefaultBinary, New: func() Encodable { return new(CartesianCoordinates) }, Size: unsafe.Sizeof(CartesianCoordinates{})},
+		{Name: "ThreeDCartesianCoordinates", DataTypeID: ID_ThreeDCartesianCoordinates, BinaryEncodingID: ID_ThreeDCartesianCoordinates_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDCartesianCoordinates) }, Size: unsafe.Sizeof(ThreeDCartesianCoordinates{})},
+		{Name: "Orientation", DataTypeID: ID_Orientation, BinaryEncodingID: ID_Orientation_Encoding_DefaultBinary, New: func() Encodable { return new(Orientation) }, Size: unsafe.Sizeof(Orientation{})},
+		{Name: "ThreeDOrientation", DataTypeID: ID_ThreeDOrientation, BinaryEncodingID: ID_ThreeDOrientation_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDOrientation) }, Size: unsafe.Sizeof(ThreeDOrientation{})},
+		{Name: "Frame", DataTypeID: ID_Frame, BinaryEncodingID: ID_Frame_Encoding_DefaultBinary, New: func() Encodable { return new(Frame) }, Size: unsafe.Sizeof(Frame{})},
+		{Name: "ThreeDFrame", DataTypeID: ID_ThreeDFrame, BinaryEncodingID: ID_ThreeDFrame_Encoding_DefaultBinary, New: func() Encodable { return new(ThreeDFrame) }, Size: unsafe.Sizeof(ThreeDFrame{})},
+		{Name: "IdentityMappingRuleType", DataTypeID: ID_IdentityMappingRuleType, BinaryEncodingID: ID_IdentityMappingRuleType_Encoding_DefaultBinary, New: func() Encodable { return new(IdentityMappingRuleType) }, Size: unsafe.Sizeof(IdentityMappingRuleType{})},
+		{Name: "CurrencyUnitType", DataTypeID: ID_CurrencyUnitType, BinaryEncodingID: ID_CurrencyUnitType_Encoding_DefaultBinary, New: func() Encodable { return new(CurrencyUnitType) }, Size: unsafe.Sizeof(CurrencyUnitType{})},
+		{Name: "TrustListDataType", DataTypeID: ID_TrustListDataType, BinaryEncodingID: ID_TrustListDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TrustListDataType) }, Size: unsafe.Sizeof(TrustListDataType{})},
+		{Name: "TransactionErrorType", DataTypeID: ID_TransactionErrorType, BinaryEncodingID: ID_TransactionErrorType_Encoding_DefaultBinary, New: func() Encodable { return new(TransactionErrorType) }, Size: unsafe.Sizeof(TransactionErrorType{})},
+		{Name: "DataTypeSchemaHeader", DataTypeID: ID_DataTypeSchemaHeader, BinaryEncodingID: ID_DataTypeSchemaHeader_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeSchemaHeader) }, Size: unsafe.Sizeof(DataTypeSchemaHeader{})},
+		{Name: "DataTypeDescription", DataTypeID: ID_DataTypeDescription, BinaryEncodingID: ID_DataTypeDescription_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeDescription) }, Size: unsafe.Sizeof(DataTypeDescription{})},
+		{Name: "StructureDescription", DataTypeID: ID_StructureDescription, BinaryEncodingID: ID_StructureDescription_Encoding_DefaultBinary, New: func() Encodable { return new(StructureDescription) }, Size: unsafe.Sizeof(StructureDescription{})},
+		{Name: "EnumDescription", DataTypeID: ID_EnumDescription, BinaryEncodingID: ID_EnumDescription_Encoding_DefaultBinary, New: func() Encodable { return new(EnumDescription) }, Size: unsafe.Sizeof(EnumDescription{})},
+		{Name: "SimpleTypeDescription", DataTypeID: ID_SimpleTypeDescription, BinaryEncodingID: ID_SimpleTypeDescription_Encoding_DefaultBinary, New: func() Encodable { return new(SimpleTypeDescription) }, Size: unsafe.Sizeof(SimpleTypeDescription{})},
+		{Name: "UABinaryFileDataType", DataTypeID: ID_UABinaryFileDataType, BinaryEncodingID: ID_UABinaryFileDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UABinaryFileDataType) }, Size: unsafe.Sizeof(UABinaryFileDataType{})},
+		{Name: "PortableQualifiedName", DataTypeID: ID_PortableQualifiedName, BinaryEncodingID: ID_PortableQualifiedName_Encoding_DefaultBinary, New: func() Encodable { return new(PortableQualifiedName) }, Size: unsafe.Sizeof(PortableQualifiedName{})},
+		{Name: "PortableNodeId", DataTypeID: ID_PortableNodeId, BinaryEncodingID: ID_PortableNodeId_Encoding_DefaultBinary, New: func() Encodable { return new(PortableNodeID) }, Size: unsafe.Sizeof(PortableNodeID{})},
+		{Name: "UnsignedRationalNumber", DataTypeID: ID_UnsignedRationalNumber, BinaryEncodingID: ID_UnsignedRationalNumber_Encoding_DefaultBinary, New: func() Encodable { return new(UnsignedRationalNumber) }, Size: unsafe.Sizeof(UnsignedRationalNumber{})},
+		{Name: "DataSetMetaDataType", DataTypeID: ID_DataSetMetaDataType, BinaryEncodingID: ID_DataSetMetaDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetMetaDataType) }, Size: unsafe.Sizeof(DataSetMetaDataType{})},
+		{Name: "FieldMetaData", DataTypeID: ID_FieldMetaData, BinaryEncodingID: ID_FieldMetaData_Encoding_DefaultBinary, New: func() Encodable { return new(FieldMetaData) }, Size: unsafe.Sizeof(FieldMetaData{})},
+		{Name: "ConfigurationVersionDataType", DataTypeID: ID_ConfigurationVersionDataType, BinaryEncodingID: ID_ConfigurationVersionDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ConfigurationVersionDataType) }, Size: unsafe.Sizeof(ConfigurationVersionDataType{})},
+		{Name: "PublishedDataSetDataType", DataTypeID: ID_PublishedDataSetDataType, BinaryEncodingID: ID_PublishedDataSetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataSetDataType) }, Size: unsafe.Sizeof(PublishedDataSetDataType{})},
+		{Name: "PublishedDataSetSourceDataType", DataTypeID: ID_PublishedDataSetSourceDataType, BinaryEncodingID: ID_PublishedDataSetSourceDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataSetSourceDataType) }, Size: unsafe.Sizeof(PublishedDataSetSourceDataType{})},
+		{Name: "PublishedVariableDataType", DataTypeID: ID_PublishedVariableDataType, BinaryEncodingID: ID_PublishedVariableDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedVariableDataType) }, Size: unsafe.Sizeof(PublishedVariableDataType{})},
+		{Name: "PublishedDataItemsDataType", DataTypeID: ID_PublishedDataItemsDataType, BinaryEncodingID: ID_PublishedDataItemsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataItemsDataType) }, Size: unsafe.Sizeof(PublishedDataItemsDataType{})},
+		{Name: "PublishedEventsDataType", DataTypeID: ID_PublishedEventsDataType, BinaryEncodingID: ID_PublishedEventsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedEventsDataType) }, Size: unsafe.Sizeof(PublishedEventsDataType{})},
+		{Name: "PublishedDataSetCustomSourceDataType", DataTypeID: ID_PublishedDataSetCustomSourceDataType, BinaryEncodingID: ID_PublishedDataSetCustomSourceDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PublishedDataSetCustomSourceDataType) }, Size: unsafe.Sizeof(PublishedDataSetCustomSourceDataType{})},
+		{Name: "DataSetWriterDataType", DataTypeID: ID_DataSetWriterDataType, BinaryEncodingID: ID_DataSetWriterDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetWriterDataType) }, Size: unsafe.Sizeof(DataSetWriterDataType{})},
+		{Name: "DataSetWriterTransportDataType", DataTypeID: ID_DataSetWriterTransportDataType, BinaryEncodingID: ID_DataSetWriterTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetWriterTransportDataType) }, Size: unsafe.Sizeof(DataSetWriterTransportDataType{})},
+		{Name: "DataSetWriterMessageDataType", DataTypeID: ID_DataSetWriterMessageDataType, BinaryEncodingID: ID_DataSetWriterMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetWriterMessageDataType) }, Size: unsafe.Sizeof(DataSetWriterMessageDataType{})},
+		{Name: "PubSubGroupDataType", DataTypeID: ID_PubSubGroupDataType, BinaryEncodingID: ID_PubSubGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubGroupDataType) }, Size: unsafe.Sizeof(PubSubGroupDataType{})},
+		{Name: "WriterGroupDataType", DataTypeID: ID_WriterGroupDataType, BinaryEncodingID: ID_WriterGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(WriterGroupDataType) }, Size: unsafe.Sizeof(WriterGroupDataType{})},
+		{Name: "WriterGroupTransportDataType", DataTypeID: ID_WriterGroupTransportDataType, BinaryEncodingID: ID_WriterGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(WriterGroupTransportDataType) }, Size: unsafe.Sizeof(WriterGroupTransportDataType{})},
+		{Name: "WriterGroupMessageDataType", DataTypeID: ID_WriterGroupMessageDataType, BinaryEncodingID: ID_WriterGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(WriterGroupMessageDataType) }, Size: unsafe.Sizeof(WriterGroupMessageDataType{})},
+		{Name: "PubSubConnectionDataType", DataTypeID: ID_PubSubConnectionDataType, BinaryEncodingID: ID_PubSubConnectionDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConnectionDataType) }, Size: unsafe.Sizeof(PubSubConnectionDataType{})},
+		{Name: "ConnectionTransportDataType", DataTypeID: ID_ConnectionTransportDataType, BinaryEncodingID: ID_ConnectionTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ConnectionTransportDataType) }, Size: unsafe.Sizeof(ConnectionTransportDataType{})},
+		{Name: "NetworkAddressDataType", DataTypeID: ID_NetworkAddressDataType, BinaryEncodingID: ID_NetworkAddressDataType_Encoding_DefaultBinary, New: func() Encodable { return new(NetworkAddressDataType) }, Size: unsafe.Sizeof(NetworkAddressDataType{})},
+		{Name: "NetworkAddressUrlDataType", DataTypeID: ID_NetworkAddressUrlDataType, BinaryEncodingID: ID_NetworkAddressUrlDataType_Encoding_DefaultBinary, New: func() Encodable { return new(NetworkAddressURLDataType) }, Size: unsafe.Sizeof(NetworkAddressURLDataType{})},
+		{Name: "ReaderGroupDataType", DataTypeID: ID_ReaderGroupDataType, BinaryEncodingID: ID_ReaderGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReaderGroupDataType) }, Size: unsafe.Sizeof(ReaderGroupDataType{})},
+		{Name: "ReaderGroupTransportDataType", DataTypeID: ID_ReaderGroupTransportDataType, BinaryEncodingID: ID_ReaderGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReaderGroupTransportDataType) }, Size: unsafe.Sizeof(ReaderGroupTransportDataType{})},
+		{Name: "ReaderGroupMessageDataType", DataTypeID: ID_ReaderGroupMessageDataType, BinaryEncodingID: ID_ReaderGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReaderGroupMessageDataType) }, Size: unsafe.Sizeof(ReaderGroupMessageDataType{})},
+		{Name: "DataSetReaderDataType", DataTypeID: ID_DataSetReaderDataType, BinaryEncodingID: ID_DataSetReaderDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetReaderDataType) }, Size: unsafe.Sizeof(DataSetReaderDataType{})},
+		{Name: "DataSetReaderTransportDataType", DataTypeID: ID_DataSetReaderTransportDataType, BinaryEncodingID: ID_DataSetReaderTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetReaderTransportDataType) }, Size: unsafe.Sizeof(DataSetReaderTransportDataType{})},
+		{Name: "DataSetReaderMessageDataType", DataTypeID: ID_DataSetReaderMessageDataType, BinaryEncodingID: ID_DataSetReaderMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DataSetReaderMessageDataType) }, Size: unsafe.Sizeof(DataSetReaderMessageDataType{})},
+		{Name: "SubscribedDataSetDataType", DataTypeID: ID_SubscribedDataSetDataType, BinaryEncodingID: ID_SubscribedDataSetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SubscribedDataSetDataType) }, Size: unsafe.Sizeof(SubscribedDataSetDataType{})},
+		{Name: "TargetVariablesDataType", DataTypeID: ID_TargetVariablesDataType, BinaryEncodingID: ID_TargetVariablesDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TargetVariablesDataType) }, Size: unsafe.Sizeof(TargetVariablesDataType{})},
+		{Name: "FieldTargetDataType", DataTypeID: ID_FieldTargetDataType, BinaryEncodingID: ID_FieldTargetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(FieldTargetDataType) }, Size: unsafe.Sizeof(FieldTargetDataType{})},
+		{Name: "SubscribedDataSetMirrorDataType", DataTypeID: ID_SubscribedDataSetMirrorDataType, BinaryEncodingID: ID_SubscribedDataSetMirrorDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SubscribedDataSetMirrorDataType) }, Size: unsafe.Sizeof(SubscribedDataSetMirrorDataType{})},
+		{Name: "PubSubConfigurationDataType", DataTypeID: ID_PubSubConfigurationDataType, BinaryEncodingID: ID_PubSubConfigurationDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfigurationDataType) }, Size: unsafe.Sizeof(PubSubConfigurationDataType{})},
+		{Name: "StandaloneSubscribedDataSetRefDataType", DataTypeID: ID_StandaloneSubscribedDataSetRefDataType, BinaryEncodingID: ID_StandaloneSubscribedDataSetRefDataType_Encoding_DefaultBinary, New: func() Encodable { return new(StandaloneSubscribedDataSetRefDataType) }, Size: unsafe.Sizeof(StandaloneSubscribedDataSetRefDataType{})},
+		{Name: "StandaloneSubscribedDataSetDataType", DataTypeID: ID_StandaloneSubscribedDataSetDataType, BinaryEncodingID: ID_StandaloneSubscribedDataSetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(StandaloneSubscribedDataSetDataType) }, Size: unsafe.Sizeof(StandaloneSubscribedDataSetDataType{})},
+		{Name: "SecurityGroupDataType", DataTypeID: ID_SecurityGroupDataType, BinaryEncodingID: ID_SecurityGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SecurityGroupDataType) }, Size: unsafe.Sizeof(SecurityGroupDataType{})},
+		{Name: "PubSubKeyPushTargetDataType", DataTypeID: ID_PubSubKeyPushTargetDataType, BinaryEncodingID: ID_PubSubKeyPushTargetDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubKeyPushTargetDataType) }, Size: unsafe.Sizeof(PubSubKeyPushTargetDataType{})},
+		{Name: "PubSubConfiguration2DataType", DataTypeID: ID_PubSubConfiguration2DataType, BinaryEncodingID: ID_PubSubConfiguration2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfiguration2DataType) }, Size: unsafe.Sizeof(PubSubConfiguration2DataType{})},
+		{Name: "UadpWriterGroupMessageDataType", DataTypeID: ID_UadpWriterGroupMessageDataType, BinaryEncodingID: ID_UadpWriterGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UadpWriterGroupMessageDataType) }, Size: unsafe.Sizeof(UadpWriterGroupMessageDataType{})},
+		{Name: "UadpDataSetWriterMessageDataType", DataTypeID: ID_UadpDataSetWriterMessageDataType, BinaryEncodingID: ID_UadpDataSetWriterMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UadpDataSetWriterMessageDataType) }, Size: unsafe.Sizeof(UadpDataSetWriterMessageDataType{})},
+		{Name: "UadpDataSetReaderMessageDataType", DataTypeID: ID_UadpDataSetReaderMessageDataType, BinaryEncodingID: ID_UadpDataSetReaderMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UadpDataSetReaderMessageDataType) }, Size: unsafe.Sizeof(UadpDataSetReaderMessageDataType{})},
+		{Name: "JsonWriterGroupMessageDataType", DataTypeID: ID_JsonWriterGroupMessageDataType, BinaryEncodingID: ID_JsonWriterGroupMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(JsonWriterGroupMessageDataType) }, Size: unsafe.Sizeof(JsonWriterGroupMessageDataType{})},
+		{Name: "JsonDataSetWriterMessageDataType", DataTypeID: ID_JsonDataSetWriterMessageDataType, BinaryEncodingID: ID_JsonDataSetWriterMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(JsonDataSetWriterMessageDataType) }, Size: unsafe.Sizeof(JsonDataSetWriterMessageDataType{})},
+		{Name: "JsonDataSetReaderMessageDataType", DataTypeID: ID_JsonDataSetReaderMessageDataType, BinaryEncodingID: ID_JsonDataSetReaderMessageDataType_Encoding_DefaultBinary, New: func() Encodable { return new(JsonDataSetReaderMessageDataType) }, Size: unsafe.Sizeof(JsonDataSetReaderMessageDataType{})},
+		{Name: "QosDataType", DataTypeID: ID_QosDataType, BinaryEncodingID: ID_QosDataType_Encoding_DefaultBinary, New: func() Encodable { return new(QosDataType) }, Size: unsafe.Sizeof(QosDataType{})},
+		{Name: "TransmitQosDataType", DataTypeID: ID_TransmitQosDataType, BinaryEncodingID: ID_TransmitQosDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TransmitQosDataType) }, Size: unsafe.Sizeof(TransmitQosDataType{})},
+		{Name: "TransmitQosPriorityDataType", DataTypeID: ID_TransmitQosPriorityDataType, BinaryEncodingID: ID_TransmitQosPriorityDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TransmitQosPriorityDataType) }, Size: unsafe.Sizeof(TransmitQosPriorityDataType{})},
+		{Name: "ReceiveQosDataType", DataTypeID: ID_ReceiveQosDataType, BinaryEncodingID: ID_ReceiveQosDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReceiveQosDataType) }, Size: unsafe.Sizeof(ReceiveQosDataType{})},
+		{Name: "ReceiveQosPriorityDataType", DataTypeID: ID_ReceiveQosPriorityDataType, BinaryEncodingID: ID_ReceiveQosPriorityDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReceiveQosPriorityDataType) }, Size: unsafe.Sizeof(ReceiveQosPriorityDataType{})},
+		{Name: "DatagramConnectionTransportDataType", DataTypeID: ID_DatagramConnectionTransportDataType, BinaryEncodingID: ID_DatagramConnectionTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramConnectionTransportDataType) }, Size: unsafe.Sizeof(DatagramConnectionTransportDataType{})},
+		{Name: "DatagramConnectionTransport2DataType", DataTypeID: ID_DatagramConnectionTransport2DataType, BinaryEncodingID: ID_DatagramConnectionTransport2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramConnectionTransport2DataType) }, Size: unsafe.Sizeof(DatagramConnectionTransport2DataType{})},
+		{Name: "DatagramWriterGroupTransportDataType", DataTypeID: ID_DatagramWriterGroupTransportDataType, BinaryEncodingID: ID_DatagramWriterGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramWriterGroupTransportDataType) }, Size: unsafe.Sizeof(DatagramWriterGroupTransportDataType{})},
+		{Name: "DatagramWriterGroupTransport2DataType", DataTypeID: ID_DatagramWriterGroupTransport2DataType, BinaryEncodingID: ID_DatagramWriterGroupTransport2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramWriterGroupTransport2DataType) }, Size: unsafe.Sizeof(DatagramWriterGroupTransport2DataType{})},
+		{Name: "DatagramDataSetReaderTransportDataType", DataTypeID: ID_DatagramDataSetReaderTransportDataType, BinaryEncodingID: ID_DatagramDataSetReaderTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(DatagramDataSetReaderTransportDataType) }, Size: unsafe.Sizeof(DatagramDataSetReaderTransportDataType{})},
+		{Name: "BrokerConnectionTransportDataType", DataTypeID: ID_BrokerConnectionTransportDataType, BinaryEncodingID: ID_BrokerConnectionTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerConnectionTransportDataType) }, Size: unsafe.Sizeof(BrokerConnectionTransportDataType{})},
+		{Name: "BrokerWriterGroupTransportDataType", DataTypeID: ID_BrokerWriterGroupTransportDataType, BinaryEncodingID: ID_BrokerWriterGroupTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerWriterGroupTransportDataType) }, Size: unsafe.Sizeof(BrokerWriterGroupTransportDataType{})},
+		{Name: "BrokerDataSetWriterTransportDataType", DataTypeID: ID_BrokerDataSetWriterTransportDataType, BinaryEncodingID: ID_BrokerDataSetWriterTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerDataSetWriterTransportDataType) }, Size: unsafe.Sizeof(BrokerDataSetWriterTransportDataType{})},
+		{Name: "BrokerDataSetReaderTransportDataType", DataTypeID: ID_BrokerDataSetReaderTransportDataType, BinaryEncodingID: ID_BrokerDataSetReaderTransportDataType_Encoding_DefaultBinary, New: func() Encodable { return new(BrokerDataSetReaderTransportDataType) }, Size: unsafe.Sizeof(BrokerDataSetReaderTransportDataType{})},
+		{Name: "PubSubConfigurationRefDataType", DataTypeID: ID_PubSubConfigurationRefDataType, BinaryEncodingID: ID_PubSubConfigurationRefDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfigurationRefDataType) }, Size: unsafe.Sizeof(PubSubConfigurationRefDataType{})},
+		{Name: "PubSubConfigurationValueDataType", DataTypeID: ID_PubSubConfigurationValueDataType, BinaryEncodingID: ID_PubSubConfigurationValueDataType_Encoding_DefaultBinary, New: func() Encodable { return new(PubSubConfigurationValueDataType) }, Size: unsafe.Sizeof(PubSubConfigurationValueDataType{})},
+		{Name: "AliasNameDataType", DataTypeID: ID_AliasNameDataType, BinaryEncodingID: ID_AliasNameDataType_Encoding_DefaultBinary, New: func() Encodable { return new(AliasNameDataType) }, Size: unsafe.Sizeof(AliasNameDataType{})},
+		{Name: "UserManagementDataType", DataTypeID: ID_UserManagementDataType, BinaryEncodingID: ID_UserManagementDataType_Encoding_DefaultBinary, New: func() Encodable { return new(UserManagementDataType) }, Size: unsafe.Sizeof(UserManagementDataType{})},
+		{Name: "PriorityMappingEntryType", DataTypeID: ID_PriorityMappingEntryType, BinaryEncodingID: ID_PriorityMappingEntryType_Encoding_DefaultBinary, New: func() Encodable { return new(PriorityMappingEntryType) }, Size: unsafe.Sizeof(PriorityMappingEntryType{})},
+		{Name: "ReferenceDescriptionDataType", DataTypeID: ID_ReferenceDescriptionDataType, BinaryEncodingID: ID_ReferenceDescriptionDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceDescriptionDataType) }, Size: unsafe.Sizeof(ReferenceDescriptionDataType{})},
+		{Name: "ReferenceListEntryDataType", DataTypeID: ID_ReferenceListEntryDataType, BinaryEncodingID: ID_ReferenceListEntryDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceListEntryDataType) }, Size: unsafe.Sizeof(ReferenceListEntryDataType{})},
+		{Name: "RolePermissionType", DataTypeID: ID_RolePermissionType, BinaryEncodingID: ID_RolePermissionType_Encoding_DefaultBinary, New: func() Encodable { return new(RolePermissionType) }, Size: unsafe.Sizeof(RolePermissionType{})},
+		{Name: "DataTypeDefinition", DataTypeID: ID_DataTypeDefinition, BinaryEncodingID: ID_DataTypeDefinition_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeDefinition) }, Size: unsafe.Sizeof(DataTypeDefinition{})},
+		{Name: "StructureField", DataTypeID: ID_StructureField, BinaryEncodingID: ID_StructureField_Encoding_DefaultBinary, New: func() Encodable { return new(StructureField) }, Size: unsafe.Sizeof(StructureField{})},
+		{Name: "StructureDefinition", DataTypeID: ID_StructureDefinition, BinaryEncodingID: ID_StructureDefinition_Encoding_DefaultBinary, New: func() Encodable { return new(StructureDefinition) }, Size: unsafe.Sizeof(StructureDefinition{})},
+		{Name: "EnumDefinition", DataTypeID: ID_EnumDefinition, BinaryEncodingID: ID_EnumDefinition_Encoding_DefaultBinary, New: func() Encodable { return new(EnumDefinition) }, Size: unsafe.Sizeof(EnumDefinition{})},
+		{Name: "Argument", DataTypeID: ID_Argument, BinaryEncodingID: ID_Argument_Encoding_DefaultBinary, New: func() Encodable { return new(Argument) }, Size: unsafe.Sizeof(Argument{})},
+		{Name: "EnumValueType", DataTypeID: ID_EnumValueType, BinaryEncodingID: ID_EnumValueType_Encoding_DefaultBinary, New: func() Encodable { return new(EnumValueType) }, Size: unsafe.Sizeof(EnumValueType{})},
+		{Name: "EnumField", DataTypeID: ID_EnumField, BinaryEncodingID: ID_EnumField_Encoding_DefaultBinary, New: func() Encodable { return new(EnumField) }, Size: unsafe.Sizeof(EnumField{})},
+		{Name: "OptionSet", DataTypeID: ID_OptionSet, BinaryEncodingID: ID_OptionSet_Encoding_DefaultBinary, New: func() Encodable { return new(OptionSet) }, Size: unsafe.Sizeof(OptionSet{})},
+		{Name: "TimeZoneDataType", DataTypeID: ID_TimeZoneDataType, BinaryEncodingID: ID_TimeZoneDataType_Encoding_DefaultBinary, New: func() Encodable { return new(TimeZoneDataType) }, Size: unsafe.Sizeof(TimeZoneDataType{})},
+		{Name: "ApplicationDescription", DataTypeID: ID_ApplicationDescription, BinaryEncodingID: ID_ApplicationDescription_Encoding_DefaultBinary, New: func() Encodable { return new(ApplicationDescription) }, Size: unsafe.Sizeof(ApplicationDescription{})},
+		{Name: "RequestHeader", DataTypeID: ID_RequestHeader, BinaryEncodingID: ID_RequestHeader_Encoding_DefaultBinary, New: func() Encodable { return new(RequestHeader) }, Size: unsafe.Sizeof(RequestHeader{})},
+		{Name: "ResponseHeader", DataTypeID: ID_ResponseHeader, BinaryEncodingID: ID_ResponseHeader_Encoding_DefaultBinary, New: func() Encodable { return new(ResponseHeader) }, Size: unsafe.Sizeof(ResponseHeader{})},
+		{Name: "ServiceFault", DataTypeID: ID_ServiceFault, BinaryEncodingID: ID_ServiceFault_Encoding_DefaultBinary, New: func() Encodable { return new(ServiceFault) }, Size: unsafe.Sizeof(ServiceFault{})},
+		{Name: "SessionlessInvokeRequestType", DataTypeID: ID_SessionlessInvokeRequestType, BinaryEncodingID: ID_SessionlessInvokeRequestType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionlessInvokeRequestType) }, Size: unsafe.Sizeof(SessionlessInvokeRequestType{})},
+		{Name: "SessionlessInvokeResponseType", DataTypeID: ID_SessionlessInvokeResponseType, BinaryEncodingID: ID_SessionlessInvokeResponseType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionlessInvokeResponseType) }, Size: unsafe.Sizeof(SessionlessInvokeResponseType{})},
+		{Name: "FindServersRequest", DataTypeID: ID_FindServersRequest, BinaryEncodingID: ID_FindServersRequest_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersRequest) }, Size: unsafe.Sizeof(FindServersRequest{})},
+		{Name: "FindServersResponse", DataTypeID: ID_FindServersResponse, BinaryEncodingID: ID_FindServersResponse_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersResponse) }, Size: unsafe.Sizeof(FindServersResponse{})},
+		{Name: "ServerOnNetwork", DataTypeID: ID_ServerOnNetwork, BinaryEncodingID: ID_ServerOnNetwork_Encoding_DefaultBinary, New: func() Encodable { return new(ServerOnNetwork) }, Size: unsafe.Sizeof(ServerOnNetwork{})},
+		{Name: "FindServersOnNetworkRequest", DataTypeID: ID_FindServersOnNetworkRequest, BinaryEncodingID: ID_FindServersOnNetworkRequest_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersOnNetworkRequest) }, Size: unsafe.Sizeof(FindServersOnNetworkRequest{})},
+		{Name: "FindServersOnNetworkResponse", DataTypeID: ID_FindServersOnNetworkResponse, BinaryEncodingID: ID_FindServersOnNetworkResponse_Encoding_DefaultBinary, New: func() Encodable { return new(FindServersOnNetworkResponse) }, Size: unsafe.Sizeof(FindServersOnNetworkResponse{})},
+		{Name: "UserTokenPolicy", DataTypeID: ID_UserTokenPolicy, BinaryEncodingID: ID_UserTokenPolicy_Encoding_DefaultBinary, New: func() Encodable { return new(UserTokenPolicy) }, Size: unsafe.Sizeof(UserTokenPolicy{})},
+		{Name: "EndpointDescription", DataTypeID: ID_EndpointDescription, BinaryEncodingID: ID_EndpointDescription_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointDescription) }, Size: unsafe.Sizeof(EndpointDescription{})},
+		{Name: "GetEndpointsRequest", DataTypeID: ID_GetEndpointsRequest, BinaryEncodingID: ID_GetEndpointsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(GetEndpointsRequest) }, Size: unsafe.Sizeof(GetEndpointsRequest{})},
+		{Name: "GetEndpointsResponse", DataTypeID: ID_GetEndpointsResponse, BinaryEncodingID: ID_GetEndpointsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(GetEndpointsResponse) }, Size: unsafe.Sizeof(GetEndpointsResponse{})},
+		{Name: "RegisteredServer", DataTypeID: ID_RegisteredServer, BinaryEncodingID: ID_RegisteredServer_Encoding_DefaultBinary, New: func() Encodable { return new(RegisteredServer) }, Size: unsafe.Sizeof(RegisteredServer{})},
+		{Name: "RegisterServerRequest", DataTypeID: ID_RegisterServerRequest, BinaryEncodingID: ID_RegisterServerRequest_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServerRequest) }, Size: unsafe.Sizeof(RegisterServerRequest{})},
+		{Name: "RegisterServerResponse", DataTypeID: ID_RegisterServerResponse, BinaryEncodingID: ID_RegisterServerResponse_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServerResponse) }, Size: unsafe.Sizeof(RegisterServerResponse{})},
+		{Name: "DiscoveryConfiguration", DataTypeID: ID_DiscoveryConfiguration, BinaryEncodingID: ID_DiscoveryConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(DiscoveryConfiguration) }, Size: unsafe.Sizeof(DiscoveryConfiguration{})},
+		{Name: "MdnsDiscoveryConfiguration", DataTypeID: ID_MdnsDiscoveryConfiguration, BinaryEncodingID: ID_MdnsDiscoveryConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(MdnsDiscoveryConfiguration) }, Size: unsafe.Sizeof(MdnsDiscoveryConfiguration{})},
+		{Name: "RegisterServer2Request", DataTypeID: ID_RegisterServer2Request, BinaryEncodingID: ID_RegisterServer2Request_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServer2Request) }, Size: unsafe.Sizeof(RegisterServer2Request{})},
+		{Name: "RegisterServer2Response", DataTypeID: ID_RegisterServer2Response, BinaryEncodingID: ID_RegisterServer2Response_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterServer2Response) }, Size: unsafe.Sizeof(RegisterServer2Response{})},
+		{Name: "ChannelSecurityToken", DataTypeID: ID_ChannelSecurityToken, BinaryEncodingID: ID_ChannelSecurityToken_Encoding_DefaultBinary, New: func() Encodable { return new(ChannelSecurityToken) }, Size: unsafe.Sizeof(ChannelSecurityToken{})},
+		{Name: "OpenSecureChannelRequest", DataTypeID: ID_OpenSecureChannelRequest, BinaryEncodingID: ID_OpenSecureChannelRequest_Encoding_DefaultBinary, New: func() Encodable { return new(OpenSecureChannelRequest) }, Size: unsafe.Sizeof(OpenSecureChannelRequest{})},
+		{Name: "OpenSecureChannelResponse", DataTypeID: ID_OpenSecureChannelResponse, BinaryEncodingID: ID_OpenSecureChannelResponse_Encoding_DefaultBinary, New: func() Encodable { return new(OpenSecureChannelResponse) }, Size: unsafe.Sizeof(OpenSecureChannelResponse{})},
+		{Name: "CloseSecureChannelRequest", DataTypeID: ID_CloseSecureChannelRequest, BinaryEncodingID: ID_CloseSecureChannelRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSecureChannelRequest) }, Size: unsafe.Sizeof(CloseSecureChannelRequest{})},
+		{Name: "CloseSecureChannelResponse", DataTypeID: ID_CloseSecureChannelResponse, BinaryEncodingID: ID_CloseSecureChannelResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSecureChannelResponse) }, Size: unsafe.Sizeof(CloseSecureChannelResponse{})},
+		{Name: "SignedSoftwareCertificate", DataTypeID: ID_SignedSoftwareCertificate, BinaryEncodingID: ID_SignedSoftwareCertificate_Encoding_DefaultBinary, New: func() Encodable { return new(SignedSoftwareCertificate) }, Size: unsafe.Sizeof(SignedSoftwareCertificate{})},
+		{Name: "SignatureData", DataTypeID: ID_SignatureData, BinaryEncodingID: ID_SignatureData_Encoding_DefaultBinary, New: func() Encodable { return new(SignatureData) }, Size: unsafe.Sizeof(SignatureData{})},
+		{Name: "CreateSessionRequest", DataTypeID: ID_CreateSessionRequest, BinaryEncodingID: ID_CreateSessionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSessionRequest) }, Size: unsafe.Sizeof(CreateSessionRequest{})},
+		{Name: "CreateSessionResponse", DataTypeID: ID_CreateSessionResponse, BinaryEncodingID: ID_CreateSessionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSessionResponse) }, Size: unsafe.Sizeof(CreateSessionResponse{})},
+		{Name: "UserIdentityToken", DataTypeID: ID_UserIdentityToken, BinaryEncodingID: ID_UserIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(UserIdentityToken) }, Size: unsafe.Sizeof(UserIdentityToken{})},
+		{Name: "AnonymousIdentityToken", DataTypeID: ID_AnonymousIdentityToken, BinaryEncodingID: ID_AnonymousIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(AnonymousIdentityToken) }, Size: unsafe.Sizeof(AnonymousIdentityToken{})},
+		{Name: "UserNameIdentityToken", DataTypeID: ID_UserNameIdentityToken, BinaryEncodingID: ID_UserNameIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(UserNameIdentityToken) }, Size: unsafe.Sizeof(UserNameIdentityToken{})},
+		{Name: "X509IdentityToken", DataTypeID: ID_X509IdentityToken, BinaryEncodingID: ID_X509IdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(X509IdentityToken) }, Size: unsafe.Sizeof(X509IdentityToken{})},
+		{Name: "IssuedIdentityToken", DataTypeID: ID_IssuedIdentityToken, BinaryEncodingID: ID_IssuedIdentityToken_Encoding_DefaultBinary, New: func() Encodable { return new(IssuedIdentityToken) }, Size: unsafe.Sizeof(IssuedIdentityToken{})},
+		{Name: "ActivateSessionRequest", DataTypeID: ID_ActivateSessionRequest, BinaryEncodingID: ID_ActivateSessionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ActivateSessionRequest) }, Size: unsafe.Sizeof(ActivateSessionRequest{})},
+		{Name: "ActivateSessionResponse", DataTypeID: ID_ActivateSessionResponse, BinaryEncodingID: ID_ActivateSessionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ActivateSessionResponse) }, Size: unsafe.Sizeof(ActivateSessionResponse{})},
+		{Name: "CloseSessionRequest", DataTypeID: ID_CloseSessionRequest, BinaryEncodingID: ID_CloseSessionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSessionRequest) }, Size: unsafe.Sizeof(CloseSessionRequest{})},
+		{Name: "CloseSessionResponse", DataTypeID: ID_CloseSessionResponse, BinaryEncodingID: ID_CloseSessionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CloseSessionResponse) }, Size: unsafe.Sizeof(CloseSessionResponse{})},
+		{Name: "CancelRequest", DataTypeID: ID_CancelRequest, BinaryEncodingID: ID_CancelRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CancelRequest) }, Size: unsafe.Sizeof(CancelRequest{})},
+		{Name: "CancelResponse", DataTypeID: ID_CancelResponse, BinaryEncodingID: ID_CancelResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CancelResponse) }, Size: unsafe.Sizeof(CancelResponse{})},
+		{Name: "NodeAttributes", DataTypeID: ID_NodeAttributes, BinaryEncodingID: ID_NodeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(NodeAttributes) }, Size: unsafe.Sizeof(NodeAttributes{})},
+		{Name: "ObjectAttributes", DataTypeID: ID_ObjectAttributes, BinaryEncodingID: ID_ObjectAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ObjectAttributes) }, Size: unsafe.Sizeof(ObjectAttributes{})},
+		{Name: "VariableAttributes", DataTypeID: ID_VariableAttributes, BinaryEncodingID: ID_VariableAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(VariableAttributes) }, Size: unsafe.Sizeof(VariableAttributes{})},
+		{Name: "MethodAttributes", DataTypeID: ID_MethodAttributes, BinaryEncodingID: ID_MethodAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(MethodAttributes) }, Size: unsafe.Sizeof(MethodAttributes{})},
+		{Name: "ObjectTypeAttributes", DataTypeID: ID_ObjectTypeAttributes, BinaryEncodingID: ID_ObjectTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ObjectTypeAttributes) }, Size: unsafe.Sizeof(ObjectTypeAttributes{})},
+		{Name: "VariableTypeAttributes", DataTypeID: ID_VariableTypeAttributes, BinaryEncodingID: ID_VariableTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(VariableTypeAttributes) }, Size: unsafe.Sizeof(VariableTypeAttributes{})},
+		{Name: "ReferenceTypeAttributes", DataTypeID: ID_ReferenceTypeAttributes, BinaryEncodingID: ID_ReferenceTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceTypeAttributes) }, Size: unsafe.Sizeof(ReferenceTypeAttributes{})},
+		{Name: "DataTypeAttributes", DataTypeID: ID_DataTypeAttributes, BinaryEncodingID: ID_DataTypeAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(DataTypeAttributes) }, Size: unsafe.Sizeof(DataTypeAttributes{})},
+		{Name: "ViewAttributes", DataTypeID: ID_ViewAttributes, BinaryEncodingID: ID_ViewAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(ViewAttributes) }, Size: unsafe.Sizeof(ViewAttributes{})},
+		{Name: "GenericAttributeValue", DataTypeID: ID_GenericAttributeValue, BinaryEncodingID: ID_GenericAttributeValue_Encoding_DefaultBinary, New: func() Encodable { return new(GenericAttributeValue) }, Size: unsafe.Sizeof(GenericAttributeValue{})},
+		{Name: "GenericAttributes", DataTypeID: ID_GenericAttributes, BinaryEncodingID: ID_GenericAttributes_Encoding_DefaultBinary, New: func() Encodable { return new(GenericAttributes) }, Size: unsafe.Sizeof(GenericAttributes{})},
+		{Name: "AddNodesItem", DataTypeID: ID_AddNodesItem, BinaryEncodingID: ID_AddNodesItem_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesItem) }, Size: unsafe.Sizeof(AddNodesItem{})},
+		{Name: "AddNodesResult", DataTypeID: ID_AddNodesResult, BinaryEncodingID: ID_AddNodesResult_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesResult) }, Size: unsafe.Sizeof(AddNodesResult{})},
+		{Name: "AddNodesRequest", DataTypeID: ID_AddNodesRequest, BinaryEncodingID: ID_AddNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesRequest) }, Size: unsafe.Sizeof(AddNodesRequest{})},
+		{Name: "AddNodesResponse", DataTypeID: ID_AddNodesResponse, BinaryEncodingID: ID_AddNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(AddNodesResponse) }, Size: unsafe.Sizeof(AddNodesResponse{})},
+		{Name: "AddReferencesItem", DataTypeID: ID_AddReferencesItem, BinaryEncodingID: ID_AddReferencesItem_Encoding_DefaultBinary, New: func() Encodable { return new(AddReferencesItem) }, Size: unsafe.Sizeof(AddReferencesItem{})},
+		{Name: "AddReferencesRequest", DataTypeID: ID_AddReferencesRequest, BinaryEncodingID: ID_AddReferencesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(AddReferencesRequest) }, Size: unsafe.Sizeof(AddReferencesRequest{})},
+		{Name: "AddReferencesResponse", DataTypeID: ID_AddReferencesResponse, BinaryEncodingID: ID_AddReferencesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(AddReferencesResponse) }, Size: unsafe.Sizeof(AddReferencesResponse{})},
+		{Name: "DeleteNodesItem", DataTypeID: ID_DeleteNodesItem, BinaryEncodingID: ID_DeleteNodesItem_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteNodesItem) }, Size: unsafe.Sizeof(DeleteNodesItem{})},
+		{Name: "DeleteNodesRequest", DataTypeID: ID_DeleteNodesRequest, BinaryEncodingID: ID_DeleteNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteNodesRequest) }, Size: unsafe.Sizeof(DeleteNodesRequest{})},
+		{Name: "DeleteNodesResponse", DataTypeID: ID_DeleteNodesResponse, BinaryEncodingID: ID_DeleteNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteNodesResponse) }, Size: unsafe.Sizeof(DeleteNodesResponse{})},
+		{Name: "DeleteReferencesItem", DataTypeID: ID_DeleteReferencesItem, BinaryEncodingID: ID_DeleteReferencesItem_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteReferencesItem) }, Size: unsafe.Sizeof(DeleteReferencesItem{})},
+		{Name: "DeleteReferencesRequest", DataTypeID: ID_DeleteReferencesRequest, BinaryEncodingID: ID_DeleteReferencesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteReferencesRequest) }, Size: unsafe.Sizeof(DeleteReferencesRequest{})},
+		{Name: "DeleteReferencesResponse", DataTypeID: ID_DeleteReferencesResponse, BinaryEncodingID: ID_DeleteReferencesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteReferencesResponse) }, Size: unsafe.Sizeof(DeleteReferencesResponse{})},
+		{Name: "ViewDescription", DataTypeID: ID_ViewDescription, BinaryEncodingID: ID_ViewDescription_Encoding_DefaultBinary, New: func() Encodable { return new(ViewDescription) }, Size: unsafe.Sizeof(ViewDescription{})},
+		{Name: "BrowseDescription", DataTypeID: ID_BrowseDescription, BinaryEncodingID: ID_BrowseDescription_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseDescription) }, Size: unsafe.Sizeof(BrowseDescription{})},
+		{Name: "ReferenceDescription", DataTypeID: ID_ReferenceDescription, BinaryEncodingID: ID_ReferenceDescription_Encoding_DefaultBinary, New: func() Encodable { return new(ReferenceDescription) }, Size: unsafe.Sizeof(ReferenceDescription{})},
+		{Name: "BrowseResult", DataTypeID: ID_BrowseResult, BinaryEncodingID: ID_BrowseResult_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseResult) }, Size: unsafe.Sizeof(BrowseResult{})},
+		{Name: "BrowseRequest", DataTypeID: ID_BrowseRequest, BinaryEncodingID: ID_BrowseRequest_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseRequest) }, Size: unsafe.Sizeof(BrowseRequest{})},
+		{Name: "BrowseResponse", DataTypeID: ID_BrowseResponse, BinaryEncodingID: ID_BrowseResponse_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseResponse) }, Size: unsafe.Sizeof(BrowseResponse{})},
+		{Name: "BrowseNextRequest", DataTypeID: ID_BrowseNextRequest, BinaryEncodingID: ID_BrowseNextRequest_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseNextRequest) }, Size: unsafe.Sizeof(BrowseNextRequest{})},
+		{Name: "BrowseNextResponse", DataTypeID: ID_BrowseNextResponse, BinaryEncodingID: ID_BrowseNextResponse_Encoding_DefaultBinary, New: func() Encodable { return new(BrowseNextResponse) }, Size: unsafe.Sizeof(BrowseNextResponse{})},
+		{Name: "RelativePathElement", DataTypeID: ID_RelativePathElement, BinaryEncodingID: ID_RelativePathElement_Encoding_DefaultBinary, New: func() Encodable { return new(RelativePathElement) }, Size: unsafe.Sizeof(RelativePathElement{})},
+		{Name: "RelativePath", DataTypeID: ID_RelativePath, BinaryEncodingID: ID_RelativePath_Encoding_DefaultBinary, New: func() Encodable { return new(RelativePath) }, Size: unsafe.Sizeof(RelativePath{})},
+		{Name: "BrowsePath", DataTypeID: ID_BrowsePath, BinaryEncodingID: ID_BrowsePath_Encoding_DefaultBinary, New: func() Encodable { return new(BrowsePath) }, Size: unsafe.Sizeof(BrowsePath{})},
+		{Name: "BrowsePathTarget", DataTypeID: ID_BrowsePathTarget, BinaryEncodingID: ID_BrowsePathTarget_Encoding_DefaultBinary, New: func() Encodable { return new(BrowsePathTarget) }, Size: unsafe.Sizeof(BrowsePathTarget{})},
+		{Name: "BrowsePathResult", DataTypeID: ID_BrowsePathResult, BinaryEncodingID: ID_BrowsePathResult_Encoding_DefaultBinary, New: func() Encodable { return new(BrowsePathResult) }, Size: unsafe.Sizeof(BrowsePathResult{})},
+		{Name: "TranslateBrowsePathsToNodeIdsRequest", DataTypeID: ID_TranslateBrowsePathsToNodeIdsRequest, BinaryEncodingID: ID_TranslateBrowsePathsToNodeIdsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(TranslateBrowsePathsToNodeIDsRequest) }, Size: unsafe.Sizeof(TranslateBrowsePathsToNodeIDsRequest{})},
+		{Name: "TranslateBrowsePathsToNodeIdsResponse", DataTypeID: ID_TranslateBrowsePathsToNodeIdsResponse, BinaryEncodingID: ID_TranslateBrowsePathsToNodeIdsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(TranslateBrowsePathsToNodeIDsResponse) }, Size: unsafe.Sizeof(TranslateBrowsePathsToNodeIDsResponse{})},
+		{Name: "RegisterNodesRequest", DataTypeID: ID_RegisterNodesRequest, BinaryEncodingID: ID_RegisterNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterNodesRequest) }, Size: unsafe.Sizeof(RegisterNodesRequest{})},
+		{Name: "RegisterNodesResponse", DataTypeID: ID_RegisterNodesResponse, BinaryEncodingID: ID_RegisterNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(RegisterNodesResponse) }, Size: unsafe.Sizeof(RegisterNodesResponse{})},
+		{Name: "UnregisterNodesRequest", DataTypeID: ID_UnregisterNodesRequest, BinaryEncodingID: ID_UnregisterNodesRequest_Encoding_DefaultBinary, New: func() Encodable { return new(UnregisterNodesRequest) }, Size: unsafe.Sizeof(UnregisterNodesRequest{})},
+		{Name: "UnregisterNodesResponse", DataTypeID: ID_UnregisterNodesResponse, BinaryEncodingID: ID_UnregisterNodesResponse_Encoding_DefaultBinary, New: func() Encodable { return new(UnregisterNodesResponse) }, Size: unsafe.Sizeof(UnregisterNodesResponse{})},
+		{Name: "EndpointConfiguration", DataTypeID: ID_EndpointConfiguration, BinaryEncodingID: ID_EndpointConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointConfiguration) }, Size: unsafe.Sizeof(EndpointConfiguration{})},
+		{Name: "QueryDataDescription", DataTypeID: ID_QueryDataDescription, BinaryEncodingID: ID_QueryDataDescription_Encoding_DefaultBinary, New: func() Encodable { return new(QueryDataDescription) }, Size: unsafe.Sizeof(QueryDataDescription{})},
+		{Name: "NodeTypeDescription", DataTypeID: ID_NodeTypeDescription, BinaryEncodingID: ID_NodeTypeDescription_Encoding_DefaultBinary, New: func() Encodable { return new(NodeTypeDescription) }, Size: unsafe.Sizeof(NodeTypeDescription{})},
+		{Name: "QueryDataSet", DataTypeID: ID_QueryDataSet, BinaryEncodingID: ID_QueryDataSet_Encoding_DefaultBinary, New: func() Encodable { return new(QueryDataSet) }, Size: unsafe.Sizeof(QueryDataSet{})},
+		{Name: "NodeReference", DataTypeID: ID_NodeReference, BinaryEncodingID: ID_NodeReference_Encoding_DefaultBinary, New: func() Encodable { return new(NodeReference) }, Size: unsafe.Sizeof(NodeReference{})},
+		{Name: "ContentFilterElement", DataTypeID: ID_ContentFilterElement, BinaryEncodingID: ID_ContentFilterElement_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilterElement) }, Size: unsafe.Sizeof(ContentFilterElement{})},
+		{Name: "ContentFilter", DataTypeID: ID_ContentFilter, BinaryEncodingID: ID_ContentFilter_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilter) }, Size: unsafe.Sizeof(ContentFilter{})},
+		{Name: "FilterOperand", DataTypeID: ID_FilterOperand, BinaryEncodingID: ID_FilterOperand_Encoding_DefaultBinary, New: func() Encodable { return new(FilterOperand) }, Size: unsafe.Sizeof(FilterOperand{})},
+		{Name: "ElementOperand", DataTypeID: ID_ElementOperand, BinaryEncodingID: ID_ElementOperand_Encoding_DefaultBinary, New: func() Encodable { return new(ElementOperand) }, Size: unsafe.Sizeof(ElementOperand{})},
+		{Name: "LiteralOperand", DataTypeID: ID_LiteralOperand, BinaryEncodingID: ID_LiteralOperand_Encoding_DefaultBinary, New: func() Encodable { return new(LiteralOperand) }, Size: unsafe.Sizeof(LiteralOperand{})},
+		{Name: "AttributeOperand", DataTypeID: ID_AttributeOperand, BinaryEncodingID: ID_AttributeOperand_Encoding_DefaultBinary, New: func() Encodable { return new(AttributeOperand) }, Size: unsafe.Sizeof(AttributeOperand{})},
+		{Name: "SimpleAttributeOperand", DataTypeID: ID_SimpleAttributeOperand, BinaryEncodingID: ID_SimpleAttributeOperand_Encoding_DefaultBinary, New: func() Encodable { return new(SimpleAttributeOperand) }, Size: unsafe.Sizeof(SimpleAttributeOperand{})},
+		{Name: "ContentFilterElementResult", DataTypeID: ID_ContentFilterElementResult, BinaryEncodingID: ID_ContentFilterElementResult_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilterElementResult) }, Size: unsafe.Sizeof(ContentFilterElementResult{})},
+		{Name: "ContentFilterResult", DataTypeID: ID_ContentFilterResult, BinaryEncodingID: ID_ContentFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(ContentFilterResult) }, Size: unsafe.Sizeof(ContentFilterResult{})},
+		{Name: "ParsingResult", DataTypeID: ID_ParsingResult, BinaryEncodingID: ID_ParsingResult_Encoding_DefaultBinary, New: func() Encodable { return new(ParsingResult) }, Size: unsafe.Sizeof(ParsingResult{})},
+		{Name: "QueryFirstRequest", DataTypeID: ID_QueryFirstRequest, BinaryEncodingID: ID_QueryFirstRequest_Encoding_DefaultBinary, New: func() Encodable { return new(QueryFirstRequest) }, Size: unsafe.Sizeof(QueryFirstRequest{})},
+		{Name: "QueryFirstResponse", DataTypeID: ID_QueryFirstResponse, BinaryEncodingID: ID_QueryFirstResponse_Encoding_DefaultBinary, New: func() Encodable { return new(QueryFirstResponse) }, Size: unsafe.Sizeof(QueryFirstResponse{})},
+		{Name: "QueryNextRequest", DataTypeID: ID_QueryNextRequest, BinaryEncodingID: ID_QueryNextRequest_Encoding_DefaultBinary, New: func() Encodable { return new(QueryNextRequest) }, Size: unsafe.Sizeof(QueryNextRequest{})},
+		{Name: "QueryNextResponse", DataTypeID: ID_QueryNextResponse, BinaryEncodingID: ID_QueryNextResponse_Encoding_DefaultBinary, New: func() Encodable { return new(QueryNextResponse) }, Size: unsafe.Sizeof(QueryNextResponse{})},
+		{Name: "ReadValueId", DataTypeID: ID_ReadValueId, BinaryEncodingID: ID_ReadValueId_Encoding_DefaultBinary, New: func() Encodable { return new(ReadValueID) }, Size: unsafe.Sizeof(ReadValueID{})},
+		{Name: "ReadRequest", DataTypeID: ID_ReadRequest, BinaryEncodingID: ID_ReadRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ReadRequest) }, Size: unsafe.Sizeof(ReadRequest{})},
+		{Name: "ReadResponse", DataTypeID: ID_ReadResponse, BinaryEncodingID: ID_ReadResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ReadResponse) }, Size: unsafe.Sizeof(ReadResponse{})},
+		{Name: "HistoryReadValueId", DataTypeID: ID_HistoryReadValueId, BinaryEncodingID: ID_HistoryReadValueId_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadValueID) }, Size: unsafe.Sizeof(HistoryReadValueID{})},
+		{Name: "HistoryReadResult", DataTypeID: ID_HistoryReadResult, BinaryEncodingID: ID_HistoryReadResult_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadResult) }, Size: unsafe.Sizeof(HistoryReadResult{})},
+		{Name: "HistoryReadDetails", DataTypeID: ID_HistoryReadDetails, BinaryEncodingID: ID_HistoryReadDetails_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadDetails) }, Size: unsafe.Sizeof(HistoryReadDetails{})},
+		{Name: "ReadEventDetails", DataTypeID: ID_ReadEventDetails, BinaryEncodingID: ID_ReadEventDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadEventDetails) }, Size: unsafe.Sizeof(ReadEventDetails{})},
+		{Name: "ReadRawModifiedDetails", DataTypeID: ID_ReadRawModifiedDetails, BinaryEncodingID: ID_ReadRawModifiedDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadRawModifiedDetails) }, Size: unsafe.Sizeof(ReadRawModifiedDetails{})},
+		{Name: "ReadProcessedDetails", DataTypeID: ID_ReadProcessedDetails, BinaryEncodingID: ID_ReadProcessedDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadProcessedDetails) }, Size: unsafe.Sizeof(ReadProcessedDetails{})},
+		{Name: "ReadAtTimeDetails", DataTypeID: ID_ReadAtTimeDetails, BinaryEncodingID: ID_ReadAtTimeDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadAtTimeDetails) }, Size: unsafe.Sizeof(ReadAtTimeDetails{})},
+		{Name: "ReadAnnotationDataDetails", DataTypeID: ID_ReadAnnotationDataDetails, BinaryEncodingID: ID_ReadAnnotationDataDetails_Encoding_DefaultBinary, New: func() Encodable { return new(ReadAnnotationDataDetails) }, Size: unsafe.Sizeof(ReadAnnotationDataDetails{})},
+		{Name: "HistoryData", DataTypeID: ID_HistoryData, BinaryEncodingID: ID_HistoryData_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryData) }, Size: unsafe.Sizeof(HistoryData{})},
+		{Name: "ModificationInfo", DataTypeID: ID_ModificationInfo, BinaryEncodingID: ID_ModificationInfo_Encoding_DefaultBinary, New: func() Encodable { return new(ModificationInfo) }, Size: unsafe.Sizeof(ModificationInfo{})},
+		{Name: "HistoryModifiedData", DataTypeID: ID_HistoryModifiedData, BinaryEncodingID: ID_HistoryModifiedData_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryModifiedData) }, Size: unsafe.Sizeof(HistoryModifiedData{})},
+		{Name: "HistoryEvent", DataTypeID: ID_HistoryEvent, BinaryEncodingID: ID_HistoryEvent_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryEvent) }, Size: unsafe.Sizeof(HistoryEvent{})},
+		{Name: "HistoryReadRequest", DataTypeID: ID_HistoryReadRequest, BinaryEncodingID: ID_HistoryReadRequest_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadRequest) }, Size: unsafe.Sizeof(HistoryReadRequest{})},
+		{Name: "HistoryReadResponse", DataTypeID: ID_HistoryReadResponse, BinaryEncodingID: ID_HistoryReadResponse_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryReadResponse) }, Size: unsafe.Sizeof(HistoryReadResponse{})},
+		{Name: "WriteValue", DataTypeID: ID_WriteValue, BinaryEncodingID: ID_WriteValue_Encoding_DefaultBinary, New: func() Encodable { return new(WriteValue) }, Size: unsafe.Sizeof(WriteValue{})},
+		{Name: "WriteRequest", DataTypeID: ID_WriteRequest, BinaryEncodingID: ID_WriteRequest_Encoding_DefaultBinary, New: func() Encodable { return new(WriteRequest) }, Size: unsafe.Sizeof(WriteRequest{})},
+		{Name: "WriteResponse", DataTypeID: ID_WriteResponse, BinaryEncodingID: ID_WriteResponse_Encoding_DefaultBinary, New: func() Encodable { return new(WriteResponse) }, Size: unsafe.Sizeof(WriteResponse{})},
+		{Name: "HistoryUpdateDetails", DataTypeID: ID_HistoryUpdateDetails, BinaryEncodingID: ID_HistoryUpdateDetails_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateDetails) }, Size: unsafe.Sizeof(HistoryUpdateDetails{})},
+		{Name: "UpdateDataDetails", DataTypeID: ID_UpdateDataDetails, BinaryEncodingID: ID_UpdateDataDetails_Encoding_DefaultBinary, New: func() Encodable { return new(UpdateDataDetails) }, Size: unsafe.Sizeof(UpdateDataDetails{})},
+		{Name: "UpdateStructureDataDetails", DataTypeID: ID_UpdateStructureDataDetails, BinaryEncodingID: ID_UpdateStructureDataDetails_Encoding_DefaultBinary, New: func() Encodable { return new(UpdateStructureDataDetails) }, Size: unsafe.Sizeof(UpdateStructureDataDetails{})},
+		{Name: "UpdateEventDetails", DataTypeID: ID_UpdateEventDetails, BinaryEncodingID: ID_UpdateEventDetails_Encoding_DefaultBinary, New: func() Encodable { return new(UpdateEventDetails) }, Size: unsafe.Sizeof(UpdateEventDetails{})},
+		{Name: "DeleteRawModifiedDetails", DataTypeID: ID_DeleteRawModifiedDetails, BinaryEncodingID: ID_DeleteRawModifiedDetails_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteRawModifiedDetails) }, Size: unsafe.Sizeof(DeleteRawModifiedDetails{})},
+		{Name: "DeleteAtTimeDetails", DataTypeID: ID_DeleteAtTimeDetails, BinaryEncodingID: ID_DeleteAtTimeDetails_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteAtTimeDetails) }, Size: unsafe.Sizeof(DeleteAtTimeDetails{})},
+		{Name: "DeleteEventDetails", DataTypeID: ID_DeleteEventDetails, BinaryEncodingID: ID_DeleteEventDetails_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteEventDetails) }, Size: unsafe.Sizeof(DeleteEventDetails{})},
+		{Name: "HistoryUpdateResult", DataTypeID: ID_HistoryUpdateResult, BinaryEncodingID: ID_HistoryUpdateResult_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateResult) }, Size: unsafe.Sizeof(HistoryUpdateResult{})},
+		{Name: "HistoryUpdateRequest", DataTypeID: ID_HistoryUpdateRequest, BinaryEncodingID: ID_HistoryUpdateRequest_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateRequest) }, Size: unsafe.Sizeof(HistoryUpdateRequest{})},
+		{Name: "HistoryUpdateResponse", DataTypeID: ID_HistoryUpdateResponse, BinaryEncodingID: ID_HistoryUpdateResponse_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryUpdateResponse) }, Size: unsafe.Sizeof(HistoryUpdateResponse{})},
+		{Name: "CallMethodRequest", DataTypeID: ID_CallMethodRequest, BinaryEncodingID: ID_CallMethodRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CallMethodRequest) }, Size: unsafe.Sizeof(CallMethodRequest{})},
+		{Name: "CallMethodResult", DataTypeID: ID_CallMethodResult, BinaryEncodingID: ID_CallMethodResult_Encoding_DefaultBinary, New: func() Encodable { return new(CallMethodResult) }, Size: unsafe.Sizeof(CallMethodResult{})},
+		{Name: "CallRequest", DataTypeID: ID_CallRequest, BinaryEncodingID: ID_CallRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CallRequest) }, Size: unsafe.Sizeof(CallRequest{})},
+		{Name: "CallResponse", DataTypeID: ID_CallResponse, BinaryEncodingID: ID_CallResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CallResponse) }, Size: unsafe.Sizeof(CallResponse{})},
+		{Name: "MonitoringFilter", DataTypeID: ID_MonitoringFilter, BinaryEncodingID: ID_MonitoringFilter_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoringFilter) }, Size: unsafe.Sizeof(MonitoringFilter{})},
+		{Name: "DataChangeFilter", DataTypeID: ID_DataChangeFilter, BinaryEncodingID: ID_DataChangeFilter_Encoding_DefaultBinary, New: func() Encodable { return new(DataChangeFilter) }, Size: unsafe.Sizeof(DataChangeFilter{})},
+		{Name: "EventFilter", DataTypeID: ID_EventFilter, BinaryEncodingID: ID_EventFilter_Encoding_DefaultBinary, New: func() Encodable { return new(EventFilter) }, Size: unsafe.Sizeof(EventFilter{})},
+		{Name: "AggregateConfiguration", DataTypeID: ID_AggregateConfiguration, BinaryEncodingID: ID_AggregateConfiguration_Encoding_DefaultBinary, New: func() Encodable { return new(AggregateConfiguration) }, Size: unsafe.Sizeof(AggregateConfiguration{})},
+		{Name: "AggregateFilter", DataTypeID: ID_AggregateFilter, BinaryEncodingID: ID_AggregateFilter_Encoding_DefaultBinary, New: func() Encodable { return new(AggregateFilter) }, Size: unsafe.Sizeof(AggregateFilter{})},
+		{Name: "MonitoringFilterResult", DataTypeID: ID_MonitoringFilterResult, BinaryEncodingID: ID_MonitoringFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoringFilterResult) }, Size: unsafe.Sizeof(MonitoringFilterResult{})},
+		{Name: "EventFilterResult", DataTypeID: ID_EventFilterResult, BinaryEncodingID: ID_EventFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(EventFilterResult) }, Size: unsafe.Sizeof(EventFilterResult{})},
+		{Name: "AggregateFilterResult", DataTypeID: ID_AggregateFilterResult, BinaryEncodingID: ID_AggregateFilterResult_Encoding_DefaultBinary, New: func() Encodable { return new(AggregateFilterResult) }, Size: unsafe.Sizeof(AggregateFilterResult{})},
+		{Name: "MonitoringParameters", DataTypeID: ID_MonitoringParameters, BinaryEncodingID: ID_MonitoringParameters_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoringParameters) }, Size: unsafe.Sizeof(MonitoringParameters{})},
+		{Name: "MonitoredItemCreateRequest", DataTypeID: ID_MonitoredItemCreateRequest, BinaryEncodingID: ID_MonitoredItemCreateRequest_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemCreateRequest) }, Size: unsafe.Sizeof(MonitoredItemCreateRequest{})},
+		{Name: "MonitoredItemCreateResult", DataTypeID: ID_MonitoredItemCreateResult, BinaryEncodingID: ID_MonitoredItemCreateResult_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemCreateResult) }, Size: unsafe.Sizeof(MonitoredItemCreateResult{})},
+		{Name: "CreateMonitoredItemsRequest", DataTypeID: ID_CreateMonitoredItemsRequest, BinaryEncodingID: ID_CreateMonitoredItemsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CreateMonitoredItemsRequest) }, Size: unsafe.Sizeof(CreateMonitoredItemsRequest{})},
+		{Name: "CreateMonitoredItemsResponse", DataTypeID: ID_CreateMonitoredItemsResponse, BinaryEncodingID: ID_CreateMonitoredItemsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CreateMonitoredItemsResponse) }, Size: unsafe.Sizeof(CreateMonitoredItemsResponse{})},
+		{Name: "MonitoredItemModifyRequest", DataTypeID: ID_MonitoredItemModifyRequest, BinaryEncodingID: ID_MonitoredItemModifyRequest_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemModifyRequest) }, Size: unsafe.Sizeof(MonitoredItemModifyRequest{})},
+		{Name: "MonitoredItemModifyResult", DataTypeID: ID_MonitoredItemModifyResult, BinaryEncodingID: ID_MonitoredItemModifyResult_Encoding_DefaultBinary, New: func() Encodable { return new(MonitoredItemModifyResult) }, Size: unsafe.Sizeof(MonitoredItemModifyResult{})},
+		{Name: "ModifyMonitoredItemsRequest", DataTypeID: ID_ModifyMonitoredItemsRequest, BinaryEncodingID: ID_ModifyMonitoredItemsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ModifyMonitoredItemsRequest) }, Size: unsafe.Sizeof(ModifyMonitoredItemsRequest{})},
+		{Name: "ModifyMonitoredItemsResponse", DataTypeID: ID_ModifyMonitoredItemsResponse, BinaryEncodingID: ID_ModifyMonitoredItemsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ModifyMonitoredItemsResponse) }, Size: unsafe.Sizeof(ModifyMonitoredItemsResponse{})},
+		{Name: "SetMonitoringModeRequest", DataTypeID: ID_SetMonitoringModeRequest, BinaryEncodingID: ID_SetMonitoringModeRequest_Encoding_DefaultBinary, New: func() Encodable { return new(SetMonitoringModeRequest) }, Size: unsafe.Sizeof(SetMonitoringModeRequest{})},
+		{Name: "SetMonitoringModeResponse", DataTypeID: ID_SetMonitoringModeResponse, BinaryEncodingID: ID_SetMonitoringModeResponse_Encoding_DefaultBinary, New: func() Encodable { return new(SetMonitoringModeResponse) }, Size: unsafe.Sizeof(SetMonitoringModeResponse{})},
+		{Name: "SetTriggeringRequest", DataTypeID: ID_SetTriggeringRequest, BinaryEncodingID: ID_SetTriggeringRequest_Encoding_DefaultBinary, New: func() Encodable { return new(SetTriggeringRequest) }, Size: unsafe.Sizeof(SetTriggeringRequest{})},
+		{Name: "SetTriggeringResponse", DataTypeID: ID_SetTriggeringResponse, BinaryEncodingID: ID_SetTriggeringResponse_Encoding_DefaultBinary, New: func() Encodable { return new(SetTriggeringResponse) }, Size: unsafe.Sizeof(SetTriggeringResponse{})},
+		{Name: "DeleteMonitoredItemsRequest", DataTypeID: ID_DeleteMonitoredItemsRequest, BinaryEncodingID: ID_DeleteMonitoredItemsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteMonitoredItemsRequest) }, Size: unsafe.Sizeof(DeleteMonitoredItemsRequest{})},
+		{Name: "DeleteMonitoredItemsResponse", DataTypeID: ID_DeleteMonitoredItemsResponse, BinaryEncodingID: ID_DeleteMonitoredItemsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteMonitoredItemsResponse) }, Size: unsafe.Sizeof(DeleteMonitoredItemsResponse{})},
+		{Name: "CreateSubscriptionRequest", DataTypeID: ID_CreateSubscriptionRequest, BinaryEncodingID: ID_CreateSubscriptionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSubscriptionRequest) }, Size: unsafe.Sizeof(CreateSubscriptionRequest{})},
+		{Name: "CreateSubscriptionResponse", DataTypeID: ID_CreateSubscriptionResponse, BinaryEncodingID: ID_CreateSubscriptionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(CreateSubscriptionResponse) }, Size: unsafe.Sizeof(CreateSubscriptionResponse{})},
+		{Name: "ModifySubscriptionRequest", DataTypeID: ID_ModifySubscriptionRequest, BinaryEncodingID: ID_ModifySubscriptionRequest_Encoding_DefaultBinary, New: func() Encodable { return new(ModifySubscriptionRequest) }, Size: unsafe.Sizeof(ModifySubscriptionRequest{})},
+		{Name: "ModifySubscriptionResponse", DataTypeID: ID_ModifySubscriptionResponse, BinaryEncodingID: ID_ModifySubscriptionResponse_Encoding_DefaultBinary, New: func() Encodable { return new(ModifySubscriptionResponse) }, Size: unsafe.Sizeof(ModifySubscriptionResponse{})},
+		{Name: "SetPublishingModeRequest", DataTypeID: ID_SetPublishingModeRequest, BinaryEncodingID: ID_SetPublishingModeRequest_Encoding_DefaultBinary, New: func() Encodable { return new(SetPublishingModeRequest) }, Size: unsafe.Sizeof(SetPublishingModeRequest{})},
+		{Name: "SetPublishingModeResponse", DataTypeID: ID_SetPublishingModeResponse, BinaryEncodingID: ID_SetPublishingModeResponse_Encoding_DefaultBinary, New: func() Encodable { return new(SetPublishingModeResponse) }, Size: unsafe.Sizeof(SetPublishingModeResponse{})},
+		{Name: "NotificationMessage", DataTypeID: ID_NotificationMessage, BinaryEncodingID: ID_NotificationMessage_Encoding_DefaultBinary, New: func() Encodable { return new(NotificationMessage) }, Size: unsafe.Sizeof(NotificationMessage{})},
+		{Name: "NotificationData", DataTypeID: ID_NotificationData, BinaryEncodingID: ID_NotificationData_Encoding_DefaultBinary, New: func() Encodable { return new(NotificationData) }, Size: unsafe.Sizeof(NotificationData{})},
+		{Name: "DataChangeNotification", DataTypeID: ID_DataChangeNotification, BinaryEncodingID: ID_DataChangeNotification_Encoding_DefaultBinary, New: func() Encodable { return DataChangeNotificationPool.Get() }, Size: unsafe.Sizeof(DataChangeNotification{})},
+		{Name: "MonitoredItemNotification", DataTypeID: ID_MonitoredItemNotification, BinaryEncodingID: ID_MonitoredItemNotification_Encoding_DefaultBinary, New: func() Encodable { return MonitoredItemNotificationPool.Get() }, Size: unsafe.Sizeof(MonitoredItemNotification{})},
+		{Name: "EventNotificationList", DataTypeID: ID_EventNotificationList, BinaryEncodingID: ID_EventNotificationList_Encoding_DefaultBinary, New: func() Encodable { return EventNotificationListPool.Get() }, Size: unsafe.Sizeof(EventNotificationList{})},
+		{Name: "EventFieldList", DataTypeID: ID_EventFieldList, BinaryEncodingID: ID_EventFieldList_Encoding_DefaultBinary, New: func() Encodable { return EventFieldListPool.Get() }, Size: unsafe.Sizeof(EventFieldList{})},
+		{Name: "HistoryEventFieldList", DataTypeID: ID_HistoryEventFieldList, BinaryEncodingID: ID_HistoryEventFieldList_Encoding_DefaultBinary, New: func() Encodable { return new(HistoryEventFieldList) }, Size: unsafe.Sizeof(HistoryEventFieldList{})},
+		{Name: "StatusChangeNotification", DataTypeID: ID_StatusChangeNotification, BinaryEncodingID: ID_StatusChangeNotification_Encoding_DefaultBinary, New: func() Encodable { return new(StatusChangeNotification) }, Size: unsafe.Sizeof(StatusChangeNotification{})},
+		{Name: "SubscriptionAcknowledgement", DataTypeID: ID_SubscriptionAcknowledgement, BinaryEncodingID: ID_SubscriptionAcknowledgement_Encoding_DefaultBinary, New: func() Encodable { return new(SubscriptionAcknowledgement) }, Size: unsafe.Sizeof(SubscriptionAcknowledgement{})},
+		{Name: "PublishRequest", DataTypeID: ID_PublishRequest, BinaryEncodingID: ID_PublishRequest_Encoding_DefaultBinary, New: func() Encodable { return new(PublishRequest) }, Size: unsafe.Sizeof(PublishRequest{})},
+		{Name: "PublishResponse", DataTypeID: ID_PublishResponse, BinaryEncodingID: ID_PublishResponse_Encoding_DefaultBinary, New: func() Encodable { return new(PublishResponse) }, Size: unsafe.Sizeof(PublishResponse{})},
+		{Name: "RepublishRequest", DataTypeID: ID_RepublishRequest, BinaryEncodingID: ID_RepublishRequest_Encoding_DefaultBinary, New: func() Encodable { return new(RepublishRequest) }, Size: unsafe.Sizeof(RepublishRequest{})},
+		{Name: "RepublishResponse", DataTypeID: ID_RepublishResponse, BinaryEncodingID: ID_RepublishResponse_Encoding_DefaultBinary, New: func() Encodable { return new(RepublishResponse) }, Size: unsafe.Sizeof(RepublishResponse{})},
+		{Name: "TransferResult", DataTypeID: ID_TransferResult, BinaryEncodingID: ID_TransferResult_Encoding_DefaultBinary, New: func() Encodable { return new(TransferResult) }, Size: unsafe.Sizeof(TransferResult{})},
+		{Name: "TransferSubscriptionsRequest", DataTypeID: ID_TransferSubscriptionsRequest, BinaryEncodingID: ID_TransferSubscriptionsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(TransferSubscriptionsRequest) }, Size: unsafe.Sizeof(TransferSubscriptionsRequest{})},
+		{Name: "TransferSubscriptionsResponse", DataTypeID: ID_TransferSubscriptionsResponse, BinaryEncodingID: ID_TransferSubscriptionsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(TransferSubscriptionsResponse) }, Size: unsafe.Sizeof(TransferSubscriptionsResponse{})},
+		{Name: "DeleteSubscriptionsRequest", DataTypeID: ID_DeleteSubscriptionsRequest, BinaryEncodingID: ID_DeleteSubscriptionsRequest_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteSubscriptionsRequest) }, Size: unsafe.Sizeof(DeleteSubscriptionsRequest{})},
+		{Name: "DeleteSubscriptionsResponse", DataTypeID: ID_DeleteSubscriptionsResponse, BinaryEncodingID: ID_DeleteSubscriptionsResponse_Encoding_DefaultBinary, New: func() Encodable { return new(DeleteSubscriptionsResponse) }, Size: unsafe.Sizeof(DeleteSubscriptionsResponse{})},
+		{Name: "BuildInfo", DataTypeID: ID_BuildInfo, BinaryEncodingID: ID_BuildInfo_Encoding_DefaultBinary, New: func() Encodable { return new(BuildInfo) }, Size: unsafe.Sizeof(BuildInfo{})},
+		{Name: "RedundantServerDataType", DataTypeID: ID_RedundantServerDataType, BinaryEncodingID: ID_RedundantServerDataType_Encoding_DefaultBinary, New: func() Encodable { return new(RedundantServerDataType) }, Size: unsafe.Sizeof(RedundantServerDataType{})},
+		{Name: "EndpointUrlListDataType", DataTypeID: ID_EndpointUrlListDataType, BinaryEncodingID: ID_EndpointUrlListDataType_Encoding_DefaultBinary, New: func() Encodable { return new(EndpointURLListDataType) }, Size: unsafe.Sizeof(EndpointURLListDataType{})},
+		{Name: "NetworkGroupDataType", DataTypeID: ID_NetworkGroupDataType, BinaryEncodingID: ID_NetworkGroupDataType_Encoding_DefaultBinary, New: func() Encodable { return new(NetworkGroupDataType) }, Size: unsafe.Sizeof(NetworkGroupDataType{})},
+		{Name: "SamplingIntervalDiagnosticsDataType", DataTypeID: ID_SamplingIntervalDiagnosticsDataType, BinaryEncodingID: ID_SamplingIntervalDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SamplingIntervalDiagnosticsDataType) }, Size: unsafe.Sizeof(SamplingIntervalDiagnosticsDataType{})},
+		{Name: "ServerDiagnosticsSummaryDataType", DataTypeID: ID_ServerDiagnosticsSummaryDataType, BinaryEncodingID: ID_ServerDiagnosticsSummaryDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ServerDiagnosticsSummaryDataType) }, Size: unsafe.Sizeof(ServerDiagnosticsSummaryDataType{})},
+		{Name: "ServerStatusDataType", DataTypeID: ID_ServerStatusDataType, BinaryEncodingID: ID_ServerStatusDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ServerStatusDataType) }, Size: unsafe.Sizeof(ServerStatusDataType{})},
+		{Name: "SessionDiagnosticsDataType", DataTypeID: ID_SessionDiagnosticsDataType, BinaryEncodingID: ID_SessionDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionDiagnosticsDataType) }, Size: unsafe.Sizeof(SessionDiagnosticsDataType{})},
+		{Name: "SessionSecurityDiagnosticsDataType", DataTypeID: ID_SessionSecurityDiagnosticsDataType, BinaryEncodingID: ID_SessionSecurityDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SessionSecurityDiagnosticsDataType) }, Size: unsafe.Sizeof(SessionSecurityDiagnosticsDataType{})},
+		{Name: "ServiceCounterDataType", DataTypeID: ID_ServiceCounterDataType, BinaryEncodingID: ID_ServiceCounterDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ServiceCounterDataType) }, Size: unsafe.Sizeof(ServiceCounterDataType{})},
+		{Name: "StatusResult", DataTypeID: ID_StatusResult, BinaryEncodingID: ID_StatusResult_Encoding_DefaultBinary, New: func() Encodable { return new(StatusResult) }, Size: unsafe.Sizeof(StatusResult{})},
+		{Name: "SubscriptionDiagnosticsDataType", DataTypeID: ID_SubscriptionDiagnosticsDataType, BinaryEncodingID: ID_SubscriptionDiagnosticsDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SubscriptionDiagnosticsDataType) }, Size: unsafe.Sizeof(SubscriptionDiagnosticsDataType{})},
+		{Name: "ModelChangeStructureDataType", DataTypeID: ID_ModelChangeStructureDataType, BinaryEncodingID: ID_ModelChangeStructureDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ModelChangeStructureDataType) }, Size: unsafe.Sizeof(ModelChangeStructureDataType{})},
+		{Name: "SemanticChangeStructureDataType", DataTypeID: ID_SemanticChangeStructureDataType, BinaryEncodingID: ID_SemanticChangeStructureDataType_Encoding_DefaultBinary, New: func() Encodable { return new(SemanticChangeStructureDataType) }, Size: unsafe.Sizeof(SemanticChangeStructureDataType{})},
+		{Name: "Range", DataTypeID: ID_Range, BinaryEncodingID: ID_Range_Encoding_DefaultBinary, New: func() Encodable { return new(Range) }, Size: unsafe.Sizeof(Range{})},
+		{Name: "EUInformation", DataTypeID: ID_EUInformation, BinaryEncodingID: ID_EUInformation_Encoding_DefaultBinary, New: func() Encodable { return new(EUInformation) }, Size: unsafe.Sizeof(EUInformation{})},
+		{Name: "ComplexNumberType", DataTypeID: ID_ComplexNumberType, BinaryEncodingID: ID_ComplexNumberType_Encoding_DefaultBinary, New: func() Encodable { return new(ComplexNumberType) }, Size: unsafe.Sizeof(ComplexNumberType{})},
+		{Name: "DoubleComplexNumberType", DataTypeID: ID_DoubleComplexNumberType, BinaryEncodingID: ID_DoubleComplexNumberType_Encoding_DefaultBinary, New: func() Encodable { return new(DoubleComplexNumberType) }, Size: unsafe.Sizeof(DoubleComplexNumberType{})},
+		{Name: "AxisInformation", DataTypeID: ID_AxisInformation, BinaryEncodingID: ID_AxisInformation_Encoding_DefaultBinary, New: func() Encodable { return new(AxisInformation) }, Size: unsafe.Sizeof(AxisInformation{})},
+		{Name: "XVType", DataTypeID: ID_XVType, BinaryEncodingID: ID_XVType_Encoding_DefaultBinary, New: func() Encodable { return new(XVType) }, Size: unsafe.Sizeof(XVType{})},
+		{Name: "ProgramDiagnosticDataType", DataTypeID: ID_ProgramDiagnosticDataType, BinaryEncodingID: ID_ProgramDiagnosticDataType_Encoding_DefaultBinary, New: func() Encodable { return new(ProgramDiagnosticDataType) }, Size: unsafe.Sizeof(ProgramDiagnosticDataType{})},
+		{Name: "ProgramDiagnostic2DataType", DataTypeID: ID_ProgramDiagnostic2DataType, BinaryEncodingID: ID_ProgramDiagnostic2DataType_Encoding_DefaultBinary, New: func() Encodable { return new(ProgramDiagnostic2DataType) }, Size: unsafe.Sizeof(ProgramDiagnostic2DataType{})},
+		{Name: "Annotation", DataTypeID: ID_Annotation, BinaryEncodingID: ID_Annotation_Encoding_DefaultBinary, New: func() Encodable { return new(Annotation) }, Size: unsafe.Sizeof(Annotation{})},
 	} {
 		RegisterType(t)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 )
 
 // TypeID is the id of a built-in type (Part 6 Table 1), as used in Variant encoding
@@ -542,21 +543,28 @@ func (d *Decoder) ReadVariant(v *Variant) {
 	}
 	defer d.Leave()
 	v.typ, v.array, v.n, v.s = t, true, 0, ""
+	// Storing the slice in v.x boxes its header.
+	if !d.charge(sliceHeaderSize, "Variant") {
+		v.Reset()
+		return
+	}
 	v.x = d.readArray(t)
 	if mask&variantArrayDims != 0 {
 		dims := d.ReadInt32Array(nil)
 		n := 1
-		for _, dim := range dims {
+		for i, dim := range dims {
 			if dim < 0 || (dim > 0 && n > d.limits.MaxArrayLength/int(dim)) {
-				d.Fail("Variant", fmt.Errorf("%w: matrix dimensions %v", ErrInvalidEncoding, dims))
+				// The dimensions are not printed: there may be a million.
+				d.Fail("Variant", fmt.Errorf("%w: matrix dimension %d of %d is %d", ErrInvalidEncoding, i, len(dims), dim))
 				break
 			}
 			n *= int(dim)
 		}
 		if d.err == nil && n != arrayLen(v.x) {
-			d.Fail("Variant", fmt.Errorf("%w: matrix dimensions %v do not match %d elements", ErrInvalidEncoding, dims, arrayLen(v.x)))
+			d.Fail("Variant", fmt.Errorf("%w: %d matrix dimensions give %d elements, the array has %d", ErrInvalidEncoding, len(dims), n, arrayLen(v.x)))
 		}
-		if dims != nil { // a null dimensions array leaves a plain 1-D array
+		// A null dimensions array leaves a plain 1-D array.
+		if dims != nil && d.charge(int(unsafe.Sizeof(matrix{})), "Variant") {
 			v.x = &matrix{flat: v.x, dims: dims}
 		}
 	}
@@ -617,7 +625,28 @@ func (d *Decoder) readVariantScalar(v *Variant, t TypeID) {
 	}
 }
 
+// sliceHeaderSize is what boxing a slice in an interface allocates.
+const sliceHeaderSize = int(unsafe.Sizeof([]byte(nil)))
+
+// boxSize is what readOtherScalar allocates for the value of each type, beyond
+// what reading it allocates (strings, byte strings): the interface box, or the
+// pointed-to struct.
+var boxSize = [...]int{
+	TypeGuid:            int(unsafe.Sizeof(Guid{})),
+	TypeByteString:      sliceHeaderSize,
+	TypeNodeID:          int(unsafe.Sizeof(NodeID{})),
+	TypeExpandedNodeID:  int(unsafe.Sizeof(ExpandedNodeID{})),
+	TypeQualifiedName:   int(unsafe.Sizeof(QualifiedName{})),
+	TypeLocalizedText:   int(unsafe.Sizeof(LocalizedText{})),
+	TypeExtensionObject: int(unsafe.Sizeof(ExtensionObject{})),
+	TypeDataValue:       int(unsafe.Sizeof(DataValue{})),
+	TypeDiagnosticInfo:  int(unsafe.Sizeof(DiagnosticInfo{})),
+}
+
 func (d *Decoder) readOtherScalar(t TypeID) any {
+	if int(t) >= len(boxSize) || !d.charge(boxSize[t], "Variant") {
+		return nil
+	}
 	switch t {
 	case TypeGuid:
 		return d.ReadGuid()
@@ -711,7 +740,7 @@ func readArrayOf[T any](d *Decoder, what string, minSize int, read func(*Decoder
 	if n < 0 {
 		return nil
 	}
-	s := make([]T, n)
+	s := grow[T](d, nil, n)
 	for i := range s {
 		s[i] = read(d)
 		if d.err != nil {
@@ -726,7 +755,7 @@ func readArrayInto[T any](d *Decoder, what string, minSize int, read func(*Decod
 	if n < 0 {
 		return nil
 	}
-	s := make([]T, n)
+	s := grow[T](d, nil, n)
 	for i := range s {
 		read(d, &s[i])
 		if d.err != nil {

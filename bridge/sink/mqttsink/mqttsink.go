@@ -69,10 +69,13 @@ type Config struct {
 // passed resolved (config.Secret is resolved by package config).
 func FromConfig(c config.MQTTSink, publisherID, password string) Config {
 	out := Config{
-		Name: c.Name, URL: c.URL, ClientID: c.ClientID, QoS: c.QoS,
+		Name: c.Name, URL: c.URL, ClientID: c.ClientID, QoS: config.DefaultMQTTQoS,
 		CleanSession: c.CleanSession == nil || *c.CleanSession,
 		Username:     c.Username, Password: password, PublisherID: publisherID,
 		Topics: sink.TopicTemplates{Data: c.DataTopic, MetaData: c.MetaDataTopic, Status: c.StatusTopic},
+	}
+	if c.QoS != nil {
+		out.QoS = *c.QoS
 	}
 	if c.TLS != nil {
 		out.TLS = &sink.TLSOptions{CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, InsecureSkipVerify: c.TLS.InsecureSkipVerify}

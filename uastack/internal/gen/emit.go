@@ -458,7 +458,9 @@ func (g *typeGen) genDecode() {
 			g.p("%s%s = d.Read%sArray(%s)", ind, x, f.typ.b.bulk, x)
 		default:
 			g.p("%sn = d.ReadArrayLength(%q, %d)", ind, s.name+"."+f.name, g.minElem(f.typ))
-			g.p("%s%s = Grow(%s, n)", ind, x, x)
+			// grow charges a new backing array against the decoder's memory
+			// budget (reused capacity is free) and gives nil when it is spent.
+			g.p("%s%s = grow(d, %s, n)", ind, x, x)
 			g.p("%sfor i := range %s {", ind, x)
 			g.p("%s\t%s", ind, g.scalarRead(f.typ, x+"[i]"))
 			g.p("%s\tif d.Err() != nil {\n%s\t\tbreak\n%s\t}", ind, ind, ind)
@@ -498,8 +500,8 @@ func genTypes(m *model) *bytes.Buffer {
 		if s.pooled {
 			newf = fmt.Sprintf("func() Encodable { return %sPool.Get() }", s.goName)
 		}
-		fmt.Fprintf(&body, "\t\t{Name: %q, DataTypeID: %s, BinaryEncodingID: %s, New: %s},\n",
-			s.name, nodeIDConst(s.name), nodeIDConst(s.name+"_Encoding_DefaultBinary"), newf)
+		fmt.Fprintf(&body, "\t\t{Name: %q, DataTypeID: %s, BinaryEncodingID: %s, New: %s, Size: unsafe.Sizeof(%s{})},\n",
+			s.name, nodeIDConst(s.name), nodeIDConst(s.name+"_Encoding_DefaultBinary"), newf, s.goName)
 	}
 	body.WriteString("\t} {\n\t\tRegisterType(t)\n\t}\n}\n")
 
@@ -512,9 +514,8 @@ func genTypes(m *model) *bytes.Buffer {
 	if usesPooling {
 		imports = append(imports, `"github.com/uagate/gateway/pooling"`)
 	}
-	if len(imports) > 0 {
-		b.WriteString("import (\n\t" + strings.Join(imports, "\n\t") + "\n)\n\n")
-	}
+	imports = append(imports, `"unsafe"`)
+	b.WriteString("import (\n\t" + strings.Join(imports, "\n\t") + "\n)\n\n")
 	b.Write(body.Bytes())
 	return &b
 }
@@ -522,7 +523,7 @@ func genTypes(m *model) *bytes.Buffer {
 // genPooled writes the pools of the pooled structures.
 func genPooled(m *model) *bytes.Buffer {
 	var b bytes.Buffer
-	b.WriteString(header + "package ua\n\nimport \"github.com/uagate/gateway/pooling\"\n\n")
+	b.WriteString(header + "package ua\n\nimport (\n\t\"unsafe\"\n\n\t\"github.com/uagate/gateway/pooling\"\n)\n\n")
 	for _, s := range m.structs {
 		if !s.pooled {
 			continue
@@ -533,9 +534,9 @@ func genPooled(m *model) *bytes.Buffer {
 		g.p("var %sPool = pooling.NewPool[%s](0, (*%s).reset)\n", n, n, n)
 		docLines(&b, "", fmt.Sprintf("New%s returns an empty %s from %sPool; its slices may keep capacity from earlier use. The caller owns it and gives it back with Release when done, typically in a defer.", n, n, n))
 		g.p("func New%s() *%s { return %sPool.Get() }\n", n, n, n)
-		docLines(&b, "", fmt.Sprintf("Release resets s and gives it back to %sPool. Afterwards neither s nor anything obtained from it (its slices, the strings and arrays of its Variants) may be used: the next New%s may hand it to another goroutine. Release only a %s that stands alone (from New%s or an ExtensionObject); an element of a slice, such as one of DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a second Release of the same object is ignored by the pool.", n, n, n, n))
+		docLines(&b, "", fmt.Sprintf("Release resets s and gives it back to %sPool. Afterwards neither s nor its slices, nor a pointer into them, may be used: the next New%s may hand it to another goroutine. Values copied out of s before (a DataValue, a Variant, a string) stay valid; see Borrowed notifications in the package documentation. Release only a %s that stands alone (from New%s or an ExtensionObject); an element of a slice, such as one of DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a second Release of the same object is ignored by the pool.", n, n, n, n))
 		g.p("func (s *%s) Release() { %sPool.Put(s) }\n", n, n)
-		docLines(&b, "", "reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of their elements, so that decoding into s again does not allocate; only the elements in use are cleared: those beyond the length are already zero, because Grow clears the tail when a decode shrinks a slice, so nothing stays reachable from an idle object and a Release costs what was used, not the largest message ever seen.")
+		docLines(&b, "", "reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of their elements, so that decoding into s again does not allocate; only the elements in use are cleared: those beyond the length are already zero, because Grow clears the tail when a decode shrinks a slice, so nothing stays reachable from an idle object and a Release costs what was used, not the largest message ever seen. Slices that retain more than MaxPooledBytes together are dropped instead, and s goes back empty: one huge message must not pin its memory in the pool for the life of the process.")
 		g.p("func (s *%s) reset() {", n)
 		var keep []string
 		for _, f := range s.fields {
@@ -559,8 +560,52 @@ func genPooled(m *model) *bytes.Buffer {
 				keep = append(keep, fmt.Sprintf("%s: %s[:0]", f.goName, x))
 			}
 		}
+		g.p("\tif s.retainedBytes() > MaxPooledBytes {\n\t\t*s = %s{}\n\t\treturn\n\t}", n)
 		g.p("\t*s = %s{%s}", n, strings.Join(keep, ", "))
 		g.p("}\n")
+		g.genRetained()
 	}
 	return &b
+}
+
+// genRetained writes retainedBytes: the memory a pooled structure's slices keep
+// across a reset (their capacity, and what the pooled elements keep in turn).
+func (g *typeGen) genRetained() {
+	s := g.s
+	docLines(g.b, "", "retainedBytes is the memory the slices of s keep across a reset: their capacity, and what their pooled elements keep in turn.")
+	var terms []string
+	var loops []string
+	for _, f := range s.fields {
+		x := "s." + f.goName
+		switch {
+		case f.array:
+			terms = append(terms, fmt.Sprintf("cap(%s)*int(unsafe.Sizeof(%s[0]))", x, x))
+			if f.typ.st != nil && f.typ.st.pooled && g.m.retains(f.typ.st) {
+				loops = append(loops, x)
+			}
+		case f.typ.b != nil && f.typ.b.name == "ByteString":
+			terms = append(terms, fmt.Sprintf("cap(%s)", x))
+		}
+	}
+	if len(terms) == 0 {
+		g.p("func (s *%s) retainedBytes() int { return 0 }\n", s.goName)
+		return
+	}
+	g.p("func (s *%s) retainedBytes() int {", s.goName)
+	g.p("\tn := %s", strings.Join(terms, " + "))
+	for _, x := range loops {
+		g.p("\tfor i := range %s {\n\t\tn += %s[i].retainedBytes()\n\t}", x, x)
+	}
+	g.p("\treturn n")
+	g.p("}\n")
+}
+
+// retains reports whether a pooled structure keeps slice capacity across a reset.
+func (m *model) retains(s *structDef) bool {
+	for _, f := range s.fields {
+		if f.array || (f.typ.b != nil && f.typ.b.name == "ByteString") {
+			return true
+		}
+	}
+	return false
 }

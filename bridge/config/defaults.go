@@ -1,0 +1,391 @@
+package config
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// URLs that stand for the embedded parts. The pipeline replaces them with the
+// embedded server's real address once it listens (its port may be chosen by
+// the OS).
+const (
+	EmbeddedSimURL  = "embedded:sim"
+	EmbeddedMQTTURL = "embedded:mqtt"
+	EmbeddedNATSURL = "embedded:nats"
+)
+
+// Defaults.
+const (
+	DefaultPublisherID        = "uagate"
+	DefaultStateDir           = "./state"
+	DefaultShutdownTimeout    = 10 * time.Second
+	DefaultSimListen          = "127.0.0.1:0" // any free port: the URL is known at runtime
+	DefaultMQTTListen         = "127.0.0.1:1883"
+	DefaultNATSListen         = "127.0.0.1:4222"
+	DefaultHTTPListen         = "127.0.0.1:8080"
+	DefaultRequestTimeout     = 30 * time.Second
+	DefaultPublishingInterval = time.Second
+	DefaultKeyFrameCount      = 10
+	DefaultKeepAliveFactor    = 10 // KeepAlive = DefaultKeepAliveFactor × PublishingInterval
+	DefaultGroupMessageSize   = 256 << 10
+	DefaultMaxUnacked         = 64
+	DefaultSamplingDivisor    = 10 // SamplingInterval = PublishingInterval / DefaultSamplingDivisor
+	DefaultBrowseDepth        = 5
+	DefaultBrowseMaxNodes     = 100000
+	DefaultSinkQueueSize      = 1024
+	DefaultMQTTQoS            = 1
+	DefaultWebSocketPath      = "/ws"
+	DefaultWebSocketQueue     = 256
+	DefaultSimWriterGroup     = "demo"
+	DefaultSimWriter          = "demo"
+	DefaultSimEndpoint        = "sim"
+
+	DefaultMQTTDataTopic      = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
+	DefaultMQTTMetaDataTopic  = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
+	DefaultMQTTStatusTopic    = "opcua/json/status/{PublisherId}"
+	DefaultPerFieldTopic      = "{PublisherId}/{WriterGroup}/{DataSetWriter}/{Field}"
+	DefaultNATSDataSubject    = "opcua.json.data.{PublisherId}.{WriterGroup}.{DataSetWriter}"
+	DefaultNATSMetaSubject    = "opcua.json.metadata.{PublisherId}.{WriterGroup}.{DataSetWriter}"
+	DefaultNATSStatusSubject  = "opcua.json.status.{PublisherId}"
+	DefaultEventSelectClauses = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"
+)
+
+// Values of the string settings.
+const (
+	IdentityAnonymous = "anonymous"
+	IdentityUsername  = "username"
+	IdentityX509      = "x509"
+
+	SecurityBest = "best" // securityPolicy and securityMode: the best the server offers
+
+	EncodingCompact = "compact"
+	EncodingVerbose = "verbose"
+
+	DeadbandNone     = "none"
+	DeadbandAbsolute = "absolute"
+	DeadbandPercent  = "percent"
+
+	TriggerStatus               = "status"
+	TriggerStatusValue          = "statusValue"
+	TriggerStatusValueTimestamp = "statusValueTimestamp"
+
+	PayloadValue     = "value"
+	PayloadDataValue = "dataValue"
+)
+
+// The simulation server's Demo variables the default configuration publishes.
+// They are the node ids of uastack/server (NodeCounter …), written out here
+// because bridge does not import the server; a test checks they agree.
+var simDemoNodes = []struct{ Name, Node string }{
+	{"Counter", "ns=1;s=Demo.Counter"},
+	{"Sine", "ns=1;s=Demo.Sine"},
+	{"Random", "ns=1;s=Demo.Random"},
+	{"Step", "ns=1;s=Demo.Step"},
+}
+
+// Default returns the configuration of a gateway started without one: the
+// embedded simulation server as the upstream with a writer group over its
+// Demo variables, the embedded MQTT broker and NATS server with a sink each,
+// and the WebSocket stream on the HTTP listener. Defaults are applied.
+func Default() *Config {
+	c := &Config{}
+	c.ApplyDefaults()
+	return c
+}
+
+// ApplyDefaults fills every setting left unset with its default (see
+// the README's Configuration section), including the embedded parts: with no endpoint configured,
+// endpoint "sim" (URL EmbeddedSimURL) and a writer group "demo" over the
+// simulation server's Demo variables; with no sink configured, an MQTT and a
+// NATS sink on the embedded broker and server, and the WebSocket stream.
+// Embedded.*.Enabled are resolved to true or false. Calling it twice changes
+// nothing.
+func (c *Config) ApplyDefaults() {
+	g := &c.Gateway
+	setString(&g.PublisherID, DefaultPublisherID)
+	setString(&g.StateDir, DefaultStateDir)
+	setDuration(&g.ShutdownTimeout, DefaultShutdownTimeout)
+	setString(&c.Embedded.Sim.Listen, DefaultSimListen)
+	setString(&c.Embedded.MQTT.Listen, DefaultMQTTListen)
+	setString(&c.Embedded.NATS.Listen, DefaultNATSListen)
+	if !c.HTTP.Disabled {
+		setString(&c.HTTP.Listen, DefaultHTTPListen)
+	}
+
+	if len(c.Endpoints) == 0 {
+		c.Endpoints = []Endpoint{{Name: DefaultSimEndpoint, URL: EmbeddedSimURL}}
+	}
+	if len(c.WriterGroups) == 0 && len(c.Endpoints) == 1 && c.Endpoints[0].URL == EmbeddedSimURL {
+		w := DataSetWriter{Name: DefaultSimWriter}
+		for _, n := range simDemoNodes {
+			w.Fields = append(w.Fields, Field{Name: n.Name, Node: n.Node})
+		}
+		c.WriterGroups = []WriterGroup{{Name: DefaultSimWriterGroup, Endpoint: c.Endpoints[0].Name, Writers: []DataSetWriter{w}}}
+	}
+	for i := range c.Endpoints {
+		c.Endpoints[i].applyDefaults(g.StateDir)
+	}
+	for i := range c.WriterGroups {
+		wg := &c.WriterGroups[i]
+		if wg.Endpoint == "" && len(c.Endpoints) == 1 {
+			wg.Endpoint = c.Endpoints[0].Name
+		}
+		wg.applyDefaults()
+	}
+
+	s := &c.Sinks
+	if len(s.MQTT) == 0 && len(s.NATS) == 0 && len(s.File) == 0 && s.WebSocket == nil {
+		s.MQTT = []MQTTSink{{URL: EmbeddedMQTTURL}}
+		s.NATS = []NATSSink{{URL: EmbeddedNATSURL}}
+		if !c.HTTP.Disabled {
+			s.WebSocket = &WebSocketSink{}
+		}
+	}
+	for i := range s.MQTT {
+		s.MQTT[i].applyDefaults(i, g.PublisherID)
+	}
+	for i := range s.NATS {
+		s.NATS[i].applyDefaults(i)
+	}
+	for i := range s.File {
+		f := &s.File[i]
+		setString(&f.Name, numbered("file", i))
+		f.Delivery.applyDefaults()
+	}
+	if ws := s.WebSocket; ws != nil {
+		setString(&ws.Path, DefaultWebSocketPath)
+		setInt(&ws.ClientQueue, DefaultWebSocketQueue)
+	}
+
+	// The embedded parts run when something uses them, unless set explicitly.
+	uses := func(url string) bool {
+		for _, e := range c.Endpoints {
+			if e.URL == url {
+				return true
+			}
+		}
+		for _, m := range s.MQTT {
+			if m.URL == url {
+				return true
+			}
+		}
+		for _, n := range s.NATS {
+			if n.URL == url {
+				return true
+			}
+		}
+		return false
+	}
+	setBool(&c.Embedded.Sim.Enabled, uses(EmbeddedSimURL))
+	setBool(&c.Embedded.MQTT.Enabled, uses(EmbeddedMQTTURL))
+	setBool(&c.Embedded.NATS.Enabled, uses(EmbeddedNATSURL))
+}
+
+// On reports whether the embedded part runs (after ApplyDefaults).
+func (p EmbeddedPart) On() bool { return p.Enabled != nil && *p.Enabled }
+
+func (e *Endpoint) applyDefaults(stateDir string) {
+	if e.URL == EmbeddedSimURL {
+		// The embedded server runs in this process on loopback: no security
+		// to negotiate, and its certificate is ours to trust.
+		setString(&e.SecurityPolicy, "None")
+		setString(&e.SecurityMode, "None")
+		e.AutoAccept = true
+	}
+	setString(&e.SecurityPolicy, SecurityBest)
+	setString(&e.SecurityMode, SecurityBest)
+	id := &e.Identity
+	switch {
+	case id.Type != "":
+	case id.CertFile != "" || id.KeyFile != "":
+		id.Type = IdentityX509
+	case id.Username != "":
+		id.Type = IdentityUsername
+	default:
+		id.Type = IdentityAnonymous
+	}
+	setString(&e.PKI, filepath.Join(stateDir, "pki"))
+	setDuration(&e.RequestTimeout, DefaultRequestTimeout)
+}
+
+func (wg *WriterGroup) applyDefaults() {
+	setDuration(&wg.PublishingInterval, DefaultPublishingInterval)
+	pi := wg.PublishingInterval.D()
+	setInt(&wg.KeyFrameCount, DefaultKeyFrameCount)
+	setDuration(&wg.KeepAlive, DefaultKeepAliveFactor*pi)
+	setInt(&wg.MaxMessageSize, DefaultGroupMessageSize)
+	setString(&wg.MessageShape, ShapeSingle)
+	setString(&wg.FieldEncoding, FieldVariant)
+	setString(&wg.Encoding, EncodingCompact)
+	setString(&wg.Format, FormatPart14)
+	setInt(&wg.MaxUnacked, DefaultMaxUnacked)
+
+	nd := &wg.Nodes
+	if nd.SamplingInterval == nil {
+		si := Duration(pi / DefaultSamplingDivisor)
+		nd.SamplingInterval = &si
+	}
+	if nd.QueueSize == 0 {
+		nd.QueueSize = queueFor(pi, nd.SamplingInterval.D())
+	}
+	setBool(&nd.DiscardOldest, true)
+	setString(&nd.Deadband.Type, DeadbandNone)
+	setString(&nd.Trigger, TriggerStatusValue)
+
+	used := map[uint16]bool{}
+	for _, w := range wg.Writers {
+		used[w.ID] = true
+	}
+	next := uint16(1)
+	for i := range wg.Writers {
+		w := &wg.Writers[i]
+		if w.ID == 0 {
+			// Its position, or the next id no other writer has.
+			if p := i + 1; p <= 0xFFFF && !used[uint16(p)] {
+				w.ID = uint16(p)
+			} else {
+				for used[next] && next < 0xFFFF {
+					next++
+				}
+				w.ID = next
+			}
+			used[w.ID] = true
+		}
+		setString(&w.Name, "writer"+strconv.Itoa(int(w.ID)))
+		for j := range w.Fields {
+			w.Fields[j].applyDefaults(nd, pi)
+		}
+		for j := range w.Browse {
+			b := &w.Browse[j]
+			setInt(&b.Depth, DefaultBrowseDepth)
+			setString(&b.Name, "*")
+			setInt(&b.MaxNodes, DefaultBrowseMaxNodes)
+		}
+	}
+}
+
+// queueFor is a monitored-item queue that holds one publishing interval of
+// samples: nothing is lost between two publishes when the value changes at
+// every sample. Bounded by MaxQueueSize.
+func queueFor(pi, si time.Duration) uint32 {
+	if si <= 0 {
+		si = pi / DefaultSamplingDivisor
+	}
+	if si <= 0 {
+		return 1
+	}
+	n := (pi + si - 1) / si
+	return uint32(min(max(n, 1), MaxQueueSize))
+}
+
+func (f *Field) applyDefaults(nd *NodeDefaults, pi time.Duration) {
+	if f.Name == "" {
+		f.Name = defaultFieldName(f.Node)
+	}
+	if f.Events != nil {
+		if f.Events.Select == nil {
+			f.Events.Select = strings.Split(DefaultEventSelectClauses, ",")
+		}
+		return // the data change settings do not apply to events
+	}
+	own := f.SamplingInterval != nil
+	if !own {
+		si := *nd.SamplingInterval
+		f.SamplingInterval = &si
+	}
+	if f.QueueSize == 0 {
+		f.QueueSize = nd.QueueSize
+		if own && *f.SamplingInterval != *nd.SamplingInterval {
+			f.QueueSize = queueFor(pi, f.SamplingInterval.D()) // sized for its own sampling
+		}
+	}
+	if f.DiscardOldest == nil {
+		b := *nd.DiscardOldest
+		f.DiscardOldest = &b
+	}
+	if f.Deadband.Type == "" {
+		f.Deadband = nd.Deadband
+	}
+	setString(&f.Trigger, nd.Trigger)
+	setDuration(&f.Heartbeat, nd.Heartbeat.D())
+}
+
+// defaultFieldName is the name of a field given only by its node: the
+// identifier of a string node id ("Demo.Counter" for ns=1;s=Demo.Counter),
+// else the node id as written. The pipeline may replace it by the node's
+// DisplayName.
+func defaultFieldName(node string) string {
+	if x, err := ua.ParseExpandedNodeID(node); err == nil && x.Type == ua.IDString && x.Text != "" {
+		return x.Text
+	}
+	return node
+}
+
+func (m *MQTTSink) applyDefaults(i int, publisher string) {
+	setString(&m.Name, numbered("mqtt", i))
+	setString(&m.ClientID, publisher+"-"+m.Name)
+	if m.QoS == nil {
+		q := DefaultMQTTQoS
+		m.QoS = &q
+	}
+	setBool(&m.CleanSession, true)
+	m.Delivery.applyDefaults()
+	setString(&m.DataTopic, DefaultMQTTDataTopic)
+	setString(&m.MetaDataTopic, DefaultMQTTMetaDataTopic)
+	setString(&m.StatusTopic, DefaultMQTTStatusTopic)
+	if p := m.PerField; p != nil {
+		setString(&p.Topic, DefaultPerFieldTopic)
+		setString(&p.Payload, PayloadValue)
+		setBool(&p.Retain, true)
+	}
+}
+
+func (n *NATSSink) applyDefaults(i int) {
+	setString(&n.Name, numbered("nats", i))
+	n.Delivery.applyDefaults()
+	setString(&n.DataSubject, DefaultNATSDataSubject)
+	setString(&n.MetaDataSubject, DefaultNATSMetaSubject)
+	setString(&n.StatusSubject, DefaultNATSStatusSubject)
+}
+
+func (d *Delivery) applyDefaults() {
+	setString(&d.Guarantee, "at-most-once")
+	setInt(&d.QueueSize, DefaultSinkQueueSize)
+	setString(&d.Policy, "block")
+}
+
+// numbered is base for the first of a kind, base2, base3 … for the others.
+func numbered(base string, i int) string {
+	if i == 0 {
+		return base
+	}
+	return base + strconv.Itoa(i+1)
+}
+
+func setString(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDuration(p *Duration, v time.Duration) {
+	if *p == 0 {
+		*p = Duration(v)
+	}
+}
+
+func setBool(p **bool, v bool) {
+	if *p == nil {
+		*p = &v
+	}
+}

@@ -1,0 +1,248 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// MaxFileSize bounds a configuration file.
+const MaxFileSize = 16 << 20
+
+// Environment variables that override settings of the file. They are applied
+// after the file is read and before defaults, so check-config shows their
+// effect and validation checks their values (an issue caused by one names the
+// variable instead of a line):
+//
+//	UAGATE_PUBLISHER_ID              gateway.publisherId
+//	UAGATE_STATE_DIR                 gateway.stateDir
+//	UAGATE_HTTP_LISTEN               http.listen
+//	UAGATE_SIM_LISTEN                embedded.sim.listen
+//	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
+//	UAGATE_NATS_LISTEN               embedded.nats.listen
+//	UAGATE_ENDPOINT_<NAME>_URL       url of the endpoint named NAME
+//	UAGATE_ENDPOINT_<NAME>_USERNAME  identity.username of that endpoint
+//	UAGATE_ENDPOINT_<NAME>_PASSWORD  identity.password of that endpoint (as {env: UAGATE_ENDPOINT_<NAME>_PASSWORD})
+//
+// <NAME> is the endpoint's name in upper case with every character other than
+// A-Z and 0-9 replaced by '_' (endpoint "plc-1" → UAGATE_ENDPOINT_PLC_1_URL).
+// A UAGATE_ENDPOINT_… variable that names no configured endpoint is a
+// warning. An empty variable counts as unset.
+const EnvPrefix = "UAGATE_"
+
+// envSettings are the top-level overrides.
+var envSettings = []struct {
+	name, path string
+	field      func(*Config) *string
+}{
+	{"UAGATE_PUBLISHER_ID", "gateway.publisherId", func(c *Config) *string { return &c.Gateway.PublisherID }},
+	{"UAGATE_STATE_DIR", "gateway.stateDir", func(c *Config) *string { return &c.Gateway.StateDir }},
+	{"UAGATE_HTTP_LISTEN", "http.listen", func(c *Config) *string { return &c.HTTP.Listen }},
+	{"UAGATE_SIM_LISTEN", "embedded.sim.listen", func(c *Config) *string { return &c.Embedded.Sim.Listen }},
+	{"UAGATE_MQTT_LISTEN", "embedded.mqtt.listen", func(c *Config) *string { return &c.Embedded.MQTT.Listen }},
+	{"UAGATE_NATS_LISTEN", "embedded.nats.listen", func(c *Config) *string { return &c.Embedded.NATS.Listen }},
+}
+
+// EndpointEnvName returns the <NAME> part of the environment variables of an
+// endpoint.
+func EndpointEnvName(endpoint string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		}
+		return '_'
+	}, endpoint)
+}
+
+// Load reads a configuration file: YAML, or OPC Publisher's
+// publishednodes.json (recognised by its content). It applies the environment
+// overrides and the defaults, resolves the secrets and validates. The error,
+// when not nil, is an *Error listing every problem with file, line, field and
+// reason; the warnings are worth showing either way.
+func Load(path string) (*Config, []Warning, error) {
+	data, err := readLimited(path, MaxFileSize)
+	if err != nil {
+		var pe *os.PathError
+		msg := err.Error()
+		if errors.As(err, &pe) {
+			msg = pe.Op + ": " + pe.Err.Error()
+		}
+		return nil, nil, &Error{Issues: []Issue{{File: path, Message: msg, Err: err}}}
+	}
+	return Parse(data, path)
+}
+
+// Parse is Load on the file's content; filename names it in issues.
+func Parse(data []byte, filename string) (*Config, []Warning, error) {
+	return parse(data, filename, os.LookupEnv, os.Environ())
+}
+
+func parse(data []byte, filename string, lookup func(string) (string, bool), environ []string) (*Config, []Warning, error) {
+	d := newDecoder(filename)
+	d.budget = nodeBudget(len(data))
+	c := new(Config)
+	if isPublishedNodes(data) {
+		d.publishedNodes(data, c)
+	} else if body, ok := d.parseYAML(data); ok && body != nil {
+		d.decode(body, reflect.ValueOf(c).Elem(), "")
+	}
+	decodeErrs := d.errs
+	d.applyEnv(c, lookup, environ)
+	c.ApplyDefaults()
+	verrs, vwarns := c.validate()
+	for _, s := range c.secrets() {
+		if err := s.secret.Resolve(lookup); err != nil {
+			verrs = append(verrs, Issue{Path: s.path, Message: err.Error(), Err: err})
+		}
+	}
+	// A setting that did not decode is left at its default; what validation
+	// says about it would only repeat the decoding error.
+	errs := decodeErrs
+	for _, is := range verrs {
+		if !under(is.Path, decodeErrs) {
+			errs = append(errs, is)
+		}
+	}
+	warns := append(d.warns, vwarns...)
+	for i := range errs {
+		d.pos.locate(&errs[i])
+	}
+	for i := range warns {
+		d.pos.locate(&warns[i])
+	}
+	sortIssues(errs)
+	sortIssues(warns)
+	if len(errs) > 0 {
+		return nil, warns, &Error{Issues: errs}
+	}
+	return c, warns, nil
+}
+
+// sortIssues orders issues by file position; those without a line
+// (environment variables, defaults) keep their order after the rest.
+func sortIssues(issues []Issue) {
+	slices.SortStableFunc(issues, func(a, b Issue) int {
+		if (a.Line == 0) != (b.Line == 0) {
+			if a.Line == 0 {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Column, b.Column)
+	})
+}
+
+// under reports whether path is at or below the path of one of the issues.
+func under(path string, issues []Issue) bool {
+	for _, is := range issues {
+		p := is.Path
+		if p == "" {
+			continue
+		}
+		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *decoder) applyEnv(c *Config, lookup func(string) (string, bool), environ []string) {
+	get := func(name string) (string, bool) {
+		v, ok := lookup(name)
+		return v, ok && v != ""
+	}
+	for _, s := range envSettings {
+		if v, ok := get(s.name); ok {
+			*s.field(c) = v
+			d.pos[s.path] = origin{file: "$" + s.name}
+		}
+	}
+	known := map[string]bool{}
+	for i := range c.Endpoints {
+		e := &c.Endpoints[i]
+		base := EnvPrefix + "ENDPOINT_" + EndpointEnvName(e.Name) + "_"
+		p := "endpoints[" + strconv.Itoa(i) + "]"
+		for _, suffix := range []string{"URL", "USERNAME", "PASSWORD"} {
+			name := base + suffix
+			known[name] = true
+			v, ok := get(name)
+			if !ok {
+				continue
+			}
+			switch suffix {
+			case "URL":
+				e.URL = v
+				d.pos[p+".url"] = origin{file: "$" + name}
+			case "USERNAME":
+				e.Identity.Username = v
+				d.pos[p+".identity.username"] = origin{file: "$" + name}
+			case "PASSWORD":
+				e.Identity.Password = Secret{Env: name}
+				d.pos[p+".identity.password"] = origin{file: "$" + name}
+			}
+		}
+	}
+	for _, kv := range environ {
+		name, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix+"ENDPOINT_") || known[name] || v == "" {
+			continue
+		}
+		for _, suffix := range []string{"_URL", "_USERNAME", "_PASSWORD"} {
+			if strings.HasSuffix(name, suffix) {
+				d.warns = append(d.warns, Issue{File: "$" + name, Message: "names no configured endpoint; ignored"})
+				break
+			}
+		}
+	}
+}
+
+type secretRef struct {
+	path   string
+	secret *Secret
+}
+
+// secrets lists every Secret of the configuration with its path.
+func (c *Config) secrets() []secretRef {
+	var out []secretRef
+	add := func(p string, s *Secret) {
+		if s.IsSet() {
+			out = append(out, secretRef{p, s})
+		}
+	}
+	for i := range c.Endpoints {
+		add("endpoints["+strconv.Itoa(i)+"].identity.password", &c.Endpoints[i].Identity.Password)
+	}
+	for i := range c.Sinks.MQTT {
+		add("sinks.mqtt["+strconv.Itoa(i)+"].password", &c.Sinks.MQTT[i].Password)
+	}
+	for i := range c.Sinks.NATS {
+		add("sinks.nats["+strconv.Itoa(i)+"].password", &c.Sinks.NATS[i].Password)
+		add("sinks.nats["+strconv.Itoa(i)+"].token", &c.Sinks.NATS[i].Token)
+	}
+	if ws := c.Sinks.WebSocket; ws != nil {
+		add("sinks.websocket.token", &ws.Token)
+	}
+	return out
+}
+
+// String renders the configuration as YAML, with every secret shown as where
+// it comes from (file, env) and inline values redacted.
+func (c *Config) String() string {
+	b, err := yaml.MarshalWithOptions(c, yaml.Indent(2), yaml.OmitEmpty())
+	if err != nil {
+		return "config: " + err.Error()
+	}
+	return string(b)
+}

@@ -1,0 +1,627 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/ua"
+	"github.com/uagate/gateway/uastack/uasc"
+)
+
+// Limits that Validate enforces.
+const (
+	MaxQueueSize          = 10000   // monitored item queue
+	MaxSinkQueueSize      = 1 << 20 // messages in a sink's queue
+	MaxWebSocketQueue     = 1 << 16
+	MaxUnackedLimit       = 1 << 16
+	MinGroupMessageSize   = 1 << 10
+	MaxGroupMessageSize   = 64 << 20
+	MinEndpointMessage    = 8192
+	MaxEndpointMessage    = 1 << 30
+	MaxBrowseDepth        = 32
+	MaxBrowseNodes        = 1000000
+	MaxFieldsPerWriter    = 65535
+	MinPublishingInterval = time.Millisecond
+)
+
+// validator collects validation issues; every message names the field by its
+// path and says why.
+type validator struct {
+	errs  []Issue
+	warns []Issue
+}
+
+func (v *validator) errorf(path, format string, args ...any) {
+	v.errs = append(v.errs, Issue{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) warnf(path, format string, args ...any) {
+	v.warns = append(v.warns, Issue{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks a configuration with defaults applied (ApplyDefaults) and
+// returns every problem as an *Error; nil when it can be used. Issues carry
+// field paths but no positions: Load and Parse add file and line.
+func (c *Config) Validate() error {
+	errs, _ := c.validate()
+	return asError(errs)
+}
+
+// validate returns the errors and the warnings.
+func (c *Config) validate() (errs, warns []Issue) {
+	v := &validator{}
+	c.validateGateway(v)
+	endpoints := map[string]bool{}
+	for i := range c.Endpoints {
+		p := "endpoints[" + strconv.Itoa(i) + "]"
+		e := &c.Endpoints[i]
+		e.validate(v, p)
+		if e.Name != "" {
+			if endpoints[e.Name] {
+				v.errorf(p+".name", "endpoint %q is defined twice", e.Name)
+			}
+			endpoints[e.Name] = true
+		}
+		if e.URL == EmbeddedSimURL && c.Embedded.Sim.Enabled != nil && !*c.Embedded.Sim.Enabled {
+			v.errorf(p+".url", "%s needs the embedded simulation server, which embedded.sim.enabled switches off", EmbeddedSimURL)
+		}
+	}
+	groups := map[string]bool{}
+	for i := range c.WriterGroups {
+		p := "writerGroups[" + strconv.Itoa(i) + "]"
+		wg := &c.WriterGroups[i]
+		wg.validate(v, p)
+		if wg.Name != "" {
+			if groups[wg.Name] {
+				v.errorf(p+".name", "writer group %q is defined twice", wg.Name)
+			}
+			groups[wg.Name] = true
+		}
+		switch {
+		case wg.Endpoint == "":
+			v.errorf(p+".endpoint", "missing: name the endpoint the group subscribes to")
+		case !endpoints[wg.Endpoint]:
+			v.errorf(p+".endpoint", "no endpoint is named %q", wg.Endpoint)
+		}
+	}
+	c.validateSinks(v)
+	return v.errs, v.warns
+}
+
+func (c *Config) validateGateway(v *validator) {
+	g := &c.Gateway
+	checkName(v, "gateway.publisherId", g.PublisherID)
+	if g.StateDir == "" {
+		v.errorf("gateway.stateDir", "missing")
+	}
+	if g.ShutdownTimeout <= 0 {
+		v.errorf("gateway.shutdownTimeout", "%v: must be positive", g.ShutdownTimeout)
+	}
+	for _, p := range []struct {
+		path string
+		part EmbeddedPart
+	}{{"embedded.sim", c.Embedded.Sim}, {"embedded.mqtt", c.Embedded.MQTT}, {"embedded.nats", c.Embedded.NATS}} {
+		if p.part.On() {
+			checkListen(v, p.path+".listen", p.part.Listen)
+		}
+	}
+	if !c.HTTP.Disabled {
+		checkListen(v, "http.listen", c.HTTP.Listen)
+	} else if c.Sinks.WebSocket != nil {
+		v.errorf("sinks.websocket", "the WebSocket stream needs the HTTP listener, which http.disabled switches off")
+	}
+}
+
+// checkName checks a name that becomes a topic level or subject token: MQTT
+// and NATS wildcards and separators would change the topic's meaning.
+func checkName(v *validator, p, name string) {
+	if name == "" {
+		v.errorf(p, "missing")
+		return
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool {
+		return strings.ContainsRune("/+#*>", r) || r <= ' ' || r == 0x7f
+	}); i >= 0 {
+		v.errorf(p, "%q: %q is not allowed in a name (it is a topic level: no / + # * > or white space)", name, name[i:i+1])
+	}
+}
+
+func checkListen(v *validator, p, addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.errorf(p, "%q: want host:port (e.g. 127.0.0.1:8080, :8080)", addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.errorf(p, "%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+}
+
+// validate checks one endpoint.
+func (e *Endpoint) validate(v *validator, p string) {
+	if e.Name == "" {
+		v.errorf(p+".name", "missing")
+	}
+	switch {
+	case e.URL == "":
+		v.errorf(p+".url", "missing")
+	case e.URL == EmbeddedSimURL:
+	default:
+		u, err := url.Parse(e.URL)
+		if err != nil || u.Scheme != "opc.tcp" || u.Host == "" {
+			v.errorf(p+".url", "%q: want opc.tcp://host:port[/path] or %s", e.URL, EmbeddedSimURL)
+		}
+	}
+	e.validateConnection(v, p)
+	if e.AutoAccept && e.URL != EmbeddedSimURL {
+		v.warnf(p+".autoAccept", "trusts any server certificate: for development only")
+	}
+}
+
+// validateConnection checks the settings that make the client.Config (all
+// but name and URL): what ClientConfig relies on.
+func (e *Endpoint) validateConnection(v *validator, p string) {
+	var pol *uasc.Policy
+	if e.SecurityPolicy != "" && !strings.EqualFold(e.SecurityPolicy, SecurityBest) {
+		uri, err := client.ParseSecurityPolicy(e.SecurityPolicy)
+		if err != nil {
+			v.errorf(p+".securityPolicy", "%q is not a security policy (want best, or one of %s, or a policy URI)", e.SecurityPolicy, policyNames())
+		} else {
+			pol, _ = uasc.PolicyByURI(uri)
+			if pol != nil && pol.Deprecated && !e.AllowDeprecated {
+				v.errorf(p+".securityPolicy", "%s is deprecated; set allowDeprecated: true to use it", pol.Name)
+			}
+		}
+	}
+	mode := ua.MessageSecurityModeInvalid
+	if e.SecurityMode != "" && !strings.EqualFold(e.SecurityMode, SecurityBest) {
+		m, err := client.ParseSecurityMode(e.SecurityMode)
+		if err != nil {
+			v.errorf(p+".securityMode", "%q is not a security mode (want best, None, Sign or SignAndEncrypt)", e.SecurityMode)
+		}
+		mode = m
+	}
+	if pol != nil {
+		if pol.IsNone() && (mode == ua.MessageSecurityModeSign || mode == ua.MessageSecurityModeSignAndEncrypt) {
+			v.errorf(p+".securityMode", "%s does not go with securityPolicy None", e.SecurityMode)
+		}
+		if !pol.IsNone() && mode == ua.MessageSecurityModeNone {
+			v.errorf(p+".securityMode", "None does not go with securityPolicy %s", pol.Name)
+		}
+	}
+	id := &e.Identity
+	ip := p + ".identity"
+	switch id.Type {
+	case IdentityAnonymous:
+		if id.Username != "" || id.Password.IsSet() || id.CertFile != "" || id.KeyFile != "" {
+			v.errorf(ip+".type", "anonymous takes no username, password, certFile or keyFile")
+		}
+	case IdentityUsername:
+		if id.Username == "" {
+			v.errorf(ip+".username", "missing: type username needs a username")
+		}
+		if id.CertFile != "" || id.KeyFile != "" {
+			v.errorf(ip+".type", "username takes no certFile or keyFile (they are for type x509)")
+		}
+	case IdentityX509:
+		if id.CertFile == "" || id.KeyFile == "" {
+			v.errorf(ip, "type x509 needs certFile and keyFile")
+		}
+		if id.Username != "" || id.Password.IsSet() {
+			v.errorf(ip+".type", "x509 takes no username or password")
+		}
+	default:
+		v.errorf(ip+".type", "%q is not an identity type (want anonymous, username or x509)", id.Type)
+	}
+	if e.PKI == "" {
+		v.errorf(p+".pki", "missing")
+	}
+	if e.RequestTimeout <= 0 {
+		v.errorf(p+".requestTimeout", "%v: must be positive", e.RequestTimeout)
+	}
+	if e.SessionTimeout < 0 {
+		v.errorf(p+".sessionTimeout", "%v: must not be negative", e.SessionTimeout)
+	}
+	if e.MaxMessageSize != 0 && (e.MaxMessageSize < MinEndpointMessage || e.MaxMessageSize > MaxEndpointMessage) {
+		v.errorf(p+".maxMessageSize", "%d: want 0 (the default) or %d to %d bytes", e.MaxMessageSize, MinEndpointMessage, MaxEndpointMessage)
+	}
+}
+
+func policyNames() string {
+	var names []string
+	for _, p := range uasc.Policies() {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (wg *WriterGroup) validate(v *validator, p string) {
+	checkName(v, p+".name", wg.Name)
+	if wg.PublishingInterval < Duration(MinPublishingInterval) {
+		v.errorf(p+".publishingInterval", "%v: must be at least %v", wg.PublishingInterval, MinPublishingInterval)
+	}
+	if wg.KeyFrameCount < 0 {
+		v.errorf(p+".keyFrameCount", "%d: must not be negative (1: every message is a key frame)", wg.KeyFrameCount)
+	}
+	if wg.MaxMessageSize < MinGroupMessageSize || wg.MaxMessageSize > MaxGroupMessageSize {
+		v.errorf(p+".maxMessageSize", "%d: want %d to %d bytes", wg.MaxMessageSize, MinGroupMessageSize, MaxGroupMessageSize)
+	}
+	oneOf(v, p+".messageShape", wg.MessageShape, ShapeSingle, ShapeBatched)
+	oneOf(v, p+".fieldEncoding", wg.FieldEncoding, FieldVariant, FieldDataValue, FieldRaw)
+	oneOf(v, p+".encoding", wg.Encoding, EncodingCompact, EncodingVerbose)
+	oneOf(v, p+".format", wg.Format, FormatPart14, FormatSamples)
+	if wg.MaxUnacked < 1 || wg.MaxUnacked > MaxUnackedLimit {
+		v.errorf(p+".maxUnacked", "%d: want 1 to %d", wg.MaxUnacked, MaxUnackedLimit)
+	}
+	nd := &wg.Nodes
+	checkMonitoring(v, p+".nodes", nd.SamplingInterval, nd.QueueSize, nd.Deadband, nd.Trigger, nd.Heartbeat)
+	if len(wg.Writers) == 0 {
+		v.errorf(p+".writers", "none: a writer group needs at least one writer")
+	}
+	ids := map[uint16]int{}
+	names := map[string]bool{}
+	for i := range wg.Writers {
+		wp := p + ".writers[" + strconv.Itoa(i) + "]"
+		w := &wg.Writers[i]
+		if w.ID == 0 {
+			v.errorf(wp+".id", "0 is the null DataSetWriterId; want 1 to 65535")
+		} else if j, dup := ids[w.ID]; dup {
+			v.errorf(wp+".id", "%d is also the id of writers[%d]", w.ID, j)
+		} else {
+			ids[w.ID] = i
+		}
+		checkName(v, wp+".name", w.Name)
+		if w.Name != "" {
+			if names[w.Name] {
+				v.errorf(wp+".name", "writer %q is defined twice in the group", w.Name)
+			}
+			names[w.Name] = true
+		}
+		w.validate(v, wp)
+	}
+}
+
+func oneOf(v *validator, p, s string, allowed ...string) {
+	for _, a := range allowed {
+		if s == a {
+			return
+		}
+	}
+	v.errorf(p, "%q: want %s", s, orList(allowed))
+}
+
+func orList(s []string) string {
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// checkMonitoring checks the monitored item settings shared by node defaults
+// and fields.
+func checkMonitoring(v *validator, p string, si *Duration, queue uint32, db Deadband, trigger string, hb Duration) {
+	if si != nil && *si < 0 {
+		v.errorf(p+".samplingInterval", "%v: must not be negative (0: the server's fastest)", *si)
+	}
+	if queue > MaxQueueSize {
+		v.errorf(p+".queueSize", "%d: at most %d", queue, MaxQueueSize)
+	}
+	switch db.Type {
+	case DeadbandNone, "":
+		if db.Value != 0 {
+			v.errorf(p+".deadband.value", "%v without a deadband type: set type absolute or percent", db.Value)
+		}
+	case DeadbandAbsolute:
+		if db.Value < 0 {
+			v.errorf(p+".deadband.value", "%v: must not be negative", db.Value)
+		}
+	case DeadbandPercent:
+		if db.Value < 0 || db.Value > 100 {
+			v.errorf(p+".deadband.value", "%v: a percentage from 0 to 100", db.Value)
+		}
+	default:
+		v.errorf(p+".deadband.type", "%q: want none, absolute or percent", db.Type)
+	}
+	if trigger != "" {
+		oneOf(v, p+".trigger", trigger, TriggerStatus, TriggerStatusValue, TriggerStatusValueTimestamp)
+	}
+	if hb < 0 {
+		v.errorf(p+".heartbeat", "%v: must not be negative (0: no heartbeat)", hb)
+	}
+}
+
+func (w *DataSetWriter) validate(v *validator, p string) {
+	if len(w.Fields) == 0 && len(w.Browse) == 0 {
+		v.errorf(p, "no fields and no browse: a writer needs at least one")
+	}
+	if len(w.Fields) > MaxFieldsPerWriter {
+		v.errorf(p+".fields", "%d fields: at most %d", len(w.Fields), MaxFieldsPerWriter)
+	}
+	names := map[string]int{}
+	for i := range w.Fields {
+		fp := p + ".fields[" + strconv.Itoa(i) + "]"
+		f := &w.Fields[i]
+		if f.Name == "" {
+			v.errorf(fp+".name", "missing")
+		} else if j, dup := names[f.Name]; dup {
+			v.errorf(fp+".name", "%q is also the name of fields[%d]", f.Name, j)
+		} else {
+			names[f.Name] = i
+		}
+		checkNode(v, fp+".node", f.Node)
+		checkMonitoring(v, fp, f.SamplingInterval, f.QueueSize, f.Deadband, f.Trigger, f.Heartbeat)
+		if ev := f.Events; ev != nil {
+			if f.Deadband.Type != "" && f.Deadband.Type != DeadbandNone {
+				v.errorf(fp+".deadband", "an event field has no deadband")
+			}
+			if len(ev.Select) == 0 {
+				v.errorf(fp+".events.select", "empty: select at least one event field (e.g. Message)")
+			}
+			for j, s := range ev.Select {
+				if s == "" || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") || strings.Contains(s, "//") {
+					v.errorf(fp+".events.select["+strconv.Itoa(j)+"]", "%q: want a browse path such as Message or 2:Cycle/2:Step", s)
+				}
+			}
+			if ev.OfType != "" {
+				checkNode(v, fp+".events.ofType", ev.OfType)
+			}
+		}
+	}
+	for i := range w.Browse {
+		bp := p + ".browse[" + strconv.Itoa(i) + "]"
+		b := &w.Browse[i]
+		if b.Root == "" {
+			v.errorf(bp+".root", "missing: the node to browse from")
+		} else {
+			checkNode(v, bp+".root", b.Root)
+		}
+		if b.Depth < 1 || b.Depth > MaxBrowseDepth {
+			v.errorf(bp+".depth", "%d: want 1 to %d", b.Depth, MaxBrowseDepth)
+		}
+		if _, err := path.Match(b.Name, ""); err != nil {
+			v.errorf(bp+".name", "%q is not a valid pattern (path.Match syntax: * ? [a-z] \\)", b.Name)
+		}
+		for j, dt := range b.DataTypes {
+			if _, err := ParseDataType(dt); err != nil {
+				v.errorf(bp+".dataTypes["+strconv.Itoa(j)+"]", "%v", err)
+			}
+		}
+		if b.MaxNodes < 1 || b.MaxNodes > MaxBrowseNodes {
+			v.errorf(bp+".maxNodes", "%d: want 1 to %d", b.MaxNodes, MaxBrowseNodes)
+		}
+	}
+}
+
+func checkNode(v *validator, p, node string) {
+	if node == "" {
+		v.errorf(p, "missing: a node id such as ns=1;s=Demo.Counter")
+		return
+	}
+	x, err := ua.ParseExpandedNodeID(node)
+	if err != nil {
+		v.errorf(p, "%q is not a node id (want e.g. ns=1;s=Demo.Counter, i=2258 or nsu=<uri>;s=Name)", node)
+		return
+	}
+	if x.ServerIndex != 0 {
+		v.errorf(p, "%q is on another server (svr=): not supported", node)
+	}
+}
+
+// ParseDataType parses a data type filter of BrowseSelect: a built-in type
+// name (Double, Int32 …, case-insensitive) or a DataType node id.
+func ParseDataType(s string) (ua.ExpandedNodeID, error) {
+	for t := ua.TypeBoolean; t <= ua.TypeDiagnosticInfo; t++ {
+		if strings.EqualFold(s, t.String()) {
+			return ua.NewExpandedNodeID(ua.NewNumericNodeID(0, uint32(t))), nil
+		}
+	}
+	x, err := ua.ParseExpandedNodeID(s)
+	if err != nil || s == "" {
+		return ua.ExpandedNodeID{}, fmt.Errorf("%q is neither a built-in type name (Double, Int32, String …) nor a node id", s)
+	}
+	return x, nil
+}
+
+func (c *Config) validateSinks(v *validator) {
+	names := map[string]string{}
+	if c.Sinks.WebSocket != nil {
+		names["websocket"] = "sinks.websocket" // its name in logs, metrics and Diff
+	}
+	name := func(p, n string) {
+		if n == "" {
+			v.errorf(p+".name", "missing")
+			return
+		}
+		if other, dup := names[n]; dup {
+			v.errorf(p+".name", "%q is also the name of %s", n, other)
+			return
+		}
+		names[n] = p
+	}
+	for i := range c.Sinks.MQTT {
+		p := "sinks.mqtt[" + strconv.Itoa(i) + "]"
+		m := &c.Sinks.MQTT[i]
+		name(p, m.Name)
+		if m.URL != EmbeddedMQTTURL {
+			checkURL(v, p+".url", m.URL, EmbeddedMQTTURL, "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss")
+		} else if !c.Embedded.MQTT.On() {
+			v.errorf(p+".url", "%s needs the embedded MQTT broker, which embedded.mqtt.enabled switches off", EmbeddedMQTTURL)
+		}
+		if m.QoS != nil && (*m.QoS < 0 || *m.QoS > 2) {
+			v.errorf(p+".qos", "%d: want 0, 1 or 2", *m.QoS)
+		}
+		g := checkDelivery(v, p+".delivery", m.Delivery)
+		if g == sink.AtLeastOnce && m.QoS != nil && *m.QoS == 0 {
+			v.errorf(p+".qos", "0 has no acknowledgement: at-least-once needs qos 1 or 2")
+		}
+		if m.Password.IsSet() && m.Username == "" {
+			v.errorf(p+".password", "a password needs a username")
+		}
+		checkTemplate(v, p+".dataTopic", m.DataTopic, false)
+		checkTemplate(v, p+".metaDataTopic", m.MetaDataTopic, false)
+		checkTemplate(v, p+".statusTopic", m.StatusTopic, false)
+		if pf := m.PerField; pf != nil {
+			checkTemplate(v, p+".perField.topic", pf.Topic, true)
+			oneOf(v, p+".perField.payload", pf.Payload, PayloadValue, PayloadDataValue)
+		}
+		checkTLS(v, p+".tls", m.TLS)
+	}
+	for i := range c.Sinks.NATS {
+		p := "sinks.nats[" + strconv.Itoa(i) + "]"
+		n := &c.Sinks.NATS[i]
+		name(p, n.Name)
+		if n.URL != EmbeddedNATSURL {
+			for _, u := range strings.Split(n.URL, ",") {
+				checkURL(v, p+".url", strings.TrimSpace(u), EmbeddedNATSURL, "nats", "tls", "ws", "wss")
+			}
+		} else if !c.Embedded.NATS.On() {
+			v.errorf(p+".url", "%s needs the embedded NATS server, which embedded.nats.enabled switches off", EmbeddedNATSURL)
+		}
+		g := checkDelivery(v, p+".delivery", n.Delivery)
+		if g == sink.AtLeastOnce && n.JetStream == nil {
+			v.errorf(p+".delivery.guarantee", "at-least-once needs jetStream: core NATS does not acknowledge")
+		}
+		auth := 0
+		for _, set := range []bool{n.Username != "" || n.Password.IsSet(), n.Token.IsSet(), n.CredsFile != "", n.NKeyFile != ""} {
+			if set {
+				auth++
+			}
+		}
+		if auth > 1 {
+			v.errorf(p, "give one of username/password, token, credsFile, nkeyFile")
+		}
+		if n.Password.IsSet() && n.Username == "" {
+			v.errorf(p+".password", "a password needs a username")
+		}
+		checkTemplate(v, p+".dataSubject", n.DataSubject, false)
+		checkTemplate(v, p+".metaDataSubject", n.MetaDataSubject, false)
+		checkTemplate(v, p+".statusSubject", n.StatusSubject, false)
+		if js := n.JetStream; js != nil {
+			if js.Stream == "" {
+				v.errorf(p+".jetStream.stream", "missing: the stream to publish to")
+			}
+			if js.MaxAge < 0 || js.MaxBytes < 0 {
+				v.errorf(p+".jetStream", "maxAge and maxBytes must not be negative")
+			}
+		}
+		checkTLS(v, p+".tls", n.TLS)
+	}
+	if ws := c.Sinks.WebSocket; ws != nil {
+		p := "sinks.websocket"
+		if !strings.HasPrefix(ws.Path, "/") {
+			v.errorf(p+".path", "%q: must start with /", ws.Path)
+		}
+		if ws.ClientQueue < 1 || ws.ClientQueue > MaxWebSocketQueue {
+			v.errorf(p+".clientQueue", "%d: want 1 to %d", ws.ClientQueue, MaxWebSocketQueue)
+		}
+	}
+	for i := range c.Sinks.File {
+		p := "sinks.file[" + strconv.Itoa(i) + "]"
+		f := &c.Sinks.File[i]
+		name(p, f.Name)
+		if f.Path == "" {
+			v.errorf(p+".path", "missing: a file name, or - for stdout")
+		}
+		checkDelivery(v, p+".delivery", f.Delivery)
+	}
+}
+
+func checkURL(v *validator, p, s, embedded string, schemes ...string) {
+	u, err := url.Parse(s)
+	if err == nil && u.Host != "" {
+		for _, sc := range schemes {
+			if u.Scheme == sc {
+				return
+			}
+		}
+	}
+	list := make([]string, len(schemes))
+	for i, sc := range schemes {
+		list[i] = sc + "://"
+	}
+	v.errorf(p, "%q: want a URL with scheme %s (host:port), or %s", s, strings.Join(list, " "), embedded)
+}
+
+func checkTLS(v *validator, p string, t *TLS) {
+	if t == nil {
+		return
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.errorf(p, "certFile and keyFile go together")
+	}
+	if t.InsecureSkipVerify {
+		v.warnf(p+".insecureSkipVerify", "the broker's certificate is not verified: for development only")
+	}
+}
+
+// checkDelivery checks a sink's delivery settings and returns its guarantee.
+func checkDelivery(v *validator, p string, d Delivery) sink.Guarantee {
+	g, err := sink.ParseGuarantee(d.Guarantee)
+	if err != nil {
+		v.errorf(p+".guarantee", "%q: want at-most-once or at-least-once", d.Guarantee)
+	}
+	pol, err := sink.ParsePolicy(d.Policy)
+	if err != nil {
+		v.errorf(p+".policy", "%q: want block or drop-oldest", d.Policy)
+	}
+	if d.QueueSize < 1 || d.QueueSize > MaxSinkQueueSize {
+		v.errorf(p+".queueSize", "%d: want 1 to %d messages", d.QueueSize, MaxSinkQueueSize)
+	}
+	if g == sink.AtLeastOnce && pol == sink.DropOldest {
+		v.warnf(p+".policy", "drop-oldest with at-least-once: a message dropped from a full queue is acknowledged upstream all the same, so at-least-once holds only while the queue has room")
+	}
+	return g
+}
+
+// Placeholders of topic and subject templates.
+const (
+	PlaceholderPublisherID   = "{PublisherId}"
+	PlaceholderWriterGroup   = "{WriterGroup}"
+	PlaceholderDataSetWriter = "{DataSetWriter}"
+	PlaceholderField         = "{Field}"
+)
+
+// checkTemplate checks that a topic template uses only known placeholders
+// ({Field} only in per-field topics) and no wildcard.
+func checkTemplate(v *validator, p, tmpl string, perField bool) {
+	if tmpl == "" {
+		v.errorf(p, "missing")
+		return
+	}
+	rest := tmpl
+	for {
+		i := strings.IndexByte(rest, '{')
+		j := strings.IndexByte(rest, '}')
+		if i < 0 {
+			if j >= 0 {
+				v.errorf(p, "%q: } without {", tmpl)
+			}
+			break
+		}
+		if j < i {
+			v.errorf(p, "%q: unclosed or stray brace", tmpl)
+			break
+		}
+		ph := rest[i : j+1]
+		switch ph {
+		case PlaceholderPublisherID, PlaceholderWriterGroup, PlaceholderDataSetWriter:
+		case PlaceholderField:
+			if !perField {
+				v.errorf(p, "%q: {Field} is only known in perField.topic", tmpl)
+			}
+		default:
+			v.errorf(p, "%q: unknown placeholder %s (want {PublisherId}, {WriterGroup}, {DataSetWriter}%s)", tmpl, ph, map[bool]string{true: " or {Field}", false: ""}[perField])
+		}
+		rest = rest[j+1:]
+	}
+	if strings.ContainsAny(tmpl, "#+*>") {
+		v.errorf(p, "%q: a wildcard (# + * >) cannot be published to", tmpl)
+	}
+}

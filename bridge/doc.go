@@ -1,0 +1,125 @@
+// Package bridge is the gateway's pipeline: OPC UA notifications in,
+// Part 14 JSON messages out to the sinks' queues.
+//
+// # What lives here
+//
+//   - WriterGroup (group.go): one config.WriterGroup — one subscription on
+//     its endpoint's client.ManagedSession, its dataset writers and their
+//     fields (one monitored item each), the last-value cache, one
+//     jsonenc.NetworkMessageWriter, and the acknowledgement tracker.
+//     NewWriterGroup checks the configuration, Start subscribes, Stop ends
+//     it; AddWriter, RemoveWriter and ReplaceWriter apply a reload without
+//     disturbing the other writers; Stats, LastValue and LastValues serve the
+//     API.
+//   - The hot path (hotpath.go), the cache (cache.go), the metadata
+//     (metadata.go), the tracker (tracker.go).
+//   - The sink contract and the outputs live in bridge/sink and below; the
+//     configuration model in bridge/config.
+//
+// # Data flow
+//
+// The subscription's OnDataChange handler gets one notification message
+// (sequence number seq) as borrowed, pooled MonitoredItemNotifications. For
+// each it finds the field by client handle: fields are created in writer
+// and field order in one batched CreateMonitoredItems, so the field of
+// handle h is fields[h − FirstHandle] (no map), and handle order is emission
+// order. Per writer, the message becomes one DataSetMessage with the fields
+// it carries, in field order; when it carries several values of one field
+// (queue size > 1: sampling faster than publishing), the k-th value goes
+// into the writer's k-th DataSetMessage of this message — never coalesced.
+// Before each DataSetMessage the values it carries are copied into the
+// cache; every KeyFrameCount-th data DataSetMessage of a writer is a key
+// frame with all its fields from the cache. The JSON goes into the group's
+// NetworkMessageWriter (single shape: one NetworkMessage per
+// DataSetMessage, Addr.Writer set; batched: one NetworkMessage per
+// notification message, Addr.Writer ""), which splits at MaxMessageSize;
+// each emitted piece becomes one pooled sink.Message (Token = seq, Tracker =
+// the group's tracker when one is needed), retained once per extra queue
+// and enqueued on every queue. Per-field messages (Options.FieldQueues) are
+// one small message per value, Kind KindField, Addr.Field set.
+//
+// Nothing on this path allocates for numeric values in steady state
+// (TestWriterGroupHotPathAllocs; BenchmarkWriterGroupHotPath).
+//
+// # Message content and choices
+//
+//   - DataSetMessages carry DataSetWriterId, DataSetWriterName,
+//     SequenceNumber, MetaDataVersion, Timestamp, Status and MessageType; the
+//     NetworkMessage header carries MessageId, PublisherId and
+//     WriterGroupName. In the single shape Messages is an object (Part 14
+//     SingleDataSetMessage), in the batched shape an array.
+//   - SequenceNumber counts a writer's DataSetMessages from 1; a
+//     ua-keepalive carries the next expected number without taking it (Part
+//     14 §7.2.4.5.6). Pieces of a split DataSetMessage share its number (a
+//     key frame continues as ua-deltaframe, see jsonenc).
+//   - A key frame carries every data field. A field without a value yet is
+//     written with StatusCode BadWaitingForInitialData (in the Variant
+//     encoding a Bad status is the field's value, Part 14 §7.2.5.4), rather
+//     than omitted: a key frame is then complete, and the status says why
+//     the value is missing.
+//   - The first DataSetMessage of a writer, and the first after the client
+//     reported lost messages (OnGap), is a key frame. The samples format has
+//     no frames: every value is a sample.
+//   - Keep-alives: a writer that wrote nothing for KeepAlive gets a
+//     ua-keepalive (a timer goroutine per group checks every publishing
+//     interval). They carry no data and are not tracked.
+//   - Field encodings: variant (the Variant; Compact keeps UaType, Verbose
+//     collapses it unless the field's DataType is abstract), dataValue
+//     (status and both timestamps), raw (VerboseEncoding with RawData: bare
+//     values).
+//   - ua-metadata (Kind KindMetaData, retained) is sent for every writer at
+//     Start before any data, and again when it changes: a field's built-in
+//     type learnt from its first value (MinorVersion bumped), a writer
+//     replaced with other fields (MajorVersion bumped). Built-in types come
+//     from the DataType attribute, read once at Start, where the gateway can
+//     name it, otherwise from the first value. DataSetFieldIds are
+//     name-based UUIDs, stable across restarts.
+//   - Defaults for monitored items deliver every change the server reports:
+//     sampling at a tenth of the publishing interval and a queue of
+//     ceil(publishing interval ÷ sampling interval) values (at most
+//     MaxDefaultQueueSize).
+//   - Not done yet: browse selections (config BrowseSelect; logged and
+//     ignored), heartbeats (config Heartbeat; ignored).
+//
+// # Delivery and acknowledgement
+//
+// With at least one AtLeastOnce queue (of Queues and FieldQueues) the
+// subscription runs in client.AckManual with MaxUnacked; otherwise it
+// acknowledges on return and messages carry no Tracker. The tracker counts,
+// per sequence number, the messages not yet settled; it acknowledges seq
+// upstream (Subscription.Ack) when the count is 0, the client said every
+// handler call for seq returned (OnMessageDone), and every message was
+// delivered. A message settled undelivered leaves seq unacknowledged: the
+// server keeps it for a restart's recovery to republish, and it counts
+// toward MaxUnacked.
+//
+// The handler never blocks on a broker, except through a Block queue that
+// is full: Enqueue then waits, and the handler, the session's dispatch
+// goroutine and with them every subscription of the session wait too.
+// MaxUnacked is meant to stop Publish requests before that happens: keep it
+// (times the messages per notification message) below the queues' sizes, so
+// that backpressure reaches the server as withheld acknowledgements rather
+// than as a blocked dispatch.
+//
+// # Threading, ownership and lock order
+//
+//   - The handlers (OnDataChange, OnEvent, OnGap) run on the session's
+//     dispatch goroutine and hold g.mu for a whole notification message; the
+//     keep-alive goroutine and reconfiguration take g.mu too. g.mu guards the
+//     writers, the JSON writer and the emission state.
+//   - g.vmu guards the fields (cache, statuses) against LastValue readers;
+//     the handler takes it only while copying values in. Stats reads atomics
+//     and a snapshot of the writers, so the API never waits for a blocked
+//     sink.
+//   - Lock order: opMu (Start, AddWriter, RemoveWriter, Stop) → mu → vmu;
+//     the tracker's lock is a leaf, and Subscription.Ack is called outside
+//     it.
+//   - Notifications are borrowed: the cache copies what it keeps (numeric
+//     scalars by value, strings cloned, other values deep-copied); a cached
+//     value is replaced, never modified, so a DataValue copied out by
+//     LastValue stays valid.
+//   - A sink.Message is the queues' once enqueued (see bridge/sink); the
+//     group keeps nothing of it.
+//   - Stop waits for the keep-alive goroutine, deletes the subscription and
+//     releases the JSON writer; handlers that run after it return at once.
+package bridge

@@ -1,0 +1,515 @@
+package bridge
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/jsonenc"
+	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// The hot path: notification message → last-value cache → JSON → sink
+// messages. It runs on the client's dispatch goroutine with g.mu held, on
+// borrowed pooled notifications, and allocates nothing in steady state for
+// numeric values: the field of an item is g.fields[handle − base] (no map),
+// the per-message scratch (entries) keeps its capacity, the JSON goes into
+// the NetworkMessageWriter's pooled buffer and from there into a pooled
+// sink.Message.
+
+// entry is one notification of the message being written: the field's slot,
+// the index of the notification, and its round (the k-th value of the same
+// field in this message goes into the k-th DataSetMessage of the writer).
+type entry struct {
+	slot  int32
+	item  int32
+	round int32
+}
+
+func cmpSlot(a, b entry) int { return cmp.Compare(a.slot, b.slot) }
+
+// onDataChange is the subscription's DataChangeHandler.
+func (g *WriterGroup) onDataChange(_ *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	if g.testTap != nil {
+		g.testTap(seq, items)
+	}
+	g.stats.notifications.Add(uint64(len(items)))
+	ents := g.ents[:0]
+	inOrder, dup := true, false
+	prev := int32(-1)
+	n := uint32(len(g.fields))
+	unknown := 0
+	for i := range items {
+		idx := items[i].ClientHandle - g.base // wraps for handles below base
+		if idx >= n {
+			unknown++
+			continue
+		}
+		f := &g.fields[idx]
+		if f.writer < 0 || f.flags&fieldEvent != 0 {
+			unknown++
+			continue
+		}
+		s := int32(idx)
+		if s <= prev {
+			inOrder = false
+		}
+		prev = s
+		ents = append(ents, entry{slot: s, item: int32(i)})
+	}
+	if unknown > 0 {
+		g.stats.unknownHandles.Add(uint64(unknown))
+	}
+	g.ents = ents
+	if len(ents) == 0 {
+		return
+	}
+	if !inOrder {
+		// Items are created in writer and field order, so handle order is
+		// the emission order; a server that reorders costs a stable sort
+		// (values of one field keep their order).
+		slices.SortStableFunc(ents, cmpSlot)
+		for i := 1; i < len(ents); i++ {
+			if ents[i].slot == ents[i-1].slot {
+				dup = true
+				ents[i].round = ents[i-1].round + 1
+			}
+		}
+	}
+	g.beginCycle(seq, true)
+	for i := 0; i < len(ents); {
+		wi := g.fields[ents[i].slot].writer
+		j, rounds := i+1, ents[i].round
+		for j < len(ents) && g.fields[ents[j].slot].writer == wi {
+			rounds = max(rounds, ents[j].round)
+			j++
+		}
+		if !dup {
+			rounds = 0
+		}
+		g.writeData(g.writers[wi], ents[i:j], int(rounds), items)
+		i = j
+	}
+	g.endCycle()
+}
+
+// writeData writes the DataSetMessages of writer w for its entries of one
+// notification message: rounds+1 of them (one per value of the field with
+// the most values), each a key frame or a delta frame.
+func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.MonitoredItemNotification) {
+	w.stats.notifications.Add(uint64(len(ents)))
+	if w.untyped > 0 {
+		g.learnTypes(w, ents, items)
+	}
+	for r := int32(0); r <= int32(rounds); r++ {
+		g.vmu.Lock()
+		for k := range ents {
+			if e := &ents[k]; e.round == r {
+				f := &g.fields[e.slot]
+				g.cl.store(&f.last, &items[e.item].Value)
+				f.flags |= fieldHasValue
+			}
+		}
+		g.vmu.Unlock()
+		key := g.keyFrame(w)
+		typ := jsonenc.DeltaFrame
+		if key {
+			typ = jsonenc.KeyFrame
+		}
+		g.beginDSM(w, typ)
+		if key {
+			for s := w.first; s < w.end; s++ {
+				f := &g.fields[s]
+				switch {
+				case f.flags&fieldEvent != 0:
+				case f.flags&fieldHasValue != 0:
+					g.addField(f, s, &f.last)
+				default:
+					// Part 14 §7.2.4.5.4: a key frame carries every field; a
+					// field without a value yet carries the status saying so
+					// (written as its StatusCode in the Variant encoding).
+					g.addField(f, s, &waitingForData)
+				}
+			}
+		} else {
+			for k := range ents {
+				if e := &ents[k]; e.round == r {
+					g.addField(&g.fields[e.slot], e.slot, &g.fields[e.slot].last)
+				}
+			}
+		}
+		g.endDSM(w)
+		if len(g.fqueues) > 0 {
+			for k := range ents {
+				if e := &ents[k]; e.round == r {
+					g.publishField(w, &g.fields[e.slot])
+				}
+			}
+		}
+	}
+}
+
+// waitingForData is written for fields without a value in a key frame.
+var waitingForData = ua.DataValue{Status: ua.StatusBadWaitingForInitialData}
+
+// keyFrame reports whether w's next data DataSetMessage is a key frame and
+// counts it.
+func (g *WriterGroup) keyFrame(w *writer) bool {
+	if g.samples {
+		return false // the samples format has no frames
+	}
+	key := w.forceKey || w.frames%g.keyFrames == 0
+	w.forceKey = false
+	w.frames++
+	return key
+}
+
+// learnTypes settles the built-in type of w's fields from their first value
+// (fields whose DataType named none the gateway knows) and sends the
+// metadata again with a new MinorVersion when it changed.
+func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredItemNotification) {
+	changed := false
+	g.vmu.Lock()
+	for k := range ents {
+		f := &g.fields[ents[k].slot]
+		v := &items[ents[k].item].Value.Value
+		if f.flags&fieldTypeKnown != 0 || v.IsNull() {
+			continue
+		}
+		f.builtin = byte(v.Type())
+		f.flags |= fieldTypeKnown
+		w.untyped--
+		changed = true
+		if v.IsArray() {
+			ti := w.odd[ents[k].slot]
+			if ti.dataType.IsNull() {
+				ti.dataType = ua.NewNumericNodeID(0, uint32(v.Type()))
+			}
+			ti.valueRank = 1
+			if w.odd == nil {
+				w.odd = map[int32]typeInfo{}
+			}
+			w.odd[ents[k].slot] = ti
+		}
+	}
+	g.vmu.Unlock()
+	if changed && w.metaSent {
+		w.version.MinorVersion = versionTime(time.Now(), w.version.MinorVersion)
+		g.versions[w.name] = w.version
+		g.sendMetaData(w)
+	}
+}
+
+// onEvent is the subscription's EventHandler: every event becomes one
+// ua-event DataSetMessage of its field's writer, its payload the selected
+// event fields.
+func (g *WriterGroup) onEvent(_ *client.Subscription, seq uint32, events []ua.EventFieldList) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.stats.events.Add(uint64(len(events)))
+	open := false
+	n := uint32(len(g.fields))
+	for i := range events {
+		ev := &events[i]
+		idx := ev.ClientHandle - g.base
+		if idx >= n || g.fields[idx].writer < 0 || g.fields[idx].flags&fieldEvent == 0 {
+			g.stats.unknownHandles.Add(1)
+			continue
+		}
+		f := &g.fields[idx]
+		w := g.writers[f.writer]
+		sel := w.eventSelect(int32(idx))
+		if !open {
+			g.beginCycle(seq, true)
+			open = true
+		}
+		w.stats.notifications.Add(1)
+		g.beginDSM(w, jsonenc.Event)
+		for k := range ev.EventFields {
+			if k >= len(sel) || g.skip {
+				break
+			}
+			dv := ua.DataValue{Value: ev.EventFields[k]}
+			var err error
+			if eventFieldType(sel[k]) == 0 {
+				err = g.w.AddFieldAny(sel[k], &dv)
+			} else {
+				err = g.w.AddField(sel[k], &dv)
+			}
+			g.check(err, sel[k])
+		}
+		g.endDSM(w)
+	}
+	if open {
+		g.endCycle()
+	}
+}
+
+// beginCycle starts writing for notification message seq (track: the
+// messages carry it for acknowledgement).
+func (g *WriterGroup) beginCycle(seq uint32, track bool) {
+	g.seq, g.track = seq, track
+	now := time.Now()
+	g.now = now.UnixNano()
+	g.nowDT = ua.NewDateTime(now)
+	g.cur, g.skip = nil, false
+	if !g.single {
+		g.check(g.w.Begin(&g.nmHdr), "")
+	}
+}
+
+func (g *WriterGroup) endCycle() {
+	if !g.single {
+		g.check(g.w.End(), "")
+	}
+	g.stats.lastPublish.Store(g.now)
+}
+
+// beginDSM opens a DataSetMessage of w (in its own NetworkMessage in the
+// single shape).
+func (g *WriterGroup) beginDSM(w *writer, typ jsonenc.DataSetMessageType) {
+	g.skip = false
+	if g.single {
+		g.cur = w
+		if !g.check(g.w.Begin(&g.nmHdr), "") {
+			g.skip = true
+			return
+		}
+	}
+	h := &w.hdr
+	h.SequenceNumber = w.seq
+	if typ != jsonenc.KeepAlive {
+		// A keep-alive carries the next expected number (Part 14
+		// §7.2.4.5.6); everything else takes one.
+		w.seq++
+	}
+	h.Type = typ
+	h.Timestamp = g.nowDT
+	h.MetaDataVersion = w.version
+	if !g.check(g.w.BeginDataSetMessage(h), "") {
+		g.skip = true
+		return
+	}
+	w.lastSent = g.now
+	w.lastPublish.Store(g.now)
+	w.stats.dataSetMessages.Add(1)
+	g.stats.dataSetMessages.Add(1)
+	switch typ {
+	case jsonenc.KeyFrame:
+		w.stats.keyFrames.Add(1)
+		g.stats.keyFrames.Add(1)
+	case jsonenc.KeepAlive:
+		w.stats.keepAlives.Add(1)
+		g.stats.keepAlives.Add(1)
+	}
+}
+
+func (g *WriterGroup) endDSM(w *writer) {
+	if !g.skip {
+		if g.check(g.w.EndDataSetMessage(), "") && w.hdr.Type != jsonenc.KeepAlive {
+			// A DataSetMessage split at MaxMessageSize used one number per
+			// part.
+			w.seq = g.w.NextSequenceNumber()
+		}
+	}
+	if g.single {
+		g.check(g.w.End(), "")
+	}
+	g.skip = false
+}
+
+// addField writes field f (slot s) with value dv into the open
+// DataSetMessage.
+func (g *WriterGroup) addField(f *field, s int32, dv *ua.DataValue) {
+	if g.skip {
+		return
+	}
+	var err error
+	switch {
+	case g.samples:
+		err = g.w.AddFieldNode(f.name, &g.nodes[s], dv)
+	case f.flags&fieldAny != 0:
+		err = g.w.AddFieldAny(f.name, dv)
+	default:
+		err = g.w.AddField(f.name, dv)
+	}
+	g.check(err, f.name)
+}
+
+// check counts and logs an encoding error. A field too large for
+// MaxMessageSize is skipped and the writer goes on; any other error stopped
+// the JSON writer, which is replaced (what it held of the open message is
+// lost, counted), so that one bad value never stops the group. It reports
+// whether err was nil.
+func (g *WriterGroup) check(err error, what string) bool {
+	if err == nil {
+		return true
+	}
+	g.encodeError(err, what)
+	if errors.Is(err, jsonenc.ErrFieldTooLarge) && g.w.Err() == nil {
+		return false
+	}
+	g.w.Release()
+	g.newWriter()
+	g.skip = true
+	if !g.single {
+		_ = g.w.Begin(&g.nmHdr) // the cycle goes on in the new writer
+	}
+	return false
+}
+
+// encodeError counts err and logs it, at most every 10 s.
+func (g *WriterGroup) encodeError(err error, what string) {
+	n := g.stats.encodeErrors.Add(1)
+	now := time.Now().UnixNano()
+	if last := g.lastLog.Load(); now-last >= int64(10*time.Second) && g.lastLog.CompareAndSwap(last, now) {
+		g.log.Warn("bridge: encoding failed", "group", g.cfg.Name, "what", what, "err", err, "errors", n)
+	}
+}
+
+// sinkData is the NetworkMessageWriter's Sink: every complete message (each
+// piece of a split one) becomes one sink.Message.
+func (g *WriterGroup) sinkData(msg []byte) error {
+	name := ""
+	if g.single && g.cur != nil {
+		name = g.cur.name
+	}
+	g.publish(sink.KindData, name, "", msg, g.seq, g.track, false, g.queues, g.cur)
+	return nil
+}
+
+// publish copies msg into a pooled sink.Message and hands one reference to
+// each queue. With track, the message carries seq to the ack tracker, which
+// counts it before any queue can settle it. A full Block queue makes this
+// wait (the handler with it: see doc.go).
+func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg []byte, seq uint32, track, retained bool, queues []sink.Queue, w *writer) {
+	if len(queues) == 0 {
+		return
+	}
+	m := sink.NewMessage(len(msg))
+	m.SetPayload(msg)
+	m.Kind = kind
+	m.Addr = sink.Addr{Publisher: g.publisher, Group: g.cfg.Name, Writer: writerName, Field: fieldName}
+	m.Retained = retained
+	m.Created = g.now
+	if kind != sink.KindData && kind != sink.KindField {
+		m.Created = time.Now().UnixNano()
+	}
+	if track {
+		m.Token = uint64(seq)
+		if g.tr != nil {
+			m.Tracker = g.tr
+			g.tr.add(seq)
+		}
+	}
+	if len(queues) > 1 {
+		m.Retain(len(queues) - 1)
+	}
+	for _, q := range queues {
+		q.Enqueue(m)
+	}
+	switch kind {
+	case sink.KindField:
+		g.stats.fieldMessages.Add(1)
+	default:
+		g.stats.messages.Add(1)
+		if w != nil && writerName != "" {
+			w.stats.messages.Add(1)
+		}
+	}
+}
+
+// publishField sends the per-field message of f's current value.
+func (g *WriterGroup) publishField(w *writer, f *field) {
+	e := g.fenc
+	e.Truncate()
+	if g.fieldDV {
+		e.WriteDataValue(&f.last)
+	} else if f.last.Status.IsBad() {
+		var sv ua.Variant
+		sv.SetStatusCode(f.last.Status)
+		e.WriteVariantBody(&sv)
+	} else {
+		e.WriteVariantBody(&f.last.Value)
+	}
+	if err := e.Err(); err != nil {
+		g.encodeError(err, f.name)
+		e.Reset(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: g.namespaces})
+		return
+	}
+	g.publish(sink.KindField, w.name, f.name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
+}
+
+// keepAlives sends a ua-keepalive for every writer idle for KeepAlive.
+func (g *WriterGroup) keepAlives(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || g.samples { // the samples format has no keep-alives
+		return
+	}
+	n := now.UnixNano()
+	open := false
+	for _, w := range g.writers {
+		if w.removed || n-w.lastSent < int64(g.keepAlive) {
+			continue
+		}
+		if !open {
+			g.beginCycle(0, false)
+			open = true
+		}
+		g.beginDSM(w, jsonenc.KeepAlive)
+		g.endDSM(w)
+	}
+	if open {
+		g.endCycle()
+	}
+}
+
+// onItemStatus records a monitored item's status (a refusal, or its
+// creation on a retry) for the API, and logs it.
+func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.StatusCode) {
+	g.vmu.Lock()
+	idx := handle - g.base
+	if idx >= uint32(len(g.fields)) || g.fields[idx].writer < 0 {
+		g.vmu.Unlock()
+		return
+	}
+	f := &g.fields[idx]
+	f.status = st
+	name, wi := f.name, f.writer
+	wname := g.writers[wi].name
+	g.vmu.Unlock()
+	if st.IsBad() {
+		g.stats.badItems.Add(1)
+		g.log.Warn("bridge: monitored item refused", "group", g.cfg.Name, "writer", wname, "field", name, "status", st)
+	} else {
+		g.log.Info("bridge: monitored item created", "group", g.cfg.Name, "writer", wname, "field", name)
+	}
+}
+
+// onGap: notification messages were lost for good; the next DataSetMessage
+// of every writer is a key frame so that subscribers resynchronise.
+func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
+	g.stats.gaps.Add(1)
+	g.log.Warn("bridge: notification messages lost", "group", g.cfg.Name, "from", from, "to", to)
+	g.mu.Lock()
+	for _, w := range g.writers {
+		w.forceKey = true
+	}
+	g.mu.Unlock()
+}
+
+func (g *WriterGroup) onStatusChange(_ *client.Subscription, st ua.StatusCode) {
+	g.subState.Store(uint32(st))
+}

@@ -1,0 +1,199 @@
+package bridge
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/uagate/gateway/jsonenc"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// Counters are atomics so that Stats never waits for the dispatch path
+// (which may be blocked on a full Block queue).
+
+type groupCounters struct {
+	notifications, events, unknownHandles    atomic.Uint64
+	dataSetMessages, messages, fieldMessages atomic.Uint64
+	keyFrames, keepAlives, metaData          atomic.Uint64
+	encodeErrors, badItems, gaps             atomic.Uint64
+	lastPublish                              atomic.Int64
+}
+
+type writerCounters struct {
+	notifications, dataSetMessages, messages, keyFrames, keepAlives atomic.Uint64
+}
+
+// GroupStats are a writer group's counters since it was made.
+type GroupStats struct {
+	Name            string
+	Notifications   uint64 // data change notifications received
+	Events          uint64 // events received
+	UnknownHandles  uint64 // notifications for no (or a removed) field
+	DataSetMessages uint64 // written, keep-alives included
+	Messages        uint64 // ua-data and ua-metadata messages handed to the queues
+	FieldMessages   uint64 // per-field messages handed to the field queues
+	KeyFrames       uint64
+	KeepAlives      uint64
+	MetaData        uint64 // ua-metadata messages
+	EncodeErrors    uint64
+	RefusedItems    uint64 // monitored item refusals reported by the server
+	Gaps            uint64 // losses of notification messages reported by the client
+	// Unacked is the number of notification messages whose sink messages
+	// are not all settled; Acked those acknowledged upstream after every
+	// at-least-once queue confirmed them; Undelivered those left
+	// unacknowledged because a message was not delivered.
+	Unacked     int
+	Acked       uint64
+	Undelivered uint64
+	AckErrors   uint64
+	// SubscriptionStatus is the last status the client reported for the
+	// subscription (Good when none).
+	SubscriptionStatus ua.StatusCode
+	LastPublish        time.Time // zero before the first DataSetMessage
+	Writers            []WriterStats
+}
+
+// WriterStats are a dataset writer's counters.
+type WriterStats struct {
+	Name            string
+	ID              uint16
+	Fields          int
+	Notifications   uint64
+	DataSetMessages uint64
+	Messages        uint64 // single shape only: messages carrying its DataSetMessages
+	KeyFrames       uint64
+	KeepAlives      uint64
+	LastPublish     time.Time
+}
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Stats returns the group's counters. It never waits for the dispatch path.
+func (g *WriterGroup) Stats() GroupStats {
+	s := GroupStats{
+		Name:               g.cfg.Name,
+		Notifications:      g.stats.notifications.Load(),
+		Events:             g.stats.events.Load(),
+		UnknownHandles:     g.stats.unknownHandles.Load(),
+		DataSetMessages:    g.stats.dataSetMessages.Load(),
+		Messages:           g.stats.messages.Load(),
+		FieldMessages:      g.stats.fieldMessages.Load(),
+		KeyFrames:          g.stats.keyFrames.Load(),
+		KeepAlives:         g.stats.keepAlives.Load(),
+		MetaData:           g.stats.metaData.Load(),
+		EncodeErrors:       g.stats.encodeErrors.Load(),
+		RefusedItems:       g.stats.badItems.Load(),
+		Gaps:               g.stats.gaps.Load(),
+		SubscriptionStatus: ua.StatusCode(g.subState.Load()),
+		LastPublish:        unixTime(g.stats.lastPublish.Load()),
+	}
+	if g.tr != nil {
+		s.Unacked = g.tr.unacked()
+		s.Acked = g.tr.acked.Load()
+		s.Undelivered = g.tr.undelivered.Load()
+		s.AckErrors = g.tr.ackErrors.Load()
+	}
+	if ws := g.snapshot.Load(); ws != nil {
+		for _, w := range *ws {
+			s.Writers = append(s.Writers, WriterStats{
+				Name:            w.name,
+				ID:              w.id,
+				Fields:          int(w.end - w.first),
+				Notifications:   w.stats.notifications.Load(),
+				DataSetMessages: w.stats.dataSetMessages.Load(),
+				Messages:        w.stats.messages.Load(),
+				KeyFrames:       w.stats.keyFrames.Load(),
+				KeepAlives:      w.stats.keepAlives.Load(),
+				LastPublish:     unixTime(w.lastPublish.Load()),
+			})
+		}
+	}
+	return s
+}
+
+// FieldValue is a field's state for the API.
+type FieldValue struct {
+	Writer string
+	Field  string
+	Node   string // as configured
+	Handle uint32 // client handle of its monitored item
+	// Status is its monitored item's status: Good once created (or not yet
+	// tried), the server's refusal otherwise (BadNodeIdUnknown …).
+	Status   ua.StatusCode
+	HasValue bool
+	Value    ua.DataValue // the last value; its strings and arrays must not be modified
+	// BuiltInType as published in the metadata (0: unknown or abstract).
+	BuiltInType ua.TypeID
+}
+
+// fieldValue fills a FieldValue for slot s of w; g.vmu held.
+func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
+	f := &g.fields[s]
+	return FieldValue{
+		Writer:      w.name,
+		Field:       f.name,
+		Node:        w.cfg.Fields[s-w.first].Node,
+		Handle:      g.base + uint32(s),
+		Status:      f.status,
+		HasValue:    f.flags&fieldHasValue != 0,
+		Value:       f.last,
+		BuiltInType: ua.TypeID(f.builtin),
+	}
+}
+
+// LastValue returns the last value of a field (writer and field name) and
+// its state; ok is false when there is no such field. It waits only for a
+// cache update in progress, never for a sink.
+func (g *WriterGroup) LastValue(writerName, fieldName string) (FieldValue, bool) {
+	g.vmu.RLock()
+	defer g.vmu.RUnlock()
+	for _, w := range g.writers {
+		if w.removed || w.name != writerName {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(w.sorted, fieldName, func(s int32, name string) int {
+			return strings.Compare(g.fields[s].name, name)
+		})
+		if !found {
+			return FieldValue{}, false
+		}
+		return g.fieldValue(w, w.sorted[i]), true
+	}
+	return FieldValue{}, false
+}
+
+// LastValues returns the state of every field of a writer ("" for all
+// writers), in field order.
+func (g *WriterGroup) LastValues(writerName string) []FieldValue {
+	g.vmu.RLock()
+	defer g.vmu.RUnlock()
+	var out []FieldValue
+	for _, w := range g.writers {
+		if w.removed || (writerName != "" && w.name != writerName) {
+			continue
+		}
+		for s := w.first; s < w.end; s++ {
+			out = append(out, g.fieldValue(w, s))
+		}
+	}
+	return out
+}
+
+// MetaDataVersion returns the current ConfigurationVersion of a writer.
+func (g *WriterGroup) MetaDataVersion(writerName string) (jsonenc.ConfigurationVersion, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.writers {
+		if !w.removed && w.name == writerName {
+			return w.version, true
+		}
+	}
+	return jsonenc.ConfigurationVersion{}, false
+}

@@ -1,0 +1,816 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// `gateway bench`: the end-to-end benchmark. For each bridge under test it
+// starts, each in a process of its own and on loopback only:
+//
+//	simulation server (gateway sim: N Int32 counters changing every -rate)
+//	  → bridge (gateway run -config …, or the gopcua baseline)
+//	  → NATS (Debian's nats-server, or -nats)
+//	  → counting subscriber (gateway bench-subscriber)
+//
+// waits until every item arrived and a warm-up passed, then measures a
+// window of -duration: the subscriber's notifications, lost and duplicate
+// counter values and latency (receive time − SourceTimestamp), and the CPU
+// time (/proc/<pid>/stat) and RSS (/proc/<pid>/status) of every process. It
+// prints one line per bridge and, with both, the CPU ratio. Every child is
+// killed on the way out, on errors and interrupts too.
+
+// benchOptions are the flags of gateway bench.
+type benchOptions struct {
+	items, variables int
+	typ              string
+	rate             time.Duration
+	sampling         time.Duration
+	publishing       time.Duration
+	queue            int
+	perGroup         int
+	fields           string // auto, list or browse
+	duration, warmup time.Duration
+	setupTimeout     time.Duration
+	bridges          []string
+	natsURL          string
+	gatewayBin       string
+	baselineBin      string
+	workDir          string
+	keep             bool
+}
+
+const benchUsage = `Usage: gateway bench [flags]
+
+The end-to-end benchmark: simulation server → bridge → NATS → counting
+subscriber, each in its own process on loopback. For each bridge (-bridge) it
+prints one line:
+
+  bridge=gateway notifications_per_s=… gateway_cpu_us_per_notification=… p50_ms=…
+    p99_ms=… lost=… rss_mb=… bytes_per_item=… (then details)
+
+and with -bridge both a last line ratio_cpu=<baseline/gateway>.
+
+  notifications_per_s    new counter values the subscriber received per second
+                         in the window (duplicates not counted)
+  gateway_cpu_us_per_notification
+                         CPU time (user+system) of the bridge process under test
+                         (the gopcua baseline on its line) per notification
+  p50_ms p99_ms          receive time − SourceTimestamp (the generator's tick),
+                         so it includes the sampling delay (up to -sampling)
+  lost                   counter values that never arrived (gaps), in the window
+  rss_mb bytes_per_item  the bridge's RSS at the end of the window, and RSS/items:
+                         an upper bound, the runtime's fixed memory included
+  bridge_cores sub_cores sim_cores nats_cores
+                         CPU of each process in the window, in cores; the
+                         subscriber must stay well below one core
+  offered_per_s          items / rate: what the server generates
+
+The baseline is internal/bench/gopcuabridge (gopcua v0.8.0 → encoding/json →
+nats.go), built with the go tool unless -baseline-bin is given.
+
+Flags:
+`
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o benchOptions
+	fs.IntVar(&o.items, "items", 100000, "`number` of monitored items (Load variables)")
+	fs.IntVar(&o.variables, "variables", 1000, "variables per Load folder (and DataSetWriter); items must be a multiple when larger")
+	fs.StringVar(&o.typ, "type", "Int32", "built-in type of the counters: Int32 or Double")
+	fs.DurationVar(&o.rate, "rate", 100*time.Millisecond, "generator period of the counters: items/rate notifications per second")
+	fs.DurationVar(&o.sampling, "sampling", 0, "sampling interval of the monitored items (default: rate/2, at most 20ms)")
+	fs.DurationVar(&o.publishing, "publishing", 20*time.Millisecond, "publishing interval of the subscriptions")
+	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items")
+	fs.IntVar(&o.perGroup, "per-group", 10000, "monitored items per writer group (gateway) or subscription (baseline)")
+	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\nthe YAML of 100,000 fields takes seconds and half a GB to load, which shows in rss_mb)")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window")
+	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time between the arrival of every item and the window")
+	fs.DurationVar(&o.setupTimeout, "setup-timeout", 3*time.Minute, "bound on the start of the processes and the arrival of every item")
+	bridge := fs.String("bridge", "both", "bridge under test: gateway, baseline or both")
+	fs.StringVar(&o.natsURL, "nats", "", "NATS server `URL` (default: start nats-server on a free loopback port)")
+	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary for the sim, the bridge and the subscriber (default: this one)")
+	fs.StringVar(&o.baselineBin, "baseline-bin", "", "gopcuabridge binary (default: go build it)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configurations and logs) and print its path")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return errFlagParse(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if err := o.resolve(*bridge); err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return err
+	}
+	o.workDir = dir
+	if o.keep {
+		fmt.Fprintln(stderr, "gateway bench: work directory", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	var procs benchProcs
+	defer procs.stopAll()
+
+	if o.natsURL == "" {
+		_, url, err := startNATSServer(ctx, &procs, dir)
+		if err != nil {
+			return err
+		}
+		o.natsURL = url
+	}
+	if o.gatewayBin == "" {
+		if o.gatewayBin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	if o.baselineBin == "" && contains(o.bridges, "baseline") {
+		fmt.Fprintln(stderr, "gateway bench: building the gopcua baseline")
+		if o.baselineBin, err = buildBaseline(ctx, dir); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "gateway bench: %d items (%d folders × %d) changing every %v: %.0f notifications/s offered; sampling %v, publishing %v; window %v after %v warm-up\n",
+		o.items, o.folders(), o.perFolder(), o.rate, o.offered(), o.sampling, o.publishing, o.duration, o.warmup)
+
+	results := map[string]benchResult{}
+	for _, b := range o.bridges {
+		r, err := runBenchBridge(ctx, &o, &procs, b, stderr)
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", b, err)
+		}
+		results[b] = r
+		fmt.Fprintln(stdout, r.line())
+		if c := r.subCPU.Seconds() / r.wall.Seconds(); c > 0.8 {
+			fmt.Fprintf(stderr, "gateway bench: warning: the subscriber used %.2f cores: it may have been the bottleneck\n", c)
+		}
+	}
+	if g, ok := results["gateway"]; ok {
+		if b, ok := results["baseline"]; ok && g.cpuPerNotification() > 0 {
+			fmt.Fprintf(stdout, "ratio_cpu=%.1f\n", b.cpuPerNotification()/g.cpuPerNotification())
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *benchOptions) resolve(bridge string) error {
+	switch bridge {
+	case "both":
+		o.bridges = []string{"gateway", "baseline"}
+	case "gateway", "baseline":
+		o.bridges = []string{bridge}
+	default:
+		return fmt.Errorf("%w: -bridge: %q is not gateway, baseline or both", errUsage, bridge)
+	}
+	if o.items <= 0 || o.variables <= 0 {
+		return fmt.Errorf("%w: -items and -variables must be positive", errUsage)
+	}
+	if o.items > 2_000_000 {
+		return fmt.Errorf("%w: -items: at most 2,000,000 (the simulation server's limit)", errUsage)
+	}
+	if o.items > o.variables && o.items%o.variables != 0 {
+		return fmt.Errorf("%w: -items %d is not a multiple of -variables %d", errUsage, o.items, o.variables)
+	}
+	if o.perFolder() > 99999 {
+		return fmt.Errorf("%w: -variables: at most 99,999 (field names V00000…)", errUsage)
+	}
+	if o.folders() > 65535 {
+		return fmt.Errorf("%w: %d folders: at most 65,535 (DataSetWriterIds), raise -variables", errUsage, o.folders())
+	}
+	if o.typ != "Int32" && o.typ != "Double" {
+		return fmt.Errorf("%w: -type: %q is not Int32 or Double", errUsage, o.typ)
+	}
+	if o.rate <= 0 || o.publishing <= 0 || o.duration <= 0 || o.warmup < 0 || o.setupTimeout <= 0 || o.sampling < 0 {
+		return fmt.Errorf("%w: -rate, -publishing, -duration and -setup-timeout must be positive, -warmup and -sampling not negative", errUsage)
+	}
+	if o.sampling == 0 {
+		// Faster than the generator, so that no tick is skipped between two
+		// samples (it would count as lost), and short, since it adds to the
+		// latency.
+		o.sampling = min(o.rate/2, 20*time.Millisecond)
+	}
+	if o.sampling >= o.rate {
+		return fmt.Errorf("%w: -sampling %v must be shorter than -rate %v (a tick between two samples would be lost)", errUsage, o.sampling, o.rate)
+	}
+	if o.queue <= 0 || o.perGroup <= 0 {
+		return fmt.Errorf("%w: -queue and -per-group must be positive", errUsage)
+	}
+	if o.fields != "list" && o.fields != "browse" {
+		return fmt.Errorf("%w: -fields: %q is not browse or list", errUsage, o.fields)
+	}
+	return nil
+}
+
+// perFolder and folders lay the items out in the simulation server's Load
+// folders: one folder per DataSetWriter.
+func (o *benchOptions) perFolder() int { return min(o.items, o.variables) }
+func (o *benchOptions) folders() int   { return o.items / o.perFolder() }
+func (o *benchOptions) offered() float64 {
+	return float64(o.items) / o.rate.Seconds()
+}
+
+// foldersPerGroup is how many Load folders (writers) one writer group or
+// subscription gets.
+func (o *benchOptions) foldersPerGroup() int { return max(1, o.perGroup/o.perFolder()) }
+
+// simCommand is the simulation server's command line: counters only, no
+// alarms, security None.
+func simCommand(o *benchOptions) []string {
+	return []string{o.gatewayBin, "sim", "-addr", "127.0.0.1:0",
+		"-folders", strconv.Itoa(o.folders()), "-variables", strconv.Itoa(o.perFolder()),
+		"-rates", o.rate.String(), "-types", o.typ, "-generators", "counter",
+		"-alarm-sources", "-1", "-policies", "None"}
+}
+
+// gatewayCommand is the command line of the gateway under test.
+func gatewayCommand(o *benchOptions, config string) []string {
+	return []string{o.gatewayBin, "run", "-config", config}
+}
+
+// baselineCommand is the command line of the gopcua baseline.
+func baselineCommand(o *benchOptions, simURL string) []string {
+	return []string{o.baselineBin, "-endpoint", simURL, "-nats", o.natsURL,
+		"-items", strconv.Itoa(o.items), "-variables", strconv.Itoa(o.perFolder()),
+		"-interval", o.publishing.String(), "-sampling", o.sampling.String(),
+		"-queue", strconv.Itoa(o.queue), "-per-subscription", strconv.Itoa(o.foldersPerGroup() * o.perFolder())}
+}
+
+// subscriberCommand is the counting subscriber's command line.
+func subscriberCommand(o *benchOptions) []string {
+	return []string{o.gatewayBin, "bench-subscriber", "-nats", o.natsURL, "-subject", "opcua.json.data.>",
+		"-items", strconv.Itoa(o.items), "-variables", strconv.Itoa(o.perFolder())}
+}
+
+// gatewayConfig is the configuration of the gateway under test (the model of
+// bridge/config, written as YAML by hand: the encoder of the config package
+// is not needed for this, and the output stays readable). One endpoint, the
+// simulation server; a writer group per foldersPerGroup folders, a writer
+// (DataSetWriterId f+1, name Fnnn) per folder with DataValue fields named
+// Vnnnnn; one NATS sink, at most once; nothing embedded, no HTTP.
+func gatewayConfig(o *benchOptions, simURL, stateDir string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `# gateway bench: %d items in %d folders
+gateway:
+  publisherId: bench
+  stateDir: %q
+  shutdownTimeout: 5s
+embedded:
+  sim: {enabled: false}
+  mqtt: {enabled: false}
+  nats: {enabled: false}
+http:
+  disabled: true
+endpoints:
+  - name: sim
+    url: %q
+    securityPolicy: None
+    securityMode: None
+    autoAccept: true
+sinks:
+  nats:
+    - name: bench
+      url: %q
+      delivery: {guarantee: at-most-once}
+writerGroups:
+`, o.items, o.folders(), stateDir, simURL, o.natsURL)
+	per := o.foldersPerGroup()
+	for g := 0; g*per < o.folders(); g++ {
+		fmt.Fprintf(&b, `  - name: g%03d
+    endpoint: sim
+    publishingInterval: %v
+    fieldEncoding: dataValue
+    nodes: {samplingInterval: %v, queueSize: %d}
+    writers:
+`, g, o.publishing, o.sampling, o.queue)
+		for f := g * per; f < min((g+1)*per, o.folders()); f++ {
+			fmt.Fprintf(&b, "      - {id: %d, name: F%03d", f+1, f)
+			if o.fields == "browse" {
+				fmt.Fprintf(&b, ", browse: [{root: \"ns=1;s=Load.F%03d\", depth: 1, maxNodes: %d}]}\n", f, o.perFolder())
+				continue
+			}
+			b.WriteString(", fields: [")
+			for v := range o.perFolder() {
+				if v > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "{name: V%05d, node: \"ns=1;s=Load.F%03d.V%05d\"}", v, f, v)
+			}
+			b.WriteString("]}\n")
+		}
+	}
+	return b.Bytes()
+}
+
+// buildBaseline builds the gopcua baseline into dir with the go tool (from
+// the module this binary was built from: the current directory must be in
+// it).
+func buildBaseline(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, "gopcuabridge")
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(bctx, "go", "build", "-o", out, "github.com/uagate/gateway/internal/bench/gopcuabridge")
+	var msg bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &msg, &msg
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the baseline (run from the repository, or give -baseline-bin): %w\n%s", err, msg.String())
+	}
+	return out, nil
+}
+
+// startNATSServer starts Debian's nats-server on a free loopback port and
+// returns its URL. Its max_pending is raised from 64 MB to 512 MB: every
+// counter of a rate ticks at the same instant, and the subscriber of a burst
+// of a million notifications must not be cut off as a slow consumer.
+func startNATSServer(ctx context.Context, procs *benchProcs, dir string) (*benchProc, string, error) {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		// Debian puts it in /usr/sbin, which a user's PATH may lack.
+		bin = "/usr/sbin/nats-server"
+		if _, serr := os.Stat(bin); serr != nil {
+			return nil, "", fmt.Errorf("no nats-server on PATH nor in /usr/sbin (apt-get install nats-server) and no -nats URL: %w", err)
+		}
+	}
+	conf := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\nmax_pending: 536870912\n"), 0o600); err != nil {
+		return nil, "", err
+	}
+	p, err := procs.start("nats-server", dir, []string{bin, "-c", conf}, benchWatchStderr)
+	if err != nil {
+		return nil, "", err
+	}
+	line, err := p.waitLine(ctx, 30*time.Second, "Listening for client connections on ")
+	if err != nil {
+		return nil, "", err
+	}
+	_, addr, _ := strings.Cut(line, "Listening for client connections on ")
+	return p, "nats://" + strings.TrimSpace(addr), nil
+}
+
+// benchResult is the measurement of one bridge.
+type benchResult struct {
+	bridge            string
+	items             int
+	offered           float64
+	window            time.Duration
+	a, b              subStats
+	bridgeCPU, subCPU time.Duration
+	simCPU, natsCPU   time.Duration
+	natsMeasured      bool
+	rssBytes          int64
+	wall              time.Duration
+	setup             time.Duration
+}
+
+func (r benchResult) notifications() int64 { return r.b.New - r.a.New }
+
+// cpuPerNotification is the bridge's CPU time per notification, µs.
+func (r benchResult) cpuPerNotification() float64 {
+	n := r.notifications()
+	if n <= 0 {
+		return 0
+	}
+	return float64(r.bridgeCPU.Microseconds()) / float64(n)
+}
+
+func (r benchResult) line() string {
+	cores := func(d time.Duration) float64 { return d.Seconds() / r.wall.Seconds() }
+	n := r.notifications()
+	var b strings.Builder
+	fmt.Fprintf(&b, "bridge=%s notifications_per_s=%.0f gateway_cpu_us_per_notification=%.3f p50_ms=%.2f p99_ms=%.2f lost=%d rss_mb=%.1f bytes_per_item=%.0f",
+		r.bridge, float64(n)/r.window.Seconds(), r.cpuPerNotification(), r.b.P50ms, r.b.P99ms,
+		r.b.Lost-r.a.Lost, float64(r.rssBytes)/(1<<20), float64(r.rssBytes)/float64(r.items))
+	fmt.Fprintf(&b, " items=%d offered_per_s=%.0f window_s=%.1f notifications=%d dup=%d unknown=%d bad=%d sub_dropped=%d max_ms=%.1f bridge_cores=%.2f sub_cores=%.2f sub_cpu_us_per_notification=%.3f sim_cores=%.2f",
+		r.items, r.offered, r.window.Seconds(), n, r.b.Dup-r.a.Dup, r.b.Unknown-r.a.Unknown, r.b.Bad-r.a.Bad,
+		r.b.Dropped-r.a.Dropped, r.b.MaxMs, cores(r.bridgeCPU), cores(r.subCPU),
+		float64(r.subCPU.Microseconds())/max(float64(n), 1), cores(r.simCPU))
+	if r.natsMeasured {
+		fmt.Fprintf(&b, " nats_cores=%.2f", cores(r.natsCPU))
+	}
+	fmt.Fprintf(&b, " msgs=%d bytes_per_msg=%.0f setup_s=%.1f", r.b.Msgs-r.a.Msgs,
+		float64(r.b.Bytes-r.a.Bytes)/max(float64(r.b.Msgs-r.a.Msgs), 1), r.setup.Seconds())
+	return b.String()
+}
+
+// runBenchBridge measures one bridge with a simulation server and a
+// subscriber of its own (a fresh server: the previous bridge's session must
+// not load it), and stops them before it returns.
+func runBenchBridge(ctx context.Context, o *benchOptions, procs *benchProcs, bridge string, stderr io.Writer) (benchResult, error) {
+	r := benchResult{bridge: bridge, items: o.items, offered: o.offered()}
+	dir := filepath.Join(o.workDir, bridge)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return r, err
+	}
+	setupStart := time.Now()
+	setupCtx, cancel := context.WithTimeout(ctx, o.setupTimeout)
+	defer cancel()
+
+	sim, err := procs.start("sim", dir, simCommand(o), benchWatchStdout)
+	if err != nil {
+		return r, err
+	}
+	defer sim.stop()
+	line, err := sim.waitLine(setupCtx, o.setupTimeout, "gateway sim: listening on ")
+	if err != nil {
+		return r, err
+	}
+	simURL := strings.TrimSpace(strings.TrimPrefix(line, "gateway sim: listening on "))
+
+	sub, err := procs.start("subscriber", dir, subscriberCommand(o), benchWatchStdout|benchStdin)
+	if err != nil {
+		return r, err
+	}
+	defer sub.stop()
+	if _, err := sub.waitLine(setupCtx, 30*time.Second, "READY"); err != nil {
+		return r, err
+	}
+
+	var argv []string
+	switch bridge {
+	case "gateway":
+		cfg := filepath.Join(dir, "gateway.yaml")
+		if err := os.WriteFile(cfg, gatewayConfig(o, simURL, filepath.Join(dir, "state")), 0o600); err != nil {
+			return r, err
+		}
+		argv = gatewayCommand(o, cfg)
+	case "baseline":
+		argv = baselineCommand(o, simURL)
+	}
+	br, err := procs.start(bridge, dir, argv, 0)
+	if err != nil {
+		return r, err
+	}
+	defer br.stop()
+
+	// Every item must have arrived once before the warm-up starts.
+	fmt.Fprintf(stderr, "gateway bench: %s: waiting for all %d items\n", bridge, o.items)
+	for {
+		st, err := sub.query(setupCtx, "stats")
+		if err != nil {
+			return r, fmt.Errorf("waiting for every item: %w%s", err, procs.tails(br, sim, sub))
+		}
+		if st.Seen >= int64(o.items) {
+			break
+		}
+		if err := br.alive(); err != nil {
+			return r, fmt.Errorf("%s exited: %w%s", bridge, err, procs.tails(br))
+		}
+		if err := sleepCtx(setupCtx, 250*time.Millisecond); err != nil {
+			return r, fmt.Errorf("%d of %d items arrived within -setup-timeout %v: %w%s", st.Seen, o.items, o.setupTimeout, err, procs.tails(br, sim, sub))
+		}
+	}
+	r.setup = time.Since(setupStart)
+	if err := sleepCtx(ctx, o.warmup); err != nil {
+		return r, err
+	}
+
+	measured := []*benchProc{br, sub, sim}
+	if n := procs.byName("nats-server"); n != nil {
+		measured = append(measured, n)
+		r.natsMeasured = true
+	}
+	cpuA, err := procCPUs(measured)
+	if err != nil {
+		return r, err
+	}
+	t0 := time.Now()
+	if r.a, err = sub.query(ctx, "window"); err != nil {
+		return r, err
+	}
+	if err := sleepCtx(ctx, o.duration); err != nil {
+		return r, err
+	}
+	if r.b, err = sub.query(ctx, "window"); err != nil {
+		return r, err
+	}
+	cpuB, err := procCPUs(measured)
+	r.wall = time.Since(t0)
+	if err != nil {
+		return r, err
+	}
+	if err := br.alive(); err != nil {
+		return r, fmt.Errorf("%s exited during the window: %w%s", bridge, err, procs.tails(br))
+	}
+	r.window = time.Duration(r.b.TimeNs - r.a.TimeNs)
+	r.bridgeCPU, r.subCPU, r.simCPU = cpuB[0]-cpuA[0], cpuB[1]-cpuA[1], cpuB[2]-cpuA[2]
+	if r.natsMeasured {
+		r.natsCPU = cpuB[3] - cpuA[3]
+	}
+	if r.rssBytes, err = procRSS(br.pid()); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// procCPUs returns the CPU time (user + system, all threads) of processes.
+func procCPUs(ps []*benchProc) ([]time.Duration, error) {
+	out := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		d, err := procCPU(p.pid())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
+// Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// procCPU reads utime + stime of a process from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(u+s) * clockTick, nil
+}
+
+// procRSS reads VmRSS of a process from /proc/<pid>/status, bytes.
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q: %w", pid, v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// Child processes.
+
+// benchProc flags.
+const (
+	benchWatchStdout = 1 << iota // stdout lines to lines (else to the log)
+	benchWatchStderr             // stderr lines to lines (else to the log)
+	benchStdin                   // a pipe to the child's stdin
+)
+
+// benchProcs are the children of one bench run; stopAll ends those still
+// running, in reverse order of their start.
+type benchProcs struct {
+	mu    sync.Mutex
+	procs []*benchProc
+}
+
+// benchProc is one child process. Its output goes to <dir>/<name>.log; the
+// watched stream's lines also go to lines (dropped when nobody reads them
+// and 256 are pending), which is closed at the end of the stream.
+type benchProc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	stdin   io.WriteCloser
+	lines   chan string
+	readers sync.WaitGroup
+	done    chan struct{} // closed when the process was waited for
+	err     error         // the exit status, after done
+	once    sync.Once
+}
+
+func (ps *benchProcs) start(name, dir string, argv []string, flags int) (*benchProc, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
+	p := &benchProc{name: name, logPath: logf.Name(), lines: make(chan string, 256), done: make(chan struct{})}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	// The child dies with us even if we are killed outright.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	var watchR, watchW *os.File
+	if flags&(benchWatchStdout|benchWatchStderr) != 0 {
+		if watchR, watchW, err = os.Pipe(); err != nil {
+			logf.Close()
+			return nil, err
+		}
+		if flags&benchWatchStdout != 0 {
+			p.cmd.Stdout = watchW
+		} else {
+			p.cmd.Stderr = watchW
+		}
+	} else {
+		close(p.lines)
+	}
+	if flags&benchStdin != 0 {
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			logf.Close()
+			return nil, err
+		}
+	}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		if watchR != nil {
+			watchR.Close()
+			watchW.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	if watchW != nil {
+		watchW.Close() // the child holds its end
+		p.readers.Add(1)
+		go func() {
+			defer p.readers.Done()
+			defer close(p.lines)
+			defer watchR.Close()
+			sc := bufio.NewScanner(watchR)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				if !strings.HasPrefix(sc.Text(), "{") { // not the subscriber's answers
+					fmt.Fprintln(logf, sc.Text())
+				}
+				select {
+				case p.lines <- sc.Text():
+				default:
+				}
+			}
+		}()
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		p.readers.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	ps.mu.Lock()
+	ps.procs = append(ps.procs, p)
+	ps.mu.Unlock()
+	return p, nil
+}
+
+func (ps *benchProcs) byName(name string) *benchProc {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (ps *benchProcs) stopAll() {
+	ps.mu.Lock()
+	list := append([]*benchProc(nil), ps.procs...)
+	ps.mu.Unlock()
+	for i := len(list) - 1; i >= 0; i-- {
+		list[i].stop()
+	}
+}
+
+// tails returns the ends of the logs of ps, for an error message.
+func (ps *benchProcs) tails(list ...*benchProc) string {
+	var b strings.Builder
+	for _, p := range list {
+		data, _ := os.ReadFile(p.logPath)
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		fmt.Fprintf(&b, "\n--- %s (%s):\n%s", p.name, p.logPath, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+func (p *benchProc) pid() int { return p.cmd.Process.Pid }
+
+// alive returns an error when the process has exited.
+func (p *benchProc) alive() error {
+	select {
+	case <-p.done:
+		if p.err == nil {
+			return errors.New("exit status 0")
+		}
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// waitLine waits for a line of the watched stream that contains want.
+func (p *benchProc) waitLine(ctx context.Context, timeout time.Duration, want string) (string, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				return "", fmt.Errorf("%s ended (%v) before %q%s", p.name, p.err, want, (&benchProcs{}).tails(p))
+			}
+			if strings.Contains(l, want) {
+				return l, nil
+			}
+		case <-t.C:
+			return "", fmt.Errorf("%s: no %q within %v%s", p.name, want, timeout, (&benchProcs{}).tails(p))
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s: waiting for %q: %w", p.name, want, ctx.Err())
+		}
+	}
+}
+
+// query sends a command to the subscriber and reads its JSON answer.
+func (p *benchProc) query(ctx context.Context, cmd string) (subStats, error) {
+	var st subStats
+	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
+		return st, fmt.Errorf("%s: %w", p.name, err)
+	}
+	l, err := p.waitLine(ctx, 30*time.Second, "{")
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal([]byte(l), &st); err != nil {
+		return st, fmt.Errorf("%s: %q: %w", p.name, l, err)
+	}
+	return st, nil
+}
+
+// stop ends the process: SIGTERM (stdin closed too), SIGKILL after 10 s.
+func (p *benchProc) stop() {
+	p.once.Do(func() {
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(10 * time.Second)
+		defer t.Stop()
+		select {
+		case <-p.done:
+		case <-t.C:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}

@@ -1,0 +1,677 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The counting subscriber of `gateway bench` (the hidden subcommand
+// bench-subscriber): it runs in a process of its own, so that its CPU time is
+// not the bridge's, and must keep up with millions of notifications per
+// second, hence a hand-written scanner over the message bytes instead of a
+// JSON decoder.
+//
+// Protocol on stdin/stdout, one line each:
+//
+//	→ READY                      subscribed (after a flush to the server)
+//	← stats                      → one subStats JSON line
+//	← window                     → one subStats JSON line with the latency
+//	                               percentiles since the previous window, which
+//	                               starts a new one
+//	EOF on stdin, SIGTERM        → the final subStats JSON line, exit
+
+// subStats are the subscriber's cumulative counters and the latency of the
+// current window.
+type subStats struct {
+	TimeNs  int64 `json:"t_ns"`    // the subscriber's clock when taken
+	Msgs    int64 `json:"msgs"`    // NATS messages
+	Bytes   int64 `json:"bytes"`   // their payload bytes
+	Fields  int64 `json:"fields"`  // DataSet fields seen
+	New     int64 `json:"new"`     // fields carrying a new value of their counter: the notifications
+	Lost    int64 `json:"lost"`    // counter values skipped (a gap of k is k lost)
+	Dup     int64 `json:"dup"`     // fields repeating or going back on a value already seen
+	Seen    int64 `json:"seen"`    // distinct nodes seen
+	Unknown int64 `json:"unknown"` // fields that are not one of the -items nodes
+	NoTS    int64 `json:"no_ts"`   // fields without a SourceTimestamp (no latency)
+	Bad     int64 `json:"bad"`     // messages that did not scan
+	// Dropped are messages nats.go dropped because this process fell behind
+	// (slow consumer): they show as lost as well.
+	Dropped int64 `json:"dropped"`
+	// Latency (receive time − SourceTimestamp) of the window: count, p50,
+	// p99 and max in milliseconds.
+	LatN  int64   `json:"lat_n"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench-subscriber", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("nats", nats.DefaultURL, "NATS server `URL`")
+	subject := fs.String("subject", "opcua.json.data.>", "NATS `subject` to subscribe to")
+	items := fs.Int("items", 1000, "`number` of Load variables the bridge publishes (the first ones)")
+	variables := fs.Int("variables", 1000, "variables per Load folder")
+	if err := fs.Parse(args); err != nil {
+		return errFlagParse(err)
+	}
+	if *items <= 0 || *variables <= 0 {
+		return fmt.Errorf("%w: -items and -variables must be positive", errUsage)
+	}
+	c := newBenchCounter(*items, *variables)
+
+	nc, err := nats.Connect(*url, nats.Name("gateway-bench-subscriber"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if !errors.Is(err, nats.ErrSlowConsumer) {
+				fmt.Fprintln(stderr, "bench-subscriber:", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	defer nc.Close()
+	sub, err := nc.Subscribe(*subject, func(m *nats.Msg) { c.message(m.Data, time.Now().UnixNano()) })
+	if err != nil {
+		return fmt.Errorf("nats subscribe: %w", err)
+	}
+	// Bursts: every Load variable of a rate ticks at the same instant. Room
+	// for about a second of 1,000,000 notifications.
+	if err := sub.SetPendingLimits(1<<20, 512<<20); err != nil {
+		return err
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("nats flush: %w", err)
+	}
+	w := bufio.NewWriter(stdout)
+	reply := func(window bool) error {
+		st := c.snapshot(window)
+		if d, err := sub.Dropped(); err == nil {
+			st.Dropped = int64(d)
+		}
+		b, _ := json.Marshal(&st)
+		w.Write(b)
+		w.WriteByte('\n')
+		return w.Flush()
+	}
+	fmt.Fprintln(w, "READY")
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	// The command reader ends at EOF; a signal ends ctx. Both end with the
+	// final line. The reader goroutine is not waited for on a signal: it is
+	// blocked in a read of stdin that only the process's exit ends.
+	cmds := make(chan string)
+	go func() {
+		defer close(cmds)
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			select {
+			case cmds <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = sub.Unsubscribe()
+			return reply(true)
+		case cmd, ok := <-cmds:
+			if !ok {
+				_ = sub.Unsubscribe()
+				return reply(true)
+			}
+			switch cmd {
+			case "stats":
+				err = reply(false)
+			case "window":
+				err = reply(true)
+			default:
+				fmt.Fprintf(stderr, "bench-subscriber: unknown command %q\n", cmd)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// benchCounter counts the notifications of the Load counters. Node i is
+// variable i%variables of folder i/variables; its last value is last[i]
+// (unseenValue before the first).
+type benchCounter struct {
+	variables int
+	mu        sync.Mutex
+	last      []int64
+	st        subStats
+	lat       latencyHist
+}
+
+const unseenValue = math.MinInt64
+
+func newBenchCounter(items, variables int) *benchCounter {
+	c := &benchCounter{variables: variables, last: make([]int64, items)}
+	for i := range c.last {
+		c.last[i] = unseenValue
+	}
+	return c
+}
+
+// message counts one NATS message received at now (Unix ns).
+func (c *benchCounter) message(b []byte, now int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.Msgs++
+	c.st.Bytes += int64(len(b))
+	s := benchScan{b: b, c: c, now: now}
+	if !s.top() {
+		c.st.Bad++
+	}
+}
+
+// field counts one field's value of the node of folder f, variable v.
+func (c *benchCounter) field(f, v int, value int64, ts int64, now int64) {
+	c.st.Fields++
+	i := f*c.variables + v
+	if f < 0 || v < 0 || v >= c.variables || i >= len(c.last) {
+		c.st.Unknown++
+		return
+	}
+	if ts == 0 {
+		c.st.NoTS++
+	} else {
+		c.lat.add(now - ts)
+	}
+	last := c.last[i]
+	switch {
+	case last == unseenValue:
+		c.st.Seen++
+		c.st.New++
+	case value == last+1:
+		c.st.New++
+	case value > last+1:
+		c.st.New++
+		c.st.Lost += value - last - 1
+	default:
+		c.st.Dup++
+		return
+	}
+	c.last[i] = value
+}
+
+// snapshot returns the counters; window also ends the latency window.
+func (c *benchCounter) snapshot(window bool) subStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.st
+	st.TimeNs = time.Now().UnixNano()
+	st.LatN = c.lat.n
+	st.P50ms = float64(c.lat.quantile(0.50)) / 1e3
+	st.P99ms = float64(c.lat.quantile(0.99)) / 1e3
+	st.MaxMs = float64(c.lat.max) / 1e3
+	if window {
+		c.lat = latencyHist{}
+	}
+	return st
+}
+
+// latencyHist is a log-linear histogram of microseconds with 64 sub-buckets
+// per power of two (at most 1.6 % error), fixed size, no allocation.
+type latencyHist struct {
+	n, max  int64
+	buckets [64 * 40]int64
+}
+
+func latencyBucket(us int64) int {
+	if us < 128 {
+		return int(max(us, 0))
+	}
+	shift := bits.Len64(uint64(us)) - 7
+	return min(shift*64+int(us>>shift), len(latencyHist{}.buckets)-1)
+}
+
+// latencyValue is the middle of bucket i, µs.
+func latencyValue(i int) int64 {
+	if i < 128 {
+		return int64(i)
+	}
+	shift := i/64 - 1
+	m := int64(i - shift*64)
+	return m<<shift + (int64(1)<<shift)/2
+}
+
+func (h *latencyHist) add(ns int64) {
+	us := ns / 1e3
+	h.n++
+	h.max = max(h.max, us)
+	h.buckets[latencyBucket(us)]++
+}
+
+// quantile returns the q-quantile in µs (0 when empty).
+func (h *latencyHist) quantile(q float64) int64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var sum int64
+	for i, k := range h.buckets {
+		if sum += k; sum >= rank {
+			return min(latencyValue(i), h.max)
+		}
+	}
+	return h.max
+}
+
+// benchScan walks one ua-data message: a NetworkMessage with Messages (an
+// array or one object), an array of DataSetMessages, or one DataSetMessage.
+// It reads DataSetWriterId, DataSetWriterName and Payload of each
+// DataSetMessage and, per field, Value (bare, {"UaType","Value"} or the 1.04
+// {"Type","Body"}) and SourceTimestamp; everything else is skipped. It works
+// on the bytes as they are (field names and writer names of the bench have
+// no escapes), allocates nothing, and stops at the first malformed byte.
+type benchScan struct {
+	b     []byte
+	i     int
+	depth int
+	c     *benchCounter
+	now   int64
+}
+
+const benchScanMaxDepth = 32
+
+func (s *benchScan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte (0 at the end).
+func (s *benchScan) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+func (s *benchScan) eat(c byte) bool {
+	if s.peek() != c {
+		return false
+	}
+	s.i++
+	return true
+}
+
+// str reads a string and returns its raw content (escapes not undone).
+func (s *benchScan) str() ([]byte, bool) {
+	if !s.eat('"') {
+		return nil, false
+	}
+	start := s.i
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '"':
+			out := s.b[start:s.i]
+			s.i++
+			return out, true
+		case '\\':
+			s.i += 2
+		default:
+			s.i++
+		}
+	}
+	return nil, false
+}
+
+// skip skips one value.
+func (s *benchScan) skip() bool {
+	switch s.peek() {
+	case '"':
+		_, ok := s.str()
+		return ok
+	case '{':
+		return s.object(func([]byte) bool { return s.skip() })
+	case '[':
+		return s.array(s.skip)
+	case 0:
+		return false
+	}
+	// A number or a literal.
+	start := s.i
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return s.i > start
+		}
+		s.i++
+	}
+	return s.i > start
+}
+
+// object reads an object, calling member for each key with s positioned at
+// its value; member must consume the value.
+func (s *benchScan) object(member func(key []byte) bool) bool {
+	if !s.eat('{') {
+		return false
+	}
+	if s.depth++; s.depth > benchScanMaxDepth {
+		return false
+	}
+	defer func() { s.depth-- }()
+	if s.eat('}') {
+		return true
+	}
+	for {
+		k, ok := s.str()
+		if !ok || !s.eat(':') || !member(k) {
+			return false
+		}
+		if s.eat(',') {
+			continue
+		}
+		return s.eat('}')
+	}
+}
+
+func (s *benchScan) array(elem func() bool) bool {
+	if !s.eat('[') {
+		return false
+	}
+	if s.depth++; s.depth > benchScanMaxDepth {
+		return false
+	}
+	defer func() { s.depth-- }()
+	if s.eat(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if s.eat(',') {
+			continue
+		}
+		return s.eat(']')
+	}
+}
+
+func (s *benchScan) top() bool {
+	var ok bool
+	switch s.peek() {
+	case '[':
+		ok = s.array(s.dataSetMessage)
+	case '{':
+		ok = s.dataSetMessage()
+	}
+	return ok && s.peek() == 0
+}
+
+// dataSetMessage reads a DataSetMessage, or a NetworkMessage whose Messages
+// are read in turn. The Payload is read after the object, when the writer is
+// known whatever the order of the keys.
+func (s *benchScan) dataSetMessage() bool {
+	writerID, writerName := -1, -1
+	payload := -1
+	ok := s.object(func(k []byte) bool {
+		switch string(k) {
+		case "Messages":
+			if s.peek() == '[' {
+				return s.array(s.dataSetMessage)
+			}
+			return s.dataSetMessage()
+		case "DataSetWriterId":
+			n, isInt := s.integer()
+			writerID = int(n)
+			return isInt
+		case "DataSetWriterName":
+			name, ok := s.str()
+			if ok {
+				writerName, _ = trailingNumber(name, 'F')
+			}
+			return ok
+		case "Payload":
+			payload = s.i
+			return s.skip()
+		}
+		return s.skip()
+	})
+	if !ok || payload < 0 {
+		return ok
+	}
+	folder := writerName
+	if folder < 0 && writerID > 0 {
+		folder = writerID - 1
+	}
+	end := s.i
+	s.i = payload
+	ok = s.payload(folder)
+	s.i = end
+	return ok
+}
+
+// payload reads the fields of a DataSetMessage of Load folder folder.
+func (s *benchScan) payload(folder int) bool {
+	return s.object(func(name []byte) bool {
+		f, v := nodeOfField(name, folder)
+		var value, ts int64
+		var ok bool
+		valid := true // a missing Value is the default, 0 (Compact)
+		if s.peek() == '{' {
+			ok = s.object(func(k []byte) bool {
+				switch string(k) {
+				case "Value", "Body":
+					value, valid = s.value()
+					return valid || s.skip()
+				case "SourceTimestamp":
+					t, ok := s.str()
+					if ok {
+						ts = parseUTCTimestamp(t)
+					}
+					return ok
+				}
+				return s.skip()
+			})
+		} else {
+			value, valid = s.value()
+			ok = valid || s.skip()
+		}
+		if ok {
+			if !valid {
+				f = -1 // not a counter: counted as unknown
+			}
+			s.c.field(f, v, value, ts, s.now)
+		}
+		return ok
+	})
+}
+
+// value reads an integer value: a number, a number in a string (Int64), or
+// a Variant object {"UaType":6,"Value":5} / {"Type":6,"Body":5}. It leaves s
+// where it was and returns false for anything else.
+func (s *benchScan) value() (int64, bool) {
+	switch s.peek() {
+	case '"':
+		save := s.i
+		t, ok := s.str()
+		if ok {
+			if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+				return n, true
+			}
+		}
+		s.i = save
+		return 0, false
+	case '{':
+		// A Variant without Value/Body holds its type's default: 0.
+		save := s.i
+		var n int64
+		valid := true
+		ok := s.object(func(k []byte) bool {
+			if string(k) == "Value" || string(k) == "Body" {
+				n, valid = s.value()
+				return valid || s.skip()
+			}
+			return s.skip()
+		})
+		if ok && valid {
+			return n, true
+		}
+		s.i = save
+		return 0, false
+	}
+	return s.integer()
+}
+
+// integer reads a JSON number that is an integer (1, -3, 5.0, 1e3).
+func (s *benchScan) integer() (int64, bool) {
+	s.ws()
+	start := s.i
+	neg := false
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		neg = true
+		s.i++
+	}
+	var n int64
+	digits := 0
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		n = n*10 + int64(s.b[s.i]-'0')
+		s.i++
+		digits++
+	}
+	if digits == 0 || digits > 18 {
+		s.i = start
+		return 0, false
+	}
+	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		// A Double counter: rare in the bench (Int32 is the default), so the
+		// slow path is good enough.
+		for s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E' ||
+			s.b[s.i] == '+' || s.b[s.i] == '-' || (s.b[s.i] >= '0' && s.b[s.i] <= '9')) {
+			s.i++
+		}
+		f, err := strconv.ParseFloat(string(s.b[start:s.i]), 64)
+		if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			s.i = start
+			return 0, false
+		}
+		return int64(f), true
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// nodeOfField maps a field name to its Load folder and variable: "V00012"
+// (the folder is the writer's), "F003.V00012" or a node id ending so. (-1,
+// -1) when it is not one.
+func nodeOfField(name []byte, writerFolder int) (f, v int) {
+	v, j := trailingNumber(name, 'V')
+	if v < 0 {
+		return -1, -1
+	}
+	if rest := name[:j]; len(rest) > 1 && rest[len(rest)-1] == '.' {
+		if ff, _ := trailingNumber(rest[:len(rest)-1], 'F'); ff >= 0 {
+			return ff, v
+		}
+	}
+	return writerFolder, v
+}
+
+// trailingNumber returns the decimal number that ends name right after the
+// letter prefix ("F003" → 3 for 'F') and the index of the prefix, or -1.
+func trailingNumber(name []byte, prefix byte) (n, at int) {
+	j := len(name)
+	for j > 0 && name[j-1] >= '0' && name[j-1] <= '9' {
+		j--
+	}
+	if j == len(name) || j == 0 || name[j-1] != prefix || len(name)-j > 9 {
+		return -1, -1
+	}
+	for _, d := range name[j:] {
+		n = n*10 + int(d-'0')
+	}
+	return n, j - 1
+}
+
+// parseUTCTimestamp parses an ISO 8601 date-time "2024-05-01T10:15:30.1234567Z"
+// (fraction optional, Z or ±hh:mm) into Unix nanoseconds; 0 if it is not one.
+func parseUTCTimestamp(t []byte) int64 {
+	num := func(b []byte) int64 {
+		var n int64
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return n
+	}
+	if len(t) < 20 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' || t[16] != ':' {
+		return 0
+	}
+	y, mo, d := num(t[0:4]), num(t[5:7]), num(t[8:10])
+	h, mi, sec := num(t[11:13]), num(t[14:16]), num(t[17:19])
+	if y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 60 {
+		return 0
+	}
+	rest := t[19:]
+	var frac int64
+	if len(rest) > 0 && rest[0] == '.' {
+		j := 1
+		scale := int64(1e8)
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			frac += int64(rest[j]-'0') * scale
+			scale /= 10
+			j++
+		}
+		if j == 1 {
+			return 0
+		}
+		rest = rest[j:]
+	}
+	var off int64
+	switch {
+	case len(rest) == 1 && rest[0] == 'Z':
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		oh, om := num(rest[1:3]), num(rest[4:6])
+		if oh < 0 || om < 0 {
+			return 0
+		}
+		off = (oh*60 + om) * 60
+		if rest[0] == '-' {
+			off = -off
+		}
+	default:
+		return 0
+	}
+	// Days from the civil date (H. Hinnant's algorithm).
+	if mo <= 2 {
+		y--
+	}
+	era := y / 400
+	yoe := y - era*400
+	mp := (mo + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	days := era*146097 + doe - 719468
+	return ((days*86400+h*3600+mi*60+sec)-off)*1e9 + frac
+}

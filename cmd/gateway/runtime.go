@@ -1,0 +1,689 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/embedded"
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/filesink"
+	"github.com/uagate/gateway/bridge/sink/mqttsink"
+	"github.com/uagate/gateway/bridge/sink/natssink"
+	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/server"
+)
+
+// The gateway's runtime: one configuration brought to life. It owns, in the
+// order they start (and stop in reverse): the embedded parts (simulation
+// server, MQTT broker, NATS server) the configuration asks for, one Output per
+// sink and the WebSocket hub, the HTTP listener, the client pool with one
+// managed session per writer group, and the writer groups. A reload applies
+// the difference between two configurations: writer groups and writers are
+// added, removed or replaced while the others go on; what cannot be changed
+// in place (gateway settings, embedded parts, sinks) is refused with a
+// message that says a restart applies it.
+//
+// Lock order: rt.mu, then whatever the bridge and client take.
+
+// runtime is a running configuration.
+type runtime struct {
+	log    *slog.Logger
+	stderr io.Writer
+
+	// urls maps the configuration's placeholders (config.EmbeddedSimURL …)
+	// to the embedded parts' real addresses.
+	urls map[string]string
+
+	sim  *server.Server
+	mqtt *embedded.MQTT
+	nats *embedded.NATS
+
+	wrap    func(sink.Sink) sink.Sink
+	outputs []*runOutput
+	hub     *wssink.Hub
+	httpSrv *http.Server
+	httpLn  net.Listener
+	httpErr chan error
+	mux     *http.ServeMux
+
+	pool *client.Pool
+
+	mu     sync.Mutex
+	cfg    *config.Config // the running configuration (placeholders kept)
+	groups map[string]*runGroup
+	starts sync.WaitGroup // group starts in flight
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// runGroup is a running writer group and its session.
+type runGroup struct {
+	g      *bridge.WriterGroup
+	m      *client.ManagedSession
+	key    client.PoolKey
+	cancel context.CancelFunc // ends a Start still waiting for the session
+}
+
+// runOutput is a sink's Output and what the writer groups need to know of it.
+type runOutput struct {
+	*sink.Output
+	perField *config.PerField // MQTT per-field layout: receives KindField messages only
+}
+
+// runtimeOptions are what the command line adds to a configuration.
+type runtimeOptions struct {
+	logger *slog.Logger
+	stderr io.Writer
+	// extraSinks are Outputs made by the command line (-out), started and
+	// closed with the others.
+	extraSinks []sink.Sink
+	// wrapSink, when set, wraps every sink before its Output is made (the
+	// run command counts what -out wrote).
+	wrapSink func(sink.Sink) sink.Sink
+	// onState is told of every session state change besides the log.
+	onState func(m *client.ManagedSession, st client.State, err error)
+}
+
+// startRuntime starts everything cfg (defaults applied, validated) asks for.
+// On error what was started is stopped again.
+func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) (rt *runtime, err error) {
+	rt = &runtime{
+		log:    opts.logger,
+		stderr: opts.stderr,
+		urls:   map[string]string{},
+		cfg:    cfg,
+		groups: map[string]*runGroup{},
+	}
+	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rt.stop(sctx)
+			rt = nil
+		}
+	}()
+	if err := os.MkdirAll(cfg.Gateway.StateDir, 0o700); err != nil {
+		return rt, fmt.Errorf("gateway.stateDir: %w", err)
+	}
+	if err := rt.startEmbedded(ctx, cfg); err != nil {
+		return rt, err
+	}
+	rt.wrap = opts.wrapSink
+	if err := rt.startSinks(cfg, opts.extraSinks); err != nil {
+		return rt, err
+	}
+	if err := rt.startHTTP(cfg); err != nil {
+		return rt, err
+	}
+	pool, err := client.NewPool(&client.PoolConfig{Grouping: client.PerEndpointAndGroup})
+	if err != nil {
+		return rt, err
+	}
+	rt.pool = pool
+	onState := opts.onState
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for i := range cfg.WriterGroups {
+		if err := rt.addGroupLocked(&cfg.WriterGroups[i], onState); err != nil {
+			return rt, err
+		}
+	}
+	return rt, nil
+}
+
+func (rt *runtime) url(u string) string {
+	if r, ok := rt.urls[u]; ok {
+		return r
+	}
+	return u
+}
+
+// startEmbedded starts the simulation server, MQTT broker and NATS server
+// the configuration turned on.
+func (rt *runtime) startEmbedded(ctx context.Context, cfg *config.Config) error {
+	if cfg.Embedded.Sim.On() {
+		policies, _ := parsePolicies("None")
+		srv, err := server.New(&server.Config{
+			Address:  cfg.Embedded.Sim.Listen,
+			Policies: policies,
+			Logger:   rt.log.With("part", "sim"),
+			Sim: server.SimConfig{
+				DemoRate: 100 * time.Millisecond,
+				Folders:  2, Variables: 10, AlarmSources: -1,
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("embedded simulation server: %w", err)
+		}
+		if err := srv.Start(); err != nil {
+			return listenError("embedded sim", cfg.Embedded.Sim.Listen, "embedded.sim.listen (UAGATE_SIM_LISTEN)", err)
+		}
+		rt.sim = srv
+		rt.urls[config.EmbeddedSimURL] = srv.URL()
+		rt.log.Info("embedded simulation server", "url", srv.URL())
+	}
+	if cfg.Embedded.MQTT.On() {
+		m, err := embedded.StartMQTT(ctx, cfg.Embedded.MQTT.Listen, rt.log.With("part", "mqtt-broker"))
+		if err != nil {
+			return err
+		}
+		rt.mqtt = m
+		rt.urls[config.EmbeddedMQTTURL] = m.URL()
+		rt.log.Info("embedded MQTT broker", "url", m.URL())
+	}
+	if cfg.Embedded.NATS.On() {
+		n, err := embedded.StartNATS(ctx, cfg.Embedded.NATS.Listen, filepath.Join(cfg.Gateway.StateDir, "nats"), rt.log.With("part", "nats-server"))
+		if err != nil {
+			return err
+		}
+		rt.nats = n
+		rt.urls[config.EmbeddedNATSURL] = n.URL()
+		rt.log.Info("embedded NATS server", "url", n.URL())
+	}
+	return nil
+}
+
+// listenError names the setting that moves a listener whose port is taken.
+func listenError(what, addr, setting string, err error) error {
+	return fmt.Errorf("%s: listen %s: %w (set %s)", what, addr, err, setting)
+}
+
+// startSinks makes and starts one Output per configured sink and the
+// WebSocket hub.
+func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
+	pub := cfg.Gateway.PublisherID
+	add := func(s sink.Sink, d config.Delivery, pf *config.PerField) error {
+		opts, err := sink.ParseOutputOptions(d.Guarantee, d.Policy, d.QueueSize)
+		if err != nil {
+			return fmt.Errorf("sink %s: %w", s.Name(), err)
+		}
+		if rt.wrap != nil {
+			s = rt.wrap(s)
+		}
+		opts.Logger = rt.log
+		o, err := sink.NewOutput(s, opts)
+		if err != nil {
+			return err
+		}
+		o.Start()
+		rt.outputs = append(rt.outputs, &runOutput{Output: o, perField: pf})
+		return nil
+	}
+	for _, m := range cfg.Sinks.MQTT {
+		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
+		mc.URL = rt.url(mc.URL)
+		mc.Logger = rt.log
+		s, err := mqttsink.New(mc)
+		if err != nil {
+			return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
+		}
+		if err := add(s, m.Delivery, m.PerField); err != nil {
+			return err
+		}
+	}
+	for _, n := range cfg.Sinks.NATS {
+		nc := natssink.FromConfig(n, n.Password.Reveal(), n.Token.Reveal())
+		nc.URL = rt.url(nc.URL)
+		nc.Logger = rt.log
+		s, err := natssink.New(nc)
+		if err != nil {
+			return fmt.Errorf("sinks.nats %s: %w", n.Name, err)
+		}
+		if err := add(s, n.Delivery, nil); err != nil {
+			return err
+		}
+	}
+	for _, f := range cfg.Sinks.File {
+		s, err := filesink.New(filesink.FromConfig(f))
+		if err != nil {
+			return fmt.Errorf("sinks.file %s: %w", f.Name, err)
+		}
+		if err := add(s, f.Delivery, nil); err != nil {
+			return err
+		}
+	}
+	for _, s := range extra {
+		if err := add(s, config.Delivery{}, nil); err != nil {
+			return err
+		}
+	}
+	if ws := cfg.Sinks.WebSocket; ws != nil && !cfg.HTTP.Disabled {
+		rt.hub = wssink.New(wssink.Options{
+			AllowedOrigins: ws.AllowedOrigins,
+			Token:          ws.Token.Reveal(),
+			ClientQueue:    ws.ClientQueue,
+			Logger:         rt.log.With("sink", "websocket"),
+		})
+	}
+	return nil
+}
+
+// startHTTP opens the one HTTP listener (WebSocket stream, health; the REST
+// API mounts here too).
+func (rt *runtime) startHTTP(cfg *config.Config) error {
+	if cfg.HTTP.Disabled {
+		return nil
+	}
+	rt.mux = http.NewServeMux()
+	if rt.hub != nil {
+		rt.mux.Handle(cfg.Sinks.WebSocket.Path, rt.hub)
+	}
+	rt.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return listenError("http", cfg.HTTP.Listen, "http.listen (UAGATE_HTTP_LISTEN)", err)
+	}
+	rt.httpLn = ln
+	rt.httpSrv = &http.Server{Handler: rt.mux, ReadHeaderTimeout: 10 * time.Second}
+	rt.httpErr = make(chan error, 1)
+	go func() { rt.httpErr <- rt.httpSrv.Serve(ln) }()
+	rt.log.Info("http listener", "addr", ln.Addr().String())
+	return nil
+}
+
+// HTTPAddr is the address the HTTP listener got ("" without one).
+func (rt *runtime) HTTPAddr() string {
+	if rt.httpLn == nil {
+		return ""
+	}
+	return rt.httpLn.Addr().String()
+}
+
+// queues returns the queues of ua-data/metadata messages and those of
+// per-field messages, with the options per-field publishing takes.
+func (rt *runtime) queues() (data, fields []sink.Queue, pf *config.PerField) {
+	for _, o := range rt.outputs {
+		if o.perField != nil {
+			fields = append(fields, o)
+			if pf == nil {
+				pf = o.perField
+			}
+			continue
+		}
+		data = append(data, o)
+	}
+	if rt.hub != nil {
+		data = append(data, rt.hub)
+	}
+	return data, fields, pf
+}
+
+// endpoint returns the configured endpoint of a writer group.
+func endpointOf(cfg *config.Config, name string) *config.Endpoint {
+	for i := range cfg.Endpoints {
+		if cfg.Endpoints[i].Name == name {
+			return &cfg.Endpoints[i]
+		}
+	}
+	return nil
+}
+
+// addGroupLocked makes a writer group with a session of its own and starts it
+// in the background (Start waits for the session: an endpoint that is down
+// must not hold the others up).
+func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.ManagedSession, client.State, error)) error {
+	ep := endpointOf(rt.cfg, wg.Endpoint)
+	if ep == nil {
+		return fmt.Errorf("writer group %s: endpoint %q is not configured", wg.Name, wg.Endpoint)
+	}
+	ccfg, err := config.ClientConfig(ep, rt.cfg.Gateway.StateDir, rt.log.With("upstream", ep.Name))
+	if err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Name, err)
+	}
+	url := rt.url(ep.URL)
+	mc := &client.ManagedConfig{
+		Client: *ccfg,
+		// The client logs every state change itself.
+		OnStateChange: onState,
+	}
+	key, err := rt.pool.Key(url, wg.Name, mc)
+	if err != nil {
+		return fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
+	m, err := rt.pool.SessionWith(url, wg.Name, mc)
+	if err != nil {
+		return fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
+	gctx, cancel := context.WithCancel(rt.ctx)
+	rg := &runGroup{m: m, key: key, cancel: cancel}
+	rt.groups[wg.Name] = rg
+	if !hasBrowse(wg) {
+		g, err := rt.newGroup(wg, m, url)
+		if err != nil {
+			delete(rt.groups, wg.Name)
+			cancel()
+			_ = rt.pool.Remove(context.Background(), key)
+			return err
+		}
+		rg.g = g
+	}
+	cfg := *wg
+	rt.starts.Add(1)
+	go func() {
+		defer rt.starts.Done()
+		g := rg.g
+		if g == nil {
+			// Browse selections need the server: expand them into fields
+			// once connected, then build the group.
+			expanded, err := rt.expandBrowse(gctx, &cfg, m)
+			if err == nil {
+				g, err = rt.newGroup(expanded, m, url)
+			}
+			if err != nil {
+				if gctx.Err() == nil {
+					rt.log.Error("writer group not started", "group", cfg.Name, "err", err)
+				}
+				return
+			}
+			rt.mu.Lock()
+			if gctx.Err() != nil { // removed meanwhile
+				rt.mu.Unlock()
+				_ = g.Stop(context.Background())
+				return
+			}
+			rg.g = g
+			rt.mu.Unlock()
+		}
+		if err := g.Start(gctx); err != nil && gctx.Err() == nil {
+			rt.log.Error("writer group did not start", "group", cfg.Name, "err", err)
+		}
+	}()
+	return nil
+}
+
+func hasBrowse(wg *config.WriterGroup) bool {
+	for _, w := range wg.Writers {
+		if len(w.Browse) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// newGroup makes the bridge's writer group of wg on session m.
+func (rt *runtime) newGroup(wg *config.WriterGroup, m *client.ManagedSession, url string) (*bridge.WriterGroup, error) {
+	data, fields, pf := rt.queues()
+	opts := bridge.Options{
+		Session:     m,
+		Queues:      data,
+		FieldQueues: fields,
+		PublisherID: rt.cfg.Gateway.PublisherID,
+		EndpointURL: url,
+		Logger:      rt.log,
+	}
+	if pf != nil {
+		opts.FieldPayload = pf.Payload
+		opts.FieldNoRetain = pf.Retain != nil && !*pf.Retain
+	}
+	g, err := bridge.NewWriterGroup(*wg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
+	return g, nil
+}
+
+// expandBrowse returns wg with the browse selections of its writers replaced
+// by the fields they select (after the listed ones), logging progress.
+func (rt *runtime) expandBrowse(ctx context.Context, wg *config.WriterGroup, m *client.ManagedSession) (*config.WriterGroup, error) {
+	c, err := m.WaitConnected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := *wg
+	out.Writers = make([]config.DataSetWriter, len(wg.Writers))
+	for i, w := range wg.Writers {
+		w.Fields = append([]config.Field(nil), w.Fields...)
+		names := map[string]bool{}
+		for _, f := range w.Fields {
+			names[f.Name] = true
+		}
+		for _, sel := range w.Browse {
+			start := time.Now()
+			last := start
+			found, err := config.ExpandBrowse(ctx, c, sel, func(found, visited int) {
+				if now := time.Now(); now.Sub(last) >= 2*time.Second {
+					last = now
+					rt.log.Info("browsing", "group", wg.Name, "writer", w.Name, "root", sel.Root, "found", found, "visited", visited)
+				}
+			})
+			if err != nil && len(found) == 0 {
+				return nil, fmt.Errorf("writer %s/%s: browse %s: %w", wg.Name, w.Name, sel.Root, err)
+			}
+			if err != nil {
+				rt.log.Warn("browse stopped early", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", len(found), "err", err)
+			}
+			added := 0
+			for _, f := range found {
+				if names[f.Name] {
+					continue // a listed field of that name wins
+				}
+				names[f.Name] = true
+				w.Fields = append(w.Fields, f)
+				added++
+			}
+			rt.log.Info("browse selected fields", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", added, "took", time.Since(start).Round(time.Millisecond))
+		}
+		w.Browse = nil
+		out.Writers[i] = w
+	}
+	return &out, nil
+}
+
+// removeGroupLocked stops a writer group and closes its session.
+func (rt *runtime) removeGroupLocked(ctx context.Context, name string) {
+	rg := rt.groups[name]
+	if rg == nil {
+		return
+	}
+	delete(rt.groups, name)
+	rg.cancel()
+	if rg.g != nil {
+		if err := rg.g.Stop(ctx); err != nil {
+			rt.log.Warn("writer group stop", "group", name, "err", err)
+		}
+	}
+	if err := rt.pool.Remove(ctx, rg.key); err != nil {
+		rt.log.Debug("session close", "group", name, "err", err)
+	}
+}
+
+// errNeedsRestart marks a reload that changes what the runtime cannot change
+// in place.
+var errNeedsRestart = errors.New("needs a restart")
+
+// apply makes next (defaults applied, validated) the running configuration:
+// writer groups added, removed, or recreated when their own settings or
+// endpoint changed; writers added, removed or replaced in place. Changes to
+// gateway settings, embedded parts or sinks are refused (the running
+// configuration stays) since they cannot be applied without a restart.
+func (rt *runtime) apply(ctx context.Context, next *config.Config) (config.Changes, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	ch := config.Diff(rt.cfg, next)
+	if ch.Empty() {
+		return ch, nil
+	}
+	if ch.Settings || !ch.Sinks.Empty() {
+		return ch, fmt.Errorf("%w: the change touches gateway, embedded, http or sink settings:\n%s", errNeedsRestart, ch.String())
+	}
+	old := rt.cfg
+	rt.cfg = next
+	// Writer groups to recreate: changed ones, and those of changed endpoints.
+	recreate := map[string]bool{}
+	for _, n := range ch.WriterGroups.Changed {
+		recreate[n] = true
+	}
+	for _, e := range ch.Endpoints.Changed {
+		for _, wg := range next.WriterGroups {
+			if wg.Endpoint == e {
+				recreate[wg.Name] = true
+			}
+		}
+	}
+	for _, n := range ch.WriterGroups.Removed {
+		rt.removeGroupLocked(ctx, n)
+	}
+	for n := range recreate {
+		rt.removeGroupLocked(ctx, n)
+	}
+	var errs []error
+	for i := range next.WriterGroups {
+		wg := &next.WriterGroups[i]
+		if _, running := rt.groups[wg.Name]; running {
+			continue
+		}
+		if err := rt.addGroupLocked(wg, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Writers of groups that go on: in place.
+	touched := map[string]bool{}
+	for _, list := range [][]string{ch.Writers.Added, ch.Writers.Removed, ch.Writers.Changed, ch.Fields.Added, ch.Fields.Removed, ch.Fields.Changed} {
+		for _, n := range list {
+			gw := strings.SplitN(n, "/", 3)
+			if len(gw) >= 2 && !recreate[gw[0]] {
+				touched[gw[0]+"/"+gw[1]] = true
+			}
+		}
+	}
+	for gwName := range touched {
+		gname, wname, _ := strings.Cut(gwName, "/")
+		rg := rt.groups[gname]
+		if rg == nil || rg.g == nil {
+			continue // a group added or recreated above has its writers already
+		}
+		g := rg.g
+		nw := findWriter(next, gname, wname)
+		ow := findWriter(old, gname, wname)
+		var err error
+		switch {
+		case nw == nil:
+			err = g.RemoveWriter(ctx, wname)
+		case ow == nil:
+			err = g.AddWriter(ctx, *nw)
+		default:
+			err = g.ReplaceWriter(ctx, *nw)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("writer %s: %w", gwName, err))
+		}
+	}
+	return ch, errors.Join(errs...)
+}
+
+func findWriter(c *config.Config, group, writer string) *config.DataSetWriter {
+	for i := range c.WriterGroups {
+		if c.WriterGroups[i].Name != group {
+			continue
+		}
+		for j := range c.WriterGroups[i].Writers {
+			if c.WriterGroups[i].Writers[j].Name == writer {
+				return &c.WriterGroups[i].Writers[j]
+			}
+		}
+	}
+	return nil
+}
+
+// stop stops everything in reverse order within ctx: the writer groups (no
+// new messages), the sinks drain (what they deliver is acknowledged
+// upstream), then the sessions close, the HTTP listener and the embedded
+// parts.
+func (rt *runtime) stop(ctx context.Context) {
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	rt.mu.Lock()
+	groups := rt.groups
+	rt.groups = map[string]*runGroup{}
+	rt.mu.Unlock()
+	rt.starts.Wait()
+	var wg sync.WaitGroup
+	for name, rg := range groups {
+		if rg.g == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rg.g.Stop(ctx); err != nil {
+				rt.log.Warn("writer group stop", "group", name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if rt.hub != nil {
+		_ = rt.hub.Close(ctx)
+	}
+	for _, o := range rt.outputs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := o.Close(ctx); err != nil {
+				rt.log.Warn("sink close", "sink", o.Name(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if rt.pool != nil {
+		if err := rt.pool.Close(ctx); err != nil {
+			rt.log.Debug("sessions close", "err", err)
+		}
+	}
+	if rt.httpSrv != nil {
+		_ = rt.httpSrv.Shutdown(ctx)
+	}
+	if rt.nats != nil {
+		rt.nats.Close()
+	}
+	if rt.mqtt != nil {
+		rt.mqtt.Close()
+	}
+	if rt.sim != nil {
+		rt.sim.Close()
+	}
+}
+
+// hints prints where to look at the data of a default run.
+func (rt *runtime) hints(w io.Writer) {
+	var lines []string
+	if rt.mqtt != nil {
+		host, port, _ := net.SplitHostPort(rt.mqtt.Addr())
+		lines = append(lines, fmt.Sprintf("  MQTT:      mosquitto_sub -h %s -p %s -t 'opcua/json/#' -v", host, port))
+	}
+	if rt.nats != nil {
+		lines = append(lines, fmt.Sprintf("  NATS:      nats sub -s %s 'opcua.json.>'", rt.nats.URL()))
+	}
+	if rt.hub != nil && rt.httpLn != nil {
+		var groups []string
+		for _, g := range rt.cfg.WriterGroups {
+			groups = append(groups, g.Name)
+		}
+		lines = append(lines, fmt.Sprintf("  WebSocket: ws://%s%s?group=%s", rt.httpLn.Addr(), rt.cfg.Sinks.WebSocket.Path, strings.Join(groups, ",")))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "gateway: streaming; look at the data with")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
