@@ -58,7 +58,9 @@ func (b *backend) Metadata(g, w string) (*ua.DataSetMetaDataType, error) {
 func (b *backend) Session(context.Context, string) (*client.Client, error) {
 	return nil, fmt.Errorf("no sessions here: %w", api.ErrUnavailable)
 }
-func (b *backend) Store(string) (*pki.Store, error) { return nil, fmt.Errorf("none: %w", api.ErrNotFound) }
+func (b *backend) Store(string) (*pki.Store, error) {
+	return nil, fmt.Errorf("none: %w", api.ErrNotFound)
+}
 func (b *backend) Stats() api.Stats {
 	return api.Stats{Sinks: []api.SinkStats{{Kind: "mqtt", Output: sink.OutputStats{Name: "broker", Connected: true, Sent: 12, Queued: 1}}}}
 }
