@@ -1,0 +1,243 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/pooling"
+	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/pki"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// Backend is the gateway's runtime as the API sees it. The wiring in
+// cmd/gateway implements it over the session pool, the pipeline and the
+// configuration store. Its methods are called concurrently, from request
+// goroutines and from the metrics scrape; they must not block for long
+// (Session may wait for a connection until ctx ends).
+//
+// Errors: a method wraps one of the problem kinds (ErrNotFound,
+// ErrConflict, ErrInvalid, ErrUnavailable, …) to choose the HTTP status;
+// its text becomes the problem's detail. Any other error is a 500 whose
+// text is logged, not sent.
+type Backend interface {
+	// Config returns the running configuration. The API does not modify
+	// it; the Backend must not modify it afterwards either (return a copy,
+	// or replace the whole value on change).
+	Config() *config.Config
+	// ApplyConfig changes the configuration: change runs on a deep copy of
+	// the running one; the Backend validates the result, applies the
+	// difference to the runtime (only what changed is touched), persists
+	// it so that a restart keeps it, and then makes it the running
+	// configuration. When change, validation, applying or persisting fails
+	// nothing is changed and the error is returned (change's unchanged):
+	// ErrInvalid for a configuration that does not validate, ErrConflict
+	// for one that cannot be applied now. change does not call the Backend
+	// (ApplyConfig may hold a lock while it runs).
+	ApplyConfig(ctx context.Context, change func(*config.Config) error) error
+
+	// Endpoints returns the state of every configured endpoint, in
+	// configuration order (NewEndpointStatus builds one from a
+	// ManagedSession).
+	Endpoints() []EndpointStatus
+	// LastValues returns the last values in the last-value cache that match
+	// f, ordered by writer group, writer and field position. The values are
+	// the Backend's copies: the API reads them after the call returns.
+	LastValues(f ValueFilter) []FieldValue
+	// Metadata returns the DataSetMetaData of a writer (ErrNotFound when the
+	// group or writer does not exist; ErrUnavailable when it exists but its
+	// metadata is not known yet).
+	Metadata(group, writer string) (*ua.DataSetMetaDataType, error)
+	// Session returns a connected client of the endpoint for an on-demand
+	// call (ErrNotFound for an unknown endpoint, ErrUnavailable when it is
+	// not connected within ctx). The client belongs to the Backend; the API
+	// only calls services on it.
+	Session(ctx context.Context, endpoint string) (*client.Client, error)
+	// Store returns the certificate store of an endpoint; "" names the
+	// gateway's default store.
+	Store(endpoint string) (*pki.Store, error)
+	// Stats returns counters for /metrics and /api/v1/status. It is called
+	// at every scrape and must be cheap (snapshots of atomic counters).
+	Stats() Stats
+}
+
+// ValueFilter selects last values; empty members match everything. Node is
+// a node id as configured for the field.
+type ValueFilter struct {
+	Group  string
+	Writer string
+	Node   string
+}
+
+// FieldValue is the last value of one field of a dataset writer.
+type FieldValue struct {
+	Group  string
+	Writer string
+	Field  string
+	Node   string
+	Value  ua.DataValue
+}
+
+// Stats are the runtime counters the metrics and the status come from.
+type Stats struct {
+	Groups      []GroupStats
+	Sinks       []SinkStats
+	Pools       []PoolStats
+	BufferPools []BufferPoolStats
+}
+
+// GroupStats are one writer group's counters.
+type GroupStats struct {
+	Name     string `json:"name"`
+	Endpoint string `json:"endpoint"`
+	// NotificationsIn counts data changes and events received from the
+	// subscription; NotificationsOut those written into NetworkMessages.
+	NotificationsIn  uint64 `json:"notificationsIn"`
+	NotificationsOut uint64 `json:"notificationsOut"`
+	// Messages and Bytes count the NetworkMessages the group produced.
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	// Errors counts notifications that could not be encoded or delivered.
+	Errors uint64 `json:"errors"`
+	// Unacked is the number of notification messages (sequence numbers)
+	// not yet acknowledged to the server because at-least-once sinks have
+	// not confirmed them.
+	Unacked int `json:"unacked"`
+	// Writers and Fields are the group's dataset writers and fields.
+	Writers int `json:"writers"`
+	Fields  int `json:"fields"`
+}
+
+// SinkStats are one sink's counters: its Output's and the bytes it sent.
+type SinkStats struct {
+	Output sink.OutputStats
+	Kind   string // mqtt, nats, websocket, file
+	Bytes  uint64 // payload bytes the sink took
+}
+
+// PoolStats names an object pool's counters.
+type PoolStats struct {
+	Name  string
+	Stats pooling.PoolStats
+}
+
+// BufferPoolStats names a buffer pool's counters.
+type BufferPoolStats struct {
+	Name  string
+	Stats pooling.BufferPoolStats
+}
+
+// EndpointStatus is the state of one upstream endpoint and its session.
+type EndpointStatus struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// State is Disconnected, Connecting, Connected, Reconnecting, Closing or
+	// Closed.
+	State     string `json:"state"`
+	Connected bool   `json:"connected"`
+	// SecurityPolicy and SecurityMode of the current session.
+	SecurityPolicy string `json:"securityPolicy,omitempty"`
+	SecurityMode   string `json:"securityMode,omitempty"`
+	SessionID      string `json:"sessionId,omitempty"`
+	// Reconnects counts the recoveries started (faults) since the start.
+	Reconnects uint64           `json:"reconnects"`
+	Counters   EndpointCounters `json:"counters"`
+	// LastError is the error of the last failure ("" while connected and
+	// healthy).
+	LastError string `json:"lastError,omitempty"`
+	// PermanentFailure is why the session gave up and will not retry by
+	// itself (the endpoint needs attention: a refused certificate, a
+	// rejected identity, a configuration error).
+	PermanentFailure string               `json:"permanentFailure,omitempty"`
+	Subscriptions    []SubscriptionStatus `json:"subscriptions"`
+	// OperationLimits the client works with (the server's, lowered where it
+	// enforced smaller ones); absent while disconnected.
+	OperationLimits *OperationLimits `json:"operationLimits,omitempty"`
+}
+
+// EndpointCounters count a session's recoveries (client.ManagedStats).
+type EndpointCounters struct {
+	Connects      uint64 `json:"connects"`
+	Reactivations uint64 `json:"reactivations"`
+	Transfers     uint64 `json:"transfers"`
+	Recreations   uint64 `json:"recreations"`
+	Faults        uint64 `json:"faults"`
+}
+
+// SubscriptionStatus is the state of one subscription.
+type SubscriptionStatus struct {
+	ID                 uint32    `json:"id"`
+	PublishingInterval Duration  `json:"publishingInterval"`
+	KeepAliveCount     uint32    `json:"keepAliveCount"`
+	LifetimeCount      uint32    `json:"lifetimeCount"`
+	LastActivity       time.Time `json:"lastActivity"`
+	Messages           uint64    `json:"messages"`
+	KeepAlives         uint64    `json:"keepAlives"`
+	DataChanges        uint64    `json:"dataChanges"`
+	Events             uint64    `json:"events"`
+	Republished        uint64    `json:"republished"`
+	Lost               uint64    `json:"lost"`
+	Duplicates         uint64    `json:"duplicates"`
+	HandlerPanics      uint64    `json:"handlerPanics"`
+	Recreated          uint64    `json:"recreated"`
+	Transferred        uint64    `json:"transferred"`
+	Items              int       `json:"items"`
+	FailedItems        int       `json:"failedItems"`
+}
+
+// OperationLimits are a server's limits on the operations of one request;
+// 0 means none.
+type OperationLimits struct {
+	MaxNodesPerRead                          uint32 `json:"maxNodesPerRead"`
+	MaxNodesPerWrite                         uint32 `json:"maxNodesPerWrite"`
+	MaxNodesPerBrowse                        uint32 `json:"maxNodesPerBrowse"`
+	MaxNodesPerMethodCall                    uint32 `json:"maxNodesPerMethodCall"`
+	MaxNodesPerRegisterNodes                 uint32 `json:"maxNodesPerRegisterNodes"`
+	MaxNodesPerTranslateBrowsePathsToNodeIds uint32 `json:"maxNodesPerTranslateBrowsePathsToNodeIds"`
+	MaxMonitoredItemsPerCall                 uint32 `json:"maxMonitoredItemsPerCall"`
+	MaxBrowseContinuationPoints              uint32 `json:"maxBrowseContinuationPoints"`
+}
+
+// NewEndpointStatus describes a managed session (nil: an endpoint that has
+// none yet, reported Disconnected).
+func NewEndpointStatus(name, url string, m *client.ManagedSession) EndpointStatus {
+	st := EndpointStatus{Name: name, URL: url, State: client.StateDisconnected.String(), Subscriptions: []SubscriptionStatus{}}
+	if m == nil {
+		return st
+	}
+	state := m.State()
+	st.State = state.String()
+	st.Connected = state == client.StateConnected
+	ms := m.Stats()
+	st.Counters = EndpointCounters{ms.Connects, ms.Reactivations, ms.Transfers, ms.Recreations, ms.Faults}
+	st.Reconnects = ms.Faults
+	if err := m.Err(); err != nil {
+		st.LastError = err.Error()
+		if state == client.StateDisconnected || errors.Is(err, client.ErrClosed) {
+			st.PermanentFailure = err.Error()
+		}
+	}
+	if c := m.Client(); c != nil {
+		st.SecurityPolicy = c.SecurityPolicy().URI
+		st.SecurityMode = c.SecurityMode().String()
+		st.SessionID = c.SessionID().String()
+		l := c.OperationLimits()
+		st.OperationLimits = &OperationLimits{l.MaxNodesPerRead, l.MaxNodesPerWrite, l.MaxNodesPerBrowse,
+			l.MaxNodesPerMethodCall, l.MaxNodesPerRegisterNodes, l.MaxNodesPerTranslateBrowsePathsToNodeIds,
+			l.MaxMonitoredItemsPerCall, l.MaxBrowseContinuationPoints}
+	}
+	for _, s := range m.Subscriptions() {
+		ss := s.Stats()
+		st.Subscriptions = append(st.Subscriptions, SubscriptionStatus{
+			ID: s.ID(), PublishingInterval: Duration(s.PublishingInterval()),
+			KeepAliveCount: s.KeepAliveCount(), LifetimeCount: s.LifetimeCount(), LastActivity: s.LastActivity(),
+			Messages: ss.Messages, KeepAlives: ss.KeepAlives, DataChanges: ss.DataChanges, Events: ss.Events,
+			Republished: ss.Republished, Lost: ss.Lost, Duplicates: ss.Duplicates, HandlerPanics: ss.HandlerPanics,
+			Recreated: ss.Recreated, Transferred: ss.Transferred, Items: ss.Items, FailedItems: ss.FailedItems,
+		})
+	}
+	return st
+}

@@ -1,0 +1,53 @@
+// Package api is the HTTP side of the gateway: the REST API under /api/v1,
+// OPC Publisher's configuration API under /v2/configuration, Prometheus
+// /metrics, /healthz and /readyz, the handlers mounted beside them (the
+// WebSocket hub at /ws) and the dashboard's files at /, all on one
+// listener.
+//
+// # What lives here
+//
+//   - Server (server.go): options, the listener (optionally TLS, with the
+//     certificate read again when its files change), graceful Shutdown.
+//   - The route table (api.go, publisher.go) from which both the mux and the
+//     OpenAPI 3.1 document (openapi.go, served at /api/v1/openapi.json) are
+//     made.
+//   - Backend (backend.go): the interface the wiring implements over the
+//     runtime, with JSON-ready status types; NewEndpointStatus describes a
+//     client.ManagedSession.
+//   - Resources: endpoints (endpoints.go), writer groups, dataset writers and
+//     fields (writers.go, model.go, validate.go), last values and metadata
+//     (values.go), on-demand Read/Write/Browse/Translate/Call
+//     (services.go), certificates (certs.go), status (status.go), health
+//     (health.go), metrics (metrics.go, histogram.go).
+//   - Auth (auth.go): API keys as bearer tokens (or X-API-Key) with read and
+//     admin roles, from the options and a mounted secret file, compared in
+//     constant time; CORS and WebSocket origin allow-lists.
+//   - cli/: the `gateway status` and `gateway nodes` commands, clients of a
+//     running gateway's API.
+//
+// # Rules
+//
+// Errors are RFC 9457 problem details (problem.go): a type URI per kind
+// (urn:uagate:problem:<slug>), the status, a detail naming what was wrong
+// and, where there is one, the member at fault as a JSON pointer. Bodies are
+// decoded strictly (unknown members, trailing data and bodies over
+// Options.MaxBodyBytes are refused); OPC Publisher's payloads leniently, as
+// they carry many settings without meaning here. A change goes through
+// Backend.ApplyConfig with a function that checks and changes a copy, so a
+// refused change changes nothing. Lists are paged (limit, cursor).
+//
+// Without API keys the listener must be on loopback, unless
+// Options.AllowUnauthenticated opens it (with a warning). Tokens are never
+// logged; the access log records the path without the query and the key's
+// name.
+//
+// Metrics are read from the Backend's snapshots at scrape time; the only
+// thing the hot path touches is Histogram.Observe (atomic adds).
+//
+// Shutdown fails /readyz first, keeps serving for Options.ShutdownDelay,
+// then stops accepting and drains requests until its context ends.
+// Hijacked connections (WebSockets) are not waited for: their owner closes
+// them.
+//
+// The dashboard at / is a placeholder page for now (web/index.html).
+package api

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/uagate/gateway/uastack/server"
+)
+
+// TestServicesAgainstSim runs Read, Write, Browse with continuation,
+// TranslateBrowsePathsToNodeIds and Call through the API against the
+// simulation server, on a real managed session. The server allows two nodes
+// per Read and Write, so larger requests only work when split.
+func TestServicesAgainstSim(t *testing.T) {
+	srv := startSim(t, &server.Config{MaxNodesPerRead: 2, MaxNodesPerWrite: 2, MaxNodesPerMethodCall: 1})
+	m := startSession(t, srv.URL(), nil, true)
+	b := newTestBackend(t, nil)
+	b.addSession("sim", srv.URL(), m)
+	_, ts := newTestServer(t, b, Options{})
+	ep := "/api/v1/endpoints/sim"
+
+	// Status: connected, with the server's limits.
+	r := do(t, ts, "GET", ep, "", nil)
+	var st Endpoint
+	r.decode(t, &st)
+	if !st.Connected || st.State != "Connected" || st.OperationLimits == nil || st.OperationLimits.MaxNodesPerRead != 2 || st.SessionID == "" {
+		t.Fatalf("status %+v", st)
+	}
+
+	// Write five values (three requests upstream), read them back (three).
+	var nodes []string
+	for _, ty := range []string{"Double", "Int32", "String", "Boolean", "UInt16"} {
+		nodes = append(nodes, "ns=1;s=Demo.Static."+ty)
+	}
+	r = do(t, ts, "POST", ep+"/write", "", `{"nodes":[
+		{"node":"ns=1;s=Demo.Static.Double","value":{"UaType":11,"Value":2.5}},
+		{"node":"ns=1;s=Demo.Static.Int32","type":"Int32","value":-7},
+		{"node":"ns=1;s=Demo.Static.String","type":"String","value":"hello"},
+		{"node":"ns=1;s=Demo.Static.Boolean","value":{"UaType":1,"Value":true}},
+		{"node":"ns=1;s=Demo.Static.UInt16","type":"UInt16","value":65535}]}`)
+	var wr WriteResponse
+	r.decode(t, &wr)
+	if r.status != 200 || len(wr.Results) != 5 {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	for i, sc := range wr.Results {
+		if sc.Code != 0 {
+			t.Errorf("write %s: %+v", nodes[i], sc)
+		}
+	}
+	body := `{"nodes":[`
+	for i, n := range nodes {
+		if i > 0 {
+			body += ","
+		}
+		body += `{"node":"` + n + `"}`
+	}
+	r = do(t, ts, "POST", ep+"/read", "", body+`],"timestamps":"neither"}`)
+	var rr ReadResponse
+	r.decode(t, &rr)
+	// Part 6 1.05 DataValues carry the Variant's members at their top level.
+	want := []string{`{"UaType":11,"Value":2.5}`, `{"UaType":6,"Value":-7}`,
+		`{"UaType":12,"Value":"hello"}`, `{"UaType":1,"Value":true}`, `{"UaType":5,"Value":65535}`}
+	if len(rr.Results) != len(want) {
+		t.Fatalf("read: %s", r.body)
+	}
+	for i := range want {
+		if string(rr.Results[i]) != want[i] {
+			t.Errorf("read %s: %s, want %s", nodes[i], rr.Results[i], want[i])
+		}
+	}
+	// Another attribute, and a bad node id in the middle (nothing is sent).
+	r = do(t, ts, "POST", ep+"/read", "", `{"nodes":[{"node":"ns=1;s=Demo.Counter","attribute":"DisplayName"}],"timestamps":"neither"}`)
+	if r.decode(t, &rr); len(rr.Results) != 1 || !strings.Contains(string(rr.Results[0]), `"Text":"Counter"`) {
+		t.Fatalf("read DisplayName: %s", r.body)
+	}
+	r = do(t, ts, "POST", ep+"/read", "", `{"nodes":[{"node":"i=2258"},{"node":"ns=1;x=1"}]}`)
+	if p := r.problem(t); p.Type != "urn:uagate:problem:invalid-node-id" || p.Field != "/nodes/1/node" {
+		t.Fatalf("bad node: %+v", p)
+	}
+	r = do(t, ts, "POST", ep+"/write", "", `{"nodes":[{"node":"ns=1;s=Demo.Static.Int32","type":"Int32","value":"seven"}]}`)
+	if p := r.problem(t); p.Status != 400 || p.Field != "/nodes/0/value" {
+		t.Fatalf("bad value: %+v", p)
+	}
+
+	// Browse Demo two references at a time, to the end.
+	r = do(t, ts, "POST", ep+"/browse", "", `{"node":"ns=1;s=Demo","maxReferences":2}`)
+	var br BrowseResponse
+	r.decode(t, &br)
+	if r.status != 200 || len(br.References) != 2 || br.ContinuationPoint == "" {
+		t.Fatalf("browse: %d %s", r.status, r.body)
+	}
+	names := map[string]bool{}
+	pages := 1
+	for {
+		for _, ref := range br.References {
+			names[ref.BrowseName] = true
+		}
+		if br.ContinuationPoint == "" {
+			break
+		}
+		r = do(t, ts, "POST", ep+"/browse/next", "", map[string]any{"continuationPoint": br.ContinuationPoint})
+		br = BrowseResponse{}
+		r.decode(t, &br)
+		if r.status != 200 {
+			t.Fatalf("browse next: %d %s", r.status, r.body)
+		}
+		pages++
+	}
+	if !names["1:Counter"] || !names["1:Setpoint"] || !names["1:Methods"] || pages < 3 {
+		t.Fatalf("browsed %d pages: %v", pages, names)
+	}
+	r = do(t, ts, "POST", ep+"/browse/next", "", `{"continuationPoint":"AAAAAAAAAAAAAA"}`)
+	if p := r.problem(t); p.Status != 409 {
+		t.Fatalf("foreign continuation point: %+v", p)
+	}
+
+	// Translate.
+	r = do(t, ts, "POST", ep+"/translate", "", `{"paths":[{"path":"/1:Demo/1:Counter"},{"start":"ns=1;s=Demo","path":"/1:Nothing"}]}`)
+	var tr TranslateResponse
+	r.decode(t, &tr)
+	if len(tr.Results) != 2 || len(tr.Results[0].Targets) != 1 || tr.Results[0].Targets[0].Node != "ns=1;s=Demo.Counter" ||
+		tr.Results[1].StatusCode.Symbol != "BadNoMatch" {
+		t.Fatalf("translate: %s", r.body)
+	}
+
+	// Call Add twice (the server takes one call per request).
+	r = do(t, ts, "POST", ep+"/call", "", `{"calls":[
+		{"object":"ns=1;s=Demo.Methods","method":"ns=1;s=Demo.Methods.Add","arguments":[{"UaType":11,"Value":2},{"UaType":11,"Value":3.5}]},
+		{"object":"ns=1;s=Demo.Methods","method":"ns=1;s=Demo.Methods.Echo","arguments":[{"UaType":12,"Value":"hi"}]}]}`)
+	var cr CallResponse
+	r.decode(t, &cr)
+	if len(cr.Results) != 2 || string(cr.Results[0].OutputArguments[0]) != `{"UaType":11,"Value":5.5}` ||
+		string(cr.Results[1].OutputArguments[0]) != `{"UaType":12,"Value":"hi"}` {
+		t.Fatalf("call: %s", r.body)
+	}
+
+	// Unknown endpoint.
+	r = do(t, ts, "POST", "/api/v1/endpoints/nope/read", "", `{"nodes":[{"node":"i=2258"}]}`)
+	if p := r.problem(t); p.Status != 404 || p.Detail != `endpoint "nope" does not exist` {
+		t.Fatalf("unknown endpoint: %+v", p)
+	}
+}
