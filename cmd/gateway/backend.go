@@ -273,4 +273,3 @@ func (rt *runtime) Stats() api.Stats {
 	st.BufferPools = append(st.BufferPools, api.BufferPoolStats{Name: "buffers", Stats: pooling.Buffers.Stats()})
 	return st
 }
-

@@ -60,9 +60,9 @@ type runtime struct {
 	pool *client.Pool
 	api  *api.Server
 
-	persist     persisted                          // where API changes are saved
-	storeMu     sync.Mutex                         // guards stores
-	stores      map[string]*pki.Store              // certificate stores by directory, for the API
+	persist     persisted                         // where API changes are saved
+	storeMu     sync.Mutex                        // guards stores
+	stores      map[string]*pki.Store             // certificate stores by directory, for the API
 	apiSessions map[string]*client.ManagedSession // sessions of endpoints without writer groups (rt.mu)
 
 	mu     sync.Mutex
@@ -727,4 +727,3 @@ func (rt *runtime) hints(w io.Writer) {
 		fmt.Fprintln(w, l)
 	}
 }
-
