@@ -427,7 +427,7 @@ func (s *Server) browse(w http.ResponseWriter, r *http.Request) error {
 		return upstreamError("Browse", err)
 	}
 	if len(resp.Results) != 1 {
-		return fmt.Errorf("Browse: %d results for 1 node%w", len(resp.Results), detailOnly{ErrUpstream})
+		return fmt.Errorf("the Browse response has %d results for 1 node%w", len(resp.Results), detailOnly{ErrUpstream})
 	}
 	res := &resp.Results[0]
 	return writeJSON(w, http.StatusOK, BrowseResponse{StatusCode: statusOf(res.StatusCode),
@@ -456,7 +456,7 @@ func (s *Server) browseNext(w http.ResponseWriter, r *http.Request) error {
 		return upstreamError("BrowseNext", err)
 	}
 	if len(resp.Results) != 1 {
-		return fmt.Errorf("BrowseNext: %d results for 1 continuation point%w", len(resp.Results), detailOnly{ErrUpstream})
+		return fmt.Errorf("the BrowseNext response has %d results for 1 continuation point%w", len(resp.Results), detailOnly{ErrUpstream})
 	}
 	res := &resp.Results[0]
 	return writeJSON(w, http.StatusOK, BrowseResponse{StatusCode: statusOf(res.StatusCode),

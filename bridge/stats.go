@@ -197,3 +197,16 @@ func (g *WriterGroup) MetaDataVersion(writerName string) (jsonenc.ConfigurationV
 	}
 	return jsonenc.ConfigurationVersion{}, false
 }
+
+// MetaData returns the DataSetMetaData of a writer as its last ua-metadata
+// message carried it; false when there is no such writer.
+func (g *WriterGroup) MetaData(writerName string) (*ua.DataSetMetaDataType, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.writers {
+		if !w.removed && w.name == writerName {
+			return g.metaData(w), true
+		}
+	}
+	return nil, false
+}

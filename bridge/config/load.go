@@ -23,6 +23,7 @@ const MaxFileSize = 16 << 20
 //	UAGATE_PUBLISHER_ID              gateway.publisherId
 //	UAGATE_STATE_DIR                 gateway.stateDir
 //	UAGATE_HTTP_LISTEN               http.listen
+//	UAGATE_API_KEYS_FILE             http.keysFile
 //	UAGATE_SIM_LISTEN                embedded.sim.listen
 //	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
 //	UAGATE_NATS_LISTEN               embedded.nats.listen
@@ -44,6 +45,7 @@ var envSettings = []struct {
 	{"UAGATE_PUBLISHER_ID", "gateway.publisherId", func(c *Config) *string { return &c.Gateway.PublisherID }},
 	{"UAGATE_STATE_DIR", "gateway.stateDir", func(c *Config) *string { return &c.Gateway.StateDir }},
 	{"UAGATE_HTTP_LISTEN", "http.listen", func(c *Config) *string { return &c.HTTP.Listen }},
+	{"UAGATE_API_KEYS_FILE", "http.keysFile", func(c *Config) *string { return &c.HTTP.KeysFile }},
 	{"UAGATE_SIM_LISTEN", "embedded.sim.listen", func(c *Config) *string { return &c.Embedded.Sim.Listen }},
 	{"UAGATE_MQTT_LISTEN", "embedded.mqtt.listen", func(c *Config) *string { return &c.Embedded.MQTT.Listen }},
 	{"UAGATE_NATS_LISTEN", "embedded.nats.listen", func(c *Config) *string { return &c.Embedded.NATS.Listen }},
@@ -233,6 +235,9 @@ func (c *Config) secrets() []secretRef {
 	}
 	if ws := c.Sinks.WebSocket; ws != nil {
 		add("sinks.websocket.token", &ws.Token)
+	}
+	for i := range c.HTTP.APIKeys {
+		add("http.apiKeys["+strconv.Itoa(i)+"].token", &c.HTTP.APIKeys[i].Token)
 	}
 	return out
 }

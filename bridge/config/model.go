@@ -53,6 +53,47 @@ type HTTP struct {
 	Listen string `yaml:"listen"` // default 127.0.0.1:8080; "" with Disabled to switch it off
 	// Disabled switches the listener off.
 	Disabled bool `yaml:"disabled"`
+	// APIKeys are the bearer tokens of the REST API (and of the WebSocket
+	// stream and /metrics) with their roles.
+	APIKeys []APIKey `yaml:"apiKeys"`
+	// KeysFile is a mounted secret with more keys, one a line:
+	// "<role> <token> [name]"; read again when it changes.
+	KeysFile string `yaml:"keysFile"`
+	// AllowUnauthenticated opens a listener without keys on a non-loopback
+	// address (warned). Without keys and without it, only a loopback
+	// address is accepted.
+	AllowUnauthenticated bool `yaml:"allowUnauthenticated"`
+	// PublicMetrics serves /metrics without credentials.
+	PublicMetrics bool `yaml:"publicMetrics"`
+	// TLS switches the listener to HTTPS (files read again when they change).
+	TLS *ServerTLS `yaml:"tls"`
+	// CORSOrigins may call the API from a browser ("*": any).
+	CORSOrigins []string `yaml:"corsOrigins"`
+	// Ready says what /readyz waits for: all (default), any or none of the
+	// endpoints' sessions and of the sinks' connections.
+	Ready ReadyPolicy `yaml:"ready"`
+	// ShutdownDelay keeps serving with /readyz failing this long at
+	// shutdown, so that load balancers take the instance out first.
+	ShutdownDelay Duration `yaml:"shutdownDelay"`
+}
+
+// APIKey is one bearer token of the REST API.
+type APIKey struct {
+	Name  string `yaml:"name"`
+	Role  string `yaml:"role"` // read or admin
+	Token Secret `yaml:"token"`
+}
+
+// ServerTLS is the certificate of the HTTP listener.
+type ServerTLS struct {
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+// ReadyPolicy is what /readyz waits for.
+type ReadyPolicy struct {
+	Endpoints string `yaml:"endpoints"` // all (default), any or none
+	Sinks     string `yaml:"sinks"`     // all (default), any or none
 }
 
 // Endpoint is an upstream OPC UA server and how to connect to it.

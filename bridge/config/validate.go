@@ -114,6 +114,7 @@ func (c *Config) validateGateway(v *validator) {
 	}
 	if !c.HTTP.Disabled {
 		checkListen(v, "http.listen", c.HTTP.Listen)
+		c.HTTP.validate(v)
 	} else if c.Sinks.WebSocket != nil {
 		v.errorf("sinks.websocket", "the WebSocket stream needs the HTTP listener, which http.disabled switches off")
 	}
@@ -623,5 +624,38 @@ func checkTemplate(v *validator, p, tmpl string, perField bool) {
 	}
 	if strings.ContainsAny(tmpl, "#+*>") {
 		v.errorf(p, "%q: a wildcard (# + * >) cannot be published to", tmpl)
+	}
+}
+
+// validate checks the API settings of the HTTP listener.
+func (h *HTTP) validate(v *validator) {
+	names := map[string]bool{}
+	for i, k := range h.APIKeys {
+		p := "http.apiKeys[" + strconv.Itoa(i) + "]"
+		if k.Role != "read" && k.Role != "admin" {
+			v.errorf(p+".role", "%q: want read or admin", k.Role)
+		}
+		if !k.Token.IsSet() {
+			v.errorf(p+".token", "missing")
+		}
+		if k.Name != "" {
+			if names[k.Name] {
+				v.errorf(p+".name", "key %q is defined twice", k.Name)
+			}
+			names[k.Name] = true
+		}
+	}
+	if t := h.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
+		v.errorf("http.tls", "certFile and keyFile go together")
+	}
+	for _, r := range []struct{ path, val string }{{"http.ready.endpoints", h.Ready.Endpoints}, {"http.ready.sinks", h.Ready.Sinks}} {
+		switch r.val {
+		case "", "all", "any", "none":
+		default:
+			v.errorf(r.path, "%q: want all, any or none", r.val)
+		}
+	}
+	if h.ShutdownDelay < 0 {
+		v.errorf("http.shutdownDelay", "%v: must not be negative", h.ShutdownDelay)
 	}
 }

@@ -248,7 +248,7 @@ func encodeCounters(t testing.TB, mode jsonenc.Mode, fieldMask jsonenc.DataSetFi
 			}
 		}
 		dsm := jsonenc.DataSetMessageHeader{DataSetWriterID: uint16(f + 1), SequenceNumber: 1, Type: jsonenc.DeltaFrame,
-			ContentMask: jsonenc.DSMDataSetWriterID | jsonenc.DSMSequenceNumber | jsonenc.DSMMessageType | jsonenc.FieldEncodingBits(mode),
+			ContentMask:      jsonenc.DSMDataSetWriterID | jsonenc.DSMSequenceNumber | jsonenc.DSMMessageType | jsonenc.FieldEncodingBits(mode),
 			FieldContentMask: fieldMask}
 		if f%2 == 1 { // some writers by name only
 			dsm.ContentMask = dsm.ContentMask&^jsonenc.DSMDataSetWriterID | jsonenc.DSMDataSetWriterName

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,8 +106,23 @@ Flags:
 		warns []config.Warning
 		err   error
 	)
+	// Where changes made through the REST API are saved: the -config file
+	// when it is YAML, else <stateDir>/gateway.yaml — which a later run
+	// without -config and without the flags that build one loads.
+	var savePath string
+	noFlags := *upstream == "" && *nodes == ""
+	fs.Visit(func(f *flag.Flag) { noFlags = noFlags && f.Name != "interval" })
+	if *cfgPath == "" && noFlags {
+		if p := stateFile(); p != "" {
+			*cfgPath, savePath = p, p
+			logger.Info("configuration saved by an earlier run", "file", p)
+		}
+	}
 	if *cfgPath != "" {
 		cfg, warns, err = config.Load(*cfgPath)
+		if err == nil && savePath == "" && !isPublishedNodes(*cfgPath) {
+			savePath = *cfgPath
+		}
 	} else {
 		intervalSet := false
 		fs.Visit(func(f *flag.Flag) { intervalSet = intervalSet || f.Name == "interval" })
@@ -153,6 +170,10 @@ Flags:
 			return &countingSink{Sink: s, left: int64(*count), done: counted}
 		}
 	}
+	if savePath == "" {
+		savePath = filepath.Join(cfg.Gateway.StateDir, stateConfigName)
+	}
+	opts.savePath = savePath
 	rt, err := startRuntime(ctx, cfg, opts)
 	if err != nil {
 		return err
@@ -183,8 +204,6 @@ Flags:
 	select {
 	case <-ctx.Done():
 	case <-counted:
-	case err = <-rt.httpErr:
-		err = fmt.Errorf("http listener: %w", err)
 	}
 	logger.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
@@ -274,7 +293,6 @@ func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
 	return nil
 }
 
-
 // parseRunNodes parses -nodes; empty means the Demo variables of the sim.
 func parseRunNodes(s string) ([]runNode, error) {
 	var out []runNode
@@ -299,4 +317,34 @@ func parseRunNodes(s string) ([]runNode, error) {
 		return nil, fmt.Errorf("%w: -nodes: no node ids in %q", errUsage, s)
 	}
 	return out, nil
+}
+
+// stateConfigName is the file in the state directory that keeps the
+// configuration as changed through the REST API, when it did not come from
+// a YAML file of the user's.
+const stateConfigName = "gateway.yaml"
+
+// stateFile returns <stateDir>/gateway.yaml when an earlier run saved it
+// ("" otherwise); the state directory is $UAGATE_STATE_DIR or the default.
+func stateFile() string {
+	dir := os.Getenv("UAGATE_STATE_DIR")
+	if dir == "" {
+		dir = config.DefaultStateDir
+	}
+	p := filepath.Join(dir, stateConfigName)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// isPublishedNodes tells an OPC Publisher publishednodes.json (a JSON array)
+// from a YAML file, which the gateway can rewrite.
+func isPublishedNodes(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	t := strings.TrimLeft(string(b), " \t\r\n\ufeff")
+	return strings.HasPrefix(t, "[")
 }

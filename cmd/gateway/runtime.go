@@ -7,13 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/embedded"
@@ -23,6 +23,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink/natssink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
 )
 
@@ -54,12 +55,15 @@ type runtime struct {
 	wrap    func(sink.Sink) sink.Sink
 	outputs []*runOutput
 	hub     *wssink.Hub
-	httpSrv *http.Server
 	httpLn  net.Listener
-	httpErr chan error
-	mux     *http.ServeMux
 
 	pool *client.Pool
+	api  *api.Server
+
+	persist     persisted                         // where API changes are saved
+	storeMu     sync.Mutex                        // guards stores
+	stores      map[string]*pki.Store             // certificate stores by directory, for the API
+	apiSessions map[string]*client.ManagedSession // sessions of endpoints without writer groups (rt.mu)
 
 	mu     sync.Mutex
 	cfg    *config.Config // the running configuration (placeholders kept)
@@ -80,6 +84,7 @@ type runGroup struct {
 // runOutput is a sink's Output and what the writer groups need to know of it.
 type runOutput struct {
 	*sink.Output
+	kind     string           // mqtt, nats, file (metrics)
 	perField *config.PerField // MQTT per-field layout: receives KindField messages only
 }
 
@@ -93,6 +98,9 @@ type runtimeOptions struct {
 	// wrapSink, when set, wraps every sink before its Output is made (the
 	// run command counts what -out wrote).
 	wrapSink func(sink.Sink) sink.Sink
+	// savePath is where configuration changes made through the REST API are
+	// saved ("" : not saved).
+	savePath string
 	// onState is told of every session state change besides the log.
 	onState func(m *client.ManagedSession, st client.State, err error)
 }
@@ -107,6 +115,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 		cfg:    cfg,
 		groups: map[string]*runGroup{},
 	}
+	rt.persist.path = opts.savePath
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -206,7 +215,7 @@ func listenError(what, addr, setting string, err error) error {
 // WebSocket hub.
 func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	pub := cfg.Gateway.PublisherID
-	add := func(s sink.Sink, d config.Delivery, pf *config.PerField) error {
+	add := func(kind string, s sink.Sink, d config.Delivery, pf *config.PerField) error {
 		opts, err := sink.ParseOutputOptions(d.Guarantee, d.Policy, d.QueueSize)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name(), err)
@@ -220,7 +229,7 @@ func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			return err
 		}
 		o.Start()
-		rt.outputs = append(rt.outputs, &runOutput{Output: o, perField: pf})
+		rt.outputs = append(rt.outputs, &runOutput{Output: o, kind: kind, perField: pf})
 		return nil
 	}
 	for _, m := range cfg.Sinks.MQTT {
@@ -231,7 +240,7 @@ func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		if err != nil {
 			return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
 		}
-		if err := add(s, m.Delivery, m.PerField); err != nil {
+		if err := add("mqtt", s, m.Delivery, m.PerField); err != nil {
 			return err
 		}
 	}
@@ -243,7 +252,7 @@ func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		if err != nil {
 			return fmt.Errorf("sinks.nats %s: %w", n.Name, err)
 		}
-		if err := add(s, n.Delivery, nil); err != nil {
+		if err := add("nats", s, n.Delivery, nil); err != nil {
 			return err
 		}
 	}
@@ -252,12 +261,12 @@ func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		if err != nil {
 			return fmt.Errorf("sinks.file %s: %w", f.Name, err)
 		}
-		if err := add(s, f.Delivery, nil); err != nil {
+		if err := add("file", s, f.Delivery, nil); err != nil {
 			return err
 		}
 	}
 	for _, s := range extra {
-		if err := add(s, config.Delivery{}, nil); err != nil {
+		if err := add("file", s, config.Delivery{}, nil); err != nil {
 			return err
 		}
 	}
@@ -272,29 +281,54 @@ func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	return nil
 }
 
-// startHTTP opens the one HTTP listener (WebSocket stream, health; the REST
-// API mounts here too).
+// startHTTP opens the one HTTP listener: REST API, metrics, health, the
+// dashboard and the WebSocket stream.
 func (rt *runtime) startHTTP(cfg *config.Config) error {
 	if cfg.HTTP.Disabled {
 		return nil
 	}
-	rt.mux = http.NewServeMux()
+	h := cfg.HTTP
+	opts := api.Options{
+		Backend:              rt,
+		Version:              version,
+		Listen:               h.Listen,
+		KeysFile:             h.KeysFile,
+		AllowUnauthenticated: h.AllowUnauthenticated,
+		PublicMetrics:        h.PublicMetrics,
+		CORSOrigins:          h.CORSOrigins,
+		Ready:                api.ReadyPolicy{Endpoints: api.Require(h.Ready.Endpoints), Sinks: api.Require(h.Ready.Sinks)},
+		ShutdownDelay:        h.ShutdownDelay.D(),
+		Histograms:           api.NewHistograms(),
+		Logger:               rt.log,
+	}
+	for _, k := range h.APIKeys {
+		role := api.RoleRead
+		if k.Role == "admin" {
+			role = api.RoleAdmin
+		}
+		opts.Keys = append(opts.Keys, api.Key{Name: k.Name, Token: k.Token.Reveal(), Role: role})
+	}
+	if t := h.TLS; t != nil {
+		opts.TLSCertFile, opts.TLSKeyFile = t.CertFile, t.KeyFile
+	}
 	if rt.hub != nil {
-		rt.mux.Handle(cfg.Sinks.WebSocket.Path, rt.hub)
+		ws := cfg.Sinks.WebSocket
+		opts.WebSocketOrigins = ws.AllowedOrigins
+		opts.Mounts = append(opts.Mounts, api.Mount{Pattern: ws.Path, Handler: rt.hub, Role: api.RoleRead, WebSocket: true})
 	}
-	rt.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	srv, err := api.New(opts)
 	if err != nil {
-		return listenError("http", cfg.HTTP.Listen, "http.listen (UAGATE_HTTP_LISTEN)", err)
+		return fmt.Errorf("http: %w", err)
 	}
+	ln, err := net.Listen("tcp", h.Listen)
+	if err != nil {
+		return listenError("http", h.Listen, "http.listen (UAGATE_HTTP_LISTEN)", err)
+	}
+	if err := srv.Serve(ln); err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	rt.api = srv
 	rt.httpLn = ln
-	rt.httpSrv = &http.Server{Handler: rt.mux, ReadHeaderTimeout: 10 * time.Second}
-	rt.httpErr = make(chan error, 1)
-	go func() { rt.httpErr <- rt.httpSrv.Serve(ln) }()
-	rt.log.Info("http listener", "addr", ln.Addr().String())
 	return nil
 }
 
@@ -607,6 +641,15 @@ func findWriter(c *config.Config, group, writer string) *config.DataSetWriter {
 // upstream), then the sessions close, the HTTP listener and the embedded
 // parts.
 func (rt *runtime) stop(ctx context.Context) {
+	// Readiness fails at once; the listener goes on for http.shutdownDelay
+	// while the rest drains.
+	apiDone := make(chan struct{})
+	go func() {
+		defer close(apiDone)
+		if rt.api != nil {
+			_ = rt.api.Shutdown(ctx)
+		}
+	}()
 	if rt.cancel != nil {
 		rt.cancel()
 	}
@@ -647,9 +690,7 @@ func (rt *runtime) stop(ctx context.Context) {
 			rt.log.Debug("sessions close", "err", err)
 		}
 	}
-	if rt.httpSrv != nil {
-		_ = rt.httpSrv.Shutdown(ctx)
-	}
+	<-apiDone
 	if rt.nats != nil {
 		rt.nats.Close()
 	}
@@ -686,4 +727,3 @@ func (rt *runtime) hints(w io.Writer) {
 		fmt.Fprintln(w, l)
 	}
 }
-
