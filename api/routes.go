@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -117,6 +120,20 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Hijack and Flush (WebSockets,
 // streaming).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection to a mounted WebSocket handler: gorilla's
+// Upgrader asserts http.Hijacker on the writer it is given instead of using
+// http.ResponseController, so Unwrap alone is not enough.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("api: the connection cannot be taken over")
+	}
+	if w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return h.Hijack()
+}
 
 // middleware wraps the mux: panic recovery, the access log, CORS.
 func (s *Server) middleware(next http.Handler) http.Handler {

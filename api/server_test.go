@@ -59,8 +59,8 @@ func TestReadinessAndShutdown(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
-	// The placeholder dashboard.
-	if code, body := get("/"); code != 200 || !strings.Contains(body, "dashboard is coming") {
+	// The dashboard.
+	if code, body := get("/"); code != 200 || !strings.Contains(body, `src="js/app.js"`) {
 		t.Fatalf("/: %d %s", code, body)
 	}
 

@@ -10,10 +10,11 @@ step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "tools"
 make -s tools
-step "brokers for the sink tests (Debian's mosquitto and nats-server)"
+step "brokers for the sink tests (Debian's mosquitto and nats-server), chromium for the dashboard's"
 need=()
 command -v mosquitto >/dev/null || need+=(mosquitto)
 command -v nats-server >/dev/null || need+=(nats-server)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo=sudo

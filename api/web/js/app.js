@@ -17,7 +17,7 @@ function toast(text, kind = "") {
   t.className = "toast " + kind;
   t.textContent = text;
   $("toasts").append(t);
-  setTimeout(() => t.remove(), kind === "err" ? 9000 : 4500);
+  setTimeout(() => t.remove(), kind === "err" ? 9000 : 4000);
 }
 
 function askKey() {
@@ -163,7 +163,7 @@ function renderGroups(now = performance.now(), countRates = false) {
     const r = (k) => (countRates ? perSecond("g/" + g.name + "/" + k, s[k] ?? NaN, now) : g._r?.[k]);
     g._r = { notificationsIn: r("notificationsIn"), messages: r("messages"), bytes: r("bytes") };
     const fields = (g.writers || []).reduce((a, w) => a + (w.fields || []).length, 0);
-    const b = bytes(g._r.bytes);
+    const b = s.bytes || !s.messages ? bytes(g._r.bytes) : ["—", ""]; // a runtime that does not count bytes reports 0
     return `<tr class="clickable${selectedGroup === g.name ? " selected" : ""}" data-group="${esc(g.name)}" title="Show its values">
       <td class="name">${esc(g.name)}</td><td>${esc(g.endpoint)}</td>
       <td class="num">${esc(g.publishingInterval || "1s")}</td>
@@ -186,15 +186,14 @@ $("wg-body").addEventListener("click", (ev) => {
 function renderSinks(now) {
   const sinks = status?.sinks || [];
   $("sink-count").textContent = sinks.length ? `${sinks.filter((s) => s.connected).length} of ${sinks.length} connected` : "";
-  if (!sinks.length) { $("sink-body").innerHTML = '<tr class="empty"><td colspan="6">No sinks.</td></tr>'; return; }
+  if (!sinks.length) { $("sink-body").innerHTML = '<tr class="empty"><td colspan="5">No sinks.</td></tr>'; return; }
   $("sink-body").innerHTML = sinks.map((s) => {
     const sent = perSecond("s/" + s.name, s.sent, now);
     return `<tr><td><span class="name">${esc(s.name)}</span><span class="sub">${esc(s.kind || "")}</span></td>
       <td><span class="pill ${s.connected ? "good" : "bad"}">${s.connected ? "Connected" : "Down"}</span></td>
       <td class="num">${s.queued ? `<b>${s.queued.toLocaleString()}</b>` : "0"}</td>
       <td class="num">${rate(sent)}</td>
-      <td class="num">${s.dropped ? `<span class="pill warn plain">${s.dropped.toLocaleString()}</span>` : 0}</td>
-      <td class="num" title="${esc(s.lastError || "")}">${s.errors ? `<span class="pill bad plain">${s.errors.toLocaleString()}</span>` : 0}</td></tr>`;
+      <td class="num" title="${esc(s.lastError ? "last error: " + s.lastError : "dropped · errors")}">${s.dropped ? `<span class="pill warn plain">${s.dropped.toLocaleString()}</span>` : 0} · ${s.errors ? `<span class="pill bad plain">${s.errors.toLocaleString()}</span>` : 0}</td></tr>`;
   }).join("");
 }
 
@@ -229,8 +228,9 @@ async function poll() {
     const notif = perSecond("k/notif", sum("notificationsIn"), now), msgs = perSecond("k/msgs", sum("messages"), now), by = perSecond("k/bytes", sum("bytes"), now);
     kpi("notif", notif, rate(notif));
     kpi("msgs", msgs, rate(msgs));
-    const b = bytes(by);
-    kpi("bytes", by, b[0], b[1]);
+    const counted = sum("bytes") > 0 || sum("messages") === 0;
+    const b = counted ? bytes(by) : ["—", "not reported"];
+    kpi("bytes", counted ? by : NaN, b[0], b[1]);
     const queued = st.sinks.reduce((a, s) => a + s.queued, 0);
     kpi("queued", queued, queued.toLocaleString(), `in ${st.sinks.length} sink${st.sinks.length === 1 ? "" : "s"}`, queued > 1000);
     const unacked = sum("unacked");
@@ -246,21 +246,30 @@ async function poll() {
 
 // ---- certificates ----------------------------------------------------------
 let certState = { rejected: [], trusted: [] };
+// pollCerts reads the gateway's store and every endpoint's. Endpoints often
+// share one directory: stores whose listings are the same are taken as one,
+// so a certificate shows once, with every endpoint that uses it.
 async function pollCerts() {
-  const stores = ["", ...endpoints.map((e) => e.name)];
-  const res = await Promise.allSettled(stores.map((s) => get("/api/v1/certificates" + (s ? "?endpoint=" + enc(s) : ""))));
-  const byTp = { rejected: new Map(), trusted: new Map() };
+  const names = ["", ...endpoints.map((e) => e.name)];
+  const res = await Promise.allSettled(names.map((s) => get("/api/v1/certificates" + (s ? "?endpoint=" + enc(s) : ""))));
+  const stores = new Map(); // listing → {names, data}
   res.forEach((r, i) => {
     if (r.status !== "fulfilled") return;
+    const sig = ["own", "trusted", "issuers", "rejected"].map((f) => (r.value[f] || []).map((c) => c.thumbprint + "/" + c.file).sort().join(",")).join(";");
+    const st = stores.get(sig) || { names: [], data: r.value };
+    st.names.push(names[i]);
+    stores.set(sig, st);
+  });
+  const byTp = { rejected: new Map(), trusted: new Map() };
+  for (const st of stores.values()) {
     for (const folder of ["rejected", "trusted"]) {
-      for (const c of r.value[folder] || []) {
-        const m = byTp[folder];
-        const e = m.get(c.thumbprint) || { cert: c, stores: [] };
-        e.stores.push(stores[i]);
-        m.set(c.thumbprint, e);
+      for (const c of st.data[folder] || []) {
+        const e = byTp[folder].get(c.thumbprint) || { cert: c, stores: [] };
+        e.stores.push(st.names);
+        byTp[folder].set(c.thumbprint, e);
       }
     }
-  });
+  }
   certState = { rejected: [...byTp.rejected.values()], trusted: [...byTp.trusted.values()] };
   renderCerts();
 }
@@ -268,9 +277,14 @@ function cn(subject) {
   const m = /CN=([^,]+)/.exec(subject || "");
   return m ? m[1] : subject || "(no subject)";
 }
+// storeLabel names the stores (each a list of the endpoints sharing it; ""
+// is the gateway's default store).
 function storeLabel(stores) {
-  const named = stores.filter(Boolean);
-  return named.length ? named.join(", ") : "gateway";
+  return stores.map((names) => {
+    const eps = names.filter(Boolean);
+    if (!names.includes("")) return eps.join(", ");
+    return eps.length ? `gateway's (${eps.join(", ")})` : "gateway's";
+  }).join("; ");
 }
 function certRow(e, folder) {
   const c = e.cert;
@@ -280,7 +294,7 @@ function certRow(e, folder) {
     : `<button type="button" class="ghost small danger" data-untrust="${esc(c.thumbprint)}" title="Remove from trusted">Remove</button>`;
   return `<div class="cert ${folder}" data-thumbprint="${esc(c.thumbprint)}">
     <div class="cn" title="${esc(c.subject)}">${esc(cn(c.subject))}${c.selfSigned ? ' <span class="pill plain">self-signed</span>' : ""}${expired ? ' <span class="pill bad plain">expired</span>' : ""}</div>
-    <div class="meta" title="${esc(c.applicationUri || "")}">${esc(c.applicationUri || c.issuer)} · store: ${esc(storeLabel(e.stores))}</div>
+    <div class="meta" title="${esc(c.applicationUri || "")}">${esc(c.applicationUri || c.issuer)} · ${esc(storeLabel(e.stores))} store</div>
     <div class="meta mono">${esc(c.thumbprint.replace(/(.{4})/g, "$1 ").trim())} · until ${until.toLocaleDateString()}</div>
     <div class="act">${act}</div></div>`;
 }
@@ -304,10 +318,17 @@ $("cert-body").addEventListener("click", async (ev) => {
   if (trust && !(await confirmTrust(e))) return;
   b.disabled = true;
   try {
-    for (const s of e.stores) {
+    let done = 0;
+    for (const names of e.stores) {
+      const s = names.find(Boolean) ?? "";
       const q = s ? "?endpoint=" + enc(s) : "";
-      if (trust) await post(`/api/v1/certificates/rejected/${enc(tp)}/trust${q}`);
-      else await del(`/api/v1/certificates/trusted/${enc(tp)}${q}`);
+      try {
+        if (trust) await post(`/api/v1/certificates/rejected/${enc(tp)}/trust${q}`);
+        else await del(`/api/v1/certificates/trusted/${enc(tp)}${q}`);
+        done++;
+      } catch (err) {
+        if (!(err.status === 404 && done)) throw err; // two names for one directory: already moved
+      }
     }
     toast(trust ? `Trusted ${cn(e.cert.subject)}; the endpoint connects at its next attempt` : `Removed ${cn(e.cert.subject)} from trusted`, "ok");
   } catch (err) {

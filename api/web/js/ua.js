@@ -33,10 +33,13 @@ function isStatusObject(v) {
 // DataValue) into {value, type, status, ts}. value is the JavaScript value
 // (undefined when the field has none).
 export function decode(v) {
-  const out = { value: undefined, type: 0, status: status(0), ts: "" };
+  // hasStatus: the encoding carried the status (a DataValue, or a Bad
+  // status in place of the value); a bare value or Variant does not say
+  // whether it is Good or Uncertain.
+  const out = { value: undefined, type: 0, status: status(0), ts: "", hasStatus: false };
   if (v === undefined) return out;
   if (v === null || typeof v !== "object" || Array.isArray(v)) { out.value = v; return out; }
-  if (isStatusObject(v)) { out.status = status(v); out.type = 19; return out; } // a Bad status in place of a Variant value
+  if (isStatusObject(v)) { out.status = status(v); out.type = 19; out.hasStatus = true; return out; } // a Bad status in place of a Variant value
   if ("Type" in v && "Body" in v) { out.value = v.Body; out.type = v.Type; return out; } // legacy Variant
   const dv = "UaType" in v || "Value" in v || "Status" in v || "StatusCode" in v || "SourceTimestamp" in v || "ServerTimestamp" in v;
   if (!dv) { out.value = v; return out; } // a structure
@@ -44,8 +47,15 @@ export function decode(v) {
   if (val && typeof val === "object" && !Array.isArray(val) && ("UaType" in val || ("Type" in val && "Body" in val))) {
     type = val.UaType ?? val.Type; val = "Body" in val ? val.Body : val.Value; // DataValue holding a Variant (older form)
   }
+  if (type === 19 && val && typeof val === "object") { // a status in place of the value (Part 14: a Bad field in the Variant encoding)
+    out.status = status(val);
+    out.hasStatus = true;
+    out.ts = v.SourceTimestamp || v.ServerTimestamp || "";
+    return out;
+  }
   out.value = val;
   out.type = type;
+  out.hasStatus = "Status" in v || "StatusCode" in v || "SourceTimestamp" in v || "ServerTimestamp" in v;
   out.status = status(v.Status ?? v.StatusCode);
   out.ts = v.SourceTimestamp || v.ServerTimestamp || "";
   return out;

@@ -77,7 +77,9 @@ export class ValueTable {
       let r = this.rows.get(key);
       if (!r) r = this.add(it.group, it.writer, it.field);
       r.node = it.node;
-      if (!r.streamed) this.apply(r, decode(it.value), "");
+      const d = decode(it.value);
+      if (!r.streamed) this.apply(r, d, "");
+      else if (!r.streamStatus && d.status.code !== r.status.code) { r.status = d.status; r.ver++; } // the stream's Variants carry no status
     }
     for (const key of this.rows.keys()) if (!seen.has(key)) this.rows.delete(key);
     this.structural = true;
@@ -99,6 +101,7 @@ export class ValueTable {
   }
 
   apply(r, d, fallbackTs) {
+    if (!d.hasStatus) d.status = r.status.level === "bad" ? status(0) : r.status; // a value after a Bad one is Good; Uncertain stays until the REST API says otherwise
     const text = format(d.value, d.type || r.type);
     if (text !== r.text || d.status.code !== r.status.code) r.changedAt = performance.now();
     r.value = d.value;
@@ -127,8 +130,10 @@ export class ValueTable {
         for (const [f, v] of Object.entries(dsm.Payload)) {
           const key = group + "\0" + writer + "\0" + f;
           const r = this.rows.get(key) || this.add(group, writer, f);
+          const d = decode(v);
           r.streamed = true;
-          this.apply(r, decode(v), dsm.Timestamp);
+          r.streamStatus = d.hasStatus;
+          this.apply(r, d, dsm.Timestamp);
           this.updates++;
         }
       }
