@@ -49,5 +49,10 @@
 // Hijacked connections (WebSockets) are not waited for: their owner closes
 // them.
 //
-// The dashboard at / is a placeholder page for now (web/index.html).
+// The dashboard at / is web/: plain HTML, CSS and JavaScript modules,
+// embedded, with no build step and nothing fetched from elsewhere. It is a
+// client of the routes above and of the WebSocket stream at /ws, nothing
+// more; TestDashboard in cmd/gateway drives it in chromium against the whole
+// gateway. web/js/statuscodes.js is generated from uastack/ua
+// (TestDashboardStatusNames).
 package api
