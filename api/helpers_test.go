@@ -371,7 +371,7 @@ func startSession(t *testing.T, url string, cfg *client.ManagedConfig, wait bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() { m.Close(context.Background()) })
 	m.Start()
 	if wait {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
