@@ -68,38 +68,22 @@ func (b *testBackend) reopen(t *testing.T) *testBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg config.Config
-	if err := json.Unmarshal(data, &cfg); err != nil {
+	_ = data
+	cfg, _, err := config.Load(b.file)
+	if err != nil {
 		t.Fatal(err)
 	}
-	nb := &testBackend{cfg: &cfg, file: b.file, sessions: map[string]*client.ManagedSession{},
+	nb := &testBackend{cfg: cfg, file: b.file, sessions: map[string]*client.ManagedSession{},
 		urls: map[string]string{}, stores: map[string]*pki.Store{}, meta: map[string]*ua.DataSetMetaDataType{}}
 	return nb
 }
 
 func (b *testBackend) persist(c *config.Config) error {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	tmp := b.file + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, b.file)
+	_, err := config.Save(c, b.file, filepath.Join(filepath.Dir(b.file), "secrets"))
+	return err
 }
 
-func cloneConfig(c *config.Config) *config.Config {
-	data, err := json.Marshal(c)
-	if err != nil {
-		panic(err)
-	}
-	var out config.Config
-	if err := json.Unmarshal(data, &out); err != nil {
-		panic(err)
-	}
-	return &out
-}
+func cloneConfig(c *config.Config) *config.Config { return c.Clone() }
 
 func (b *testBackend) Config() *config.Config {
 	b.mu.Lock()

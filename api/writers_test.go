@@ -110,10 +110,11 @@ func TestWriterGroupLifecycle(t *testing.T) {
 	}
 
 	// The restart keeps it all.
-	want := b.Config()
+	want := b.Config().Clone()
+	want.ApplyDefaults() // as loading a file does
 	after := b.reopen(t)
-	if !reflect.DeepEqual(after.Config(), want) {
-		t.Fatalf("after a restart:\n%+v\nwant\n%+v", after.Config(), want)
+	if ch := config.Diff(want, after.Config()); !ch.Empty() {
+		t.Fatalf("after a restart: %s\n%+v\nwant\n%+v", ch, after.Config(), want)
 	}
 	_, ts2 := newTestServer(t, after, Options{})
 	r = do(t, ts2, "GET", "/api/v1/writer-groups/line2/writers", "", nil)
