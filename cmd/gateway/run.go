@@ -274,7 +274,6 @@ func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
 	return nil
 }
 
-
 // parseRunNodes parses -nodes; empty means the Demo variables of the sim.
 func parseRunNodes(s string) ([]runNode, error) {
 	var out []runNode

@@ -694,4 +694,3 @@ func (rt *runtime) hints(w io.Writer) {
 		fmt.Fprintln(w, l)
 	}
 }
-
