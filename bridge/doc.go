@@ -101,6 +101,19 @@
 // that backpressure reaches the server as withheld acknowledgements rather
 // than as a blocked dispatch.
 //
+// # Restart without loss (resume.go)
+//
+// With Options.Resume (a ResumeStore: the state file of bridge/lease in the
+// runtime) a group keeps its subscription's client.ResumeState and a
+// fingerprint of its items, saved after Start and every ResumeInterval when
+// it changed (never per notification). The next Start with the same items
+// resumes: the client transfers the subscription and republishes what was
+// not acknowledged. Those messages are counted (GroupStats.Redelivered) and
+// their NetworkMessages carry a MessageId starting with RedeliveredPrefix
+// (possible duplicates). A subscription that is gone (or a server that
+// restarted, told by its StartTime) is created anew and the gap reported
+// (OnGap; the next DataSetMessages are key frames).
+//
 // # Threading, ownership and lock order
 //
 //   - The handlers (OnDataChange, OnEvent, OnGap) run on the session's

@@ -71,6 +71,12 @@ type Options struct {
 	EndpointURL string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Resume, when set, keeps the subscription's resume state so that a
+	// restart (or another replica) takes the subscription over (resume.go).
+	Resume ResumeStore
+	// ResumeInterval is how often a changed resume state is saved; default
+	// DefaultResumeInterval.
+	ResumeInterval time.Duration
 }
 
 // field is one DataSet field: one monitored item. It is kept small (about
@@ -166,6 +172,16 @@ type WriterGroup struct {
 	fieldKeep  bool        // per-field messages are retained
 	tr         *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
+	resume      ResumeStore // nil: none
+	resumeEvery time.Duration
+	fingerprint string // of the items asked for at Start
+	serverStart int64  // the server's StartTime at Start, 0 when unknown
+	saved       struct {
+		SubscriptionID, LastAcked uint32
+		Items                     int
+	} // the last record saved; resume loop (or Start before it runs)
+	redeliver bool // g.mu: the message being written was redelivered after a resume
+
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription
 	stopped bool // Stop was called; opMu
@@ -224,6 +240,12 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		endpoint:  opts.EndpointURL,
 		log:       opts.Logger,
 		fieldKeep: !opts.FieldNoRetain,
+
+		resume:      opts.Resume,
+		resumeEvery: opts.ResumeInterval,
+	}
+	if g.resumeEvery <= 0 {
+		g.resumeEvery = DefaultResumeInterval
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -729,13 +751,13 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		OnStatusChange:     g.onStatusChange,
 	}
 	g.configureAck(scfg)
-	sub, err := g.session.CreateSubscription(ctx, scfg)
-	if err != nil {
-		return fmt.Errorf("bridge: writer group %s: creating the subscription: %w", g.cfg.Name, err)
+	if g.resume != nil {
+		g.serverStart = serverStart(ctx, c)
+		g.fingerprint = itemsFingerprint(reqs, nil)
+		scfg.Resume = g.loadResume(g.fingerprint)
 	}
-	g.sub = sub
-	g.wireAck(sub)
-
+	// Before the subscription exists: a resumed one delivers what the
+	// server kept at once, before the items are even added.
 	now := time.Now().UnixNano()
 	g.mu.Lock()
 	g.base = 1 // a new subscription's first client handle
@@ -744,6 +766,12 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.sendMetaData(w)
 	}
 	g.mu.Unlock()
+	sub, err := g.session.CreateSubscription(ctx, scfg)
+	if err != nil {
+		return fmt.Errorf("bridge: writer group %s: creating the subscription: %w", g.cfg.Name, err)
+	}
+	g.sub = sub
+	g.wireAck(sub)
 	if len(reqs) > 0 {
 		res, err := sub.CreateMonitoredItems(ctx, reqs, nil)
 		if res.FirstHandle != 1 && res.FirstHandle != 0 {
@@ -765,6 +793,11 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.wg.Add(1)
 		go g.keepAliveLoop(ctx2)
 	}
+	if g.resume != nil {
+		g.saveResume(sub, true)
+		g.wg.Add(1)
+		go g.resumeLoop(ctx2, sub, g.resumeEvery)
+	}
 	return nil
 }
 
@@ -783,7 +816,10 @@ func (g *WriterGroup) configureAck(scfg *client.SubscriptionConfig) {
 }
 
 // onMessageDone: every notification of seq was handed to the queues.
-func (g *WriterGroup) onMessageDone(_ *client.Subscription, seq uint32) {
+func (g *WriterGroup) onMessageDone(sub *client.Subscription, seq uint32) {
+	// A resumed subscription delivers before CreateSubscription returned
+	// (wireAck): the acknowledgements need it already.
+	g.tr.setAckerOnce(sub)
 	g.tr.handed(seq)
 }
 

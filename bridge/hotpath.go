@@ -32,12 +32,14 @@ type entry struct {
 func cmpSlot(a, b entry) int { return cmp.Compare(a.slot, b.slot) }
 
 // onDataChange is the subscription's DataChangeHandler.
-func (g *WriterGroup) onDataChange(_ *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
+func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return
 	}
+	g.markRedelivered(sub)
+	defer g.clearRedelivered()
 	if g.testTap != nil {
 		g.testTap(seq, items)
 	}
@@ -211,12 +213,14 @@ func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredIt
 // onEvent is the subscription's EventHandler: every event becomes one
 // ua-event DataSetMessage of its field's writer, its payload the selected
 // event fields.
-func (g *WriterGroup) onEvent(_ *client.Subscription, seq uint32, events []ua.EventFieldList) {
+func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.EventFieldList) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return
 	}
+	g.markRedelivered(sub)
+	defer g.clearRedelivered()
 	g.stats.events.Add(uint64(len(events)))
 	open := false
 	n := uint32(len(g.fields))
@@ -265,6 +269,7 @@ func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	g.nowDT = ua.NewDateTime(now)
 	g.cur, g.skip = nil, false
 	if !g.single {
+		g.messageID(track)
 		g.check(g.w.Begin(&g.nmHdr), "")
 	}
 }
@@ -282,6 +287,7 @@ func (g *WriterGroup) beginDSM(w *writer, typ jsonenc.DataSetMessageType) {
 	g.skip = false
 	if g.single {
 		g.cur = w
+		g.messageID(typ != jsonenc.KeepAlive)
 		if !g.check(g.w.Begin(&g.nmHdr), "") {
 			g.skip = true
 			return
