@@ -78,8 +78,15 @@
 //     sampling at a tenth of the publishing interval and a queue of
 //     ceil(publishing interval ÷ sampling interval) values (at most
 //     MaxDefaultQueueSize).
-//   - Not done yet: browse selections (config BrowseSelect; logged and
-//     ignored), heartbeats (config Heartbeat; ignored).
+//   - Heartbeats (config Heartbeat, OPC Publisher's HeartbeatInterval): a
+//     field that did not change for its interval is sent again, as a
+//     ua-deltaframe of its writer with the last known value and its own
+//     timestamps; a change is told by the cached value's timestamps, so the
+//     hot path does nothing for it. It carries no server notification, so
+//     nothing waits for its acknowledgement.
+//   - Browse selections (config BrowseSelect) are expanded into fields by
+//     the caller once the session is up (cmd/gateway's runtime, with
+//     config.ExpandBrowse); a WriterGroup only takes listed fields.
 //
 // # Delivery and acknowledgement
 //

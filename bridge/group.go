@@ -134,6 +134,17 @@ type writer struct {
 	hdr         jsonenc.DataSetMessageHeader
 	stats       writerCounters
 	lastPublish atomic.Int64
+	heartbeats  []heartbeat // its fields with a heartbeat; g.mu
+}
+
+// heartbeat is a field whose last value is sent again when it did not change
+// for every (OPC Publisher's HeartbeatInterval, "last known value": the value
+// goes out as it was, with its own timestamps). A change is told by the
+// cached value's timestamps, so the hot path does nothing for it.
+type heartbeat struct {
+	slot             int32
+	every, lastAt    int64 // ns; lastAt: UnixNano of its last change or resend
+	seenSrc, seenSrv ua.DateTime
 }
 
 // eventSelect returns the select paths of event field slot.
@@ -393,7 +404,7 @@ func (g *WriterGroup) newWriter() {
 func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 	where := fmt.Sprintf("bridge: writer group %s: writer %s", g.cfg.Name, wc.Name)
 	if len(wc.Browse) > 0 {
-		g.log.Warn("bridge: browse selections are not supported yet; only the listed fields are published", "group", g.cfg.Name, "writer", wc.Name)
+		g.log.Warn("bridge: browse selections are expanded by the caller (config.ExpandBrowse); only the listed fields are published", "group", g.cfg.Name, "writer", wc.Name)
 	}
 	w := &writer{
 		index: int32(len(g.writers)),
@@ -425,6 +436,14 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		}
 		f := field{name: name, writer: w.index}
 		slot := int32(len(g.fields))
+		if hb := fc.Heartbeat; hb > 0 || g.cfg.Nodes.Heartbeat > 0 {
+			if hb <= 0 {
+				hb = g.cfg.Nodes.Heartbeat
+			}
+			if fc.Events == nil {
+				w.heartbeats = append(w.heartbeats, heartbeat{slot: slot, every: int64(hb)})
+			}
+		}
 		if ev := fc.Events; ev != nil {
 			f.flags |= fieldEvent | fieldTypeKnown
 			sel := ev.Select
@@ -789,7 +808,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	}
 	ctx2, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	if g.keepAlive > 0 {
+	if g.keepAlive > 0 || g.hasHeartbeats() {
 		g.wg.Add(1)
 		go g.keepAliveLoop(ctx2)
 	}
@@ -831,10 +850,20 @@ func (g *WriterGroup) wireAck(sub *client.Subscription) {
 }
 
 // keepAliveLoop sends ua-keepalive DataSetMessages for writers that sent
-// nothing for KeepAlive.
+// nothing for KeepAlive, and the heartbeats of fields that did not change.
 func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 	defer g.wg.Done()
-	period := min(g.interval, g.keepAlive/2)
+	period := g.interval
+	if g.keepAlive > 0 {
+		period = min(period, g.keepAlive/2)
+	}
+	g.mu.Lock()
+	for _, w := range g.writers {
+		for _, hb := range w.heartbeats {
+			period = min(period, time.Duration(hb.every)/2)
+		}
+	}
+	g.mu.Unlock()
 	period = max(period, 10*time.Millisecond)
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -843,9 +872,24 @@ func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			g.keepAlives(now)
+			g.heartbeatsDue(now)
+			if g.keepAlive > 0 {
+				g.keepAlives(now)
+			}
 		}
 	}
+}
+
+// hasHeartbeats reports whether a field of the group has a heartbeat.
+func (g *WriterGroup) hasHeartbeats() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.writers {
+		if len(w.heartbeats) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop ends the group: it stops the keep-alive timer, deletes the

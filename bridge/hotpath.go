@@ -457,6 +457,58 @@ func (g *WriterGroup) publishField(w *writer, f *field) {
 	g.publish(sink.KindField, w.name, f.name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
 }
 
+// heartbeatsDue sends, for every writer, one ua-deltaframe with the last
+// values of its heartbeat fields that did not change for their heartbeat
+// interval. It carries no notification of the server (nothing to
+// acknowledge).
+func (g *WriterGroup) heartbeatsDue(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	n := now.UnixNano()
+	open := false
+	for _, w := range g.writers {
+		if w.removed || len(w.heartbeats) == 0 {
+			continue
+		}
+		began := false
+		for i := range w.heartbeats {
+			hb := &w.heartbeats[i]
+			f := &g.fields[hb.slot]
+			if f.flags&fieldHasValue == 0 {
+				continue
+			}
+			if hb.lastAt == 0 || f.last.SourceTimestamp != hb.seenSrc || f.last.ServerTimestamp != hb.seenSrv {
+				hb.seenSrc, hb.seenSrv, hb.lastAt = f.last.SourceTimestamp, f.last.ServerTimestamp, n
+				continue
+			}
+			if n-hb.lastAt < hb.every {
+				continue
+			}
+			hb.lastAt = n
+			if !open {
+				g.beginCycle(0, false)
+				open = true
+			}
+			if !began {
+				g.beginDSM(w, jsonenc.DeltaFrame)
+				began = true
+			}
+			g.addField(f, hb.slot, &f.last)
+		}
+		if began {
+			g.endDSM(w)
+			w.stats.heartbeats.Add(1)
+			g.stats.heartbeats.Add(1)
+		}
+	}
+	if open {
+		g.endCycle()
+	}
+}
+
 // keepAlives sends a ua-keepalive for every writer idle for KeepAlive.
 func (g *WriterGroup) keepAlives(now time.Time) {
 	g.mu.Lock()

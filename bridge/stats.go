@@ -17,6 +17,7 @@ type groupCounters struct {
 	notifications, events, unknownHandles    atomic.Uint64
 	dataSetMessages, messages, fieldMessages atomic.Uint64
 	keyFrames, keepAlives, metaData          atomic.Uint64
+	heartbeats                               atomic.Uint64
 	encodeErrors, badItems, gaps             atomic.Uint64
 	redelivered                              atomic.Uint64
 	lastPublish                              atomic.Int64
@@ -24,6 +25,7 @@ type groupCounters struct {
 
 type writerCounters struct {
 	notifications, dataSetMessages, messages, keyFrames, keepAlives atomic.Uint64
+	heartbeats                                                      atomic.Uint64
 }
 
 // GroupStats are a writer group's counters since it was made.
@@ -37,6 +39,7 @@ type GroupStats struct {
 	FieldMessages   uint64 // per-field messages handed to the field queues
 	KeyFrames       uint64
 	KeepAlives      uint64
+	Heartbeats      uint64 // DataSetMessages resending unchanged fields (heartbeat)
 	MetaData        uint64 // ua-metadata messages
 	EncodeErrors    uint64
 	RefusedItems    uint64 // monitored item refusals reported by the server
@@ -69,6 +72,7 @@ type WriterStats struct {
 	Messages        uint64 // single shape only: messages carrying its DataSetMessages
 	KeyFrames       uint64
 	KeepAlives      uint64
+	Heartbeats      uint64
 	LastPublish     time.Time
 }
 
@@ -91,6 +95,7 @@ func (g *WriterGroup) Stats() GroupStats {
 		FieldMessages:      g.stats.fieldMessages.Load(),
 		KeyFrames:          g.stats.keyFrames.Load(),
 		KeepAlives:         g.stats.keepAlives.Load(),
+		Heartbeats:         g.stats.heartbeats.Load(),
 		MetaData:           g.stats.metaData.Load(),
 		EncodeErrors:       g.stats.encodeErrors.Load(),
 		RefusedItems:       g.stats.badItems.Load(),
@@ -116,6 +121,7 @@ func (g *WriterGroup) Stats() GroupStats {
 				Messages:        w.stats.messages.Load(),
 				KeyFrames:       w.stats.keyFrames.Load(),
 				KeepAlives:      w.stats.keepAlives.Load(),
+				Heartbeats:      w.stats.heartbeats.Load(),
 				LastPublish:     unixTime(w.lastPublish.Load()),
 			})
 		}
