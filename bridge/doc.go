@@ -78,8 +78,15 @@
 //     sampling at a tenth of the publishing interval and a queue of
 //     ceil(publishing interval ÷ sampling interval) values (at most
 //     MaxDefaultQueueSize).
-//   - Not done yet: browse selections (config BrowseSelect; logged and
-//     ignored), heartbeats (config Heartbeat; ignored).
+//   - Heartbeats (config Heartbeat, OPC Publisher's HeartbeatInterval): a
+//     field that did not change for its interval is sent again, as a
+//     ua-deltaframe of its writer with the last known value and its own
+//     timestamps; a change is told by the cached value's timestamps, so the
+//     hot path does nothing for it. It carries no server notification, so
+//     nothing waits for its acknowledgement.
+//   - Browse selections (config BrowseSelect) are expanded into fields by
+//     the caller once the session is up (cmd/gateway's runtime, with
+//     config.ExpandBrowse); a WriterGroup only takes listed fields.
 //
 // # Delivery and acknowledgement
 //
@@ -100,6 +107,19 @@
 // (times the messages per notification message) below the queues' sizes, so
 // that backpressure reaches the server as withheld acknowledgements rather
 // than as a blocked dispatch.
+//
+// # Restart without loss (resume.go)
+//
+// With Options.Resume (a ResumeStore: the state file of bridge/lease in the
+// runtime) a group keeps its subscription's client.ResumeState and a
+// fingerprint of its items, saved after Start and every ResumeInterval when
+// it changed (never per notification). The next Start with the same items
+// resumes: the client transfers the subscription and republishes what was
+// not acknowledged. Those messages are counted (GroupStats.Redelivered) and
+// their NetworkMessages carry a MessageId starting with RedeliveredPrefix
+// (possible duplicates). A subscription that is gone (or a server that
+// restarted, told by its StartTime) is created anew and the gap reported
+// (OnGap; the next DataSetMessages are key frames).
 //
 // # Threading, ownership and lock order
 //

@@ -71,6 +71,12 @@ type Options struct {
 	EndpointURL string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Resume, when set, keeps the subscription's resume state so that a
+	// restart (or another replica) takes the subscription over (resume.go).
+	Resume ResumeStore
+	// ResumeInterval is how often a changed resume state is saved; default
+	// DefaultResumeInterval.
+	ResumeInterval time.Duration
 }
 
 // field is one DataSet field: one monitored item. It is kept small (about
@@ -128,6 +134,17 @@ type writer struct {
 	hdr         jsonenc.DataSetMessageHeader
 	stats       writerCounters
 	lastPublish atomic.Int64
+	heartbeats  []heartbeat // its fields with a heartbeat; g.mu
+}
+
+// heartbeat is a field whose last value is sent again when it did not change
+// for every (OPC Publisher's HeartbeatInterval, "last known value": the value
+// goes out as it was, with its own timestamps). A change is told by the
+// cached value's timestamps, so the hot path does nothing for it.
+type heartbeat struct {
+	slot             int32
+	every, lastAt    int64 // ns; lastAt: UnixNano of its last change or resend
+	seenSrc, seenSrv ua.DateTime
 }
 
 // eventSelect returns the select paths of event field slot.
@@ -165,6 +182,16 @@ type WriterGroup struct {
 	fieldDV    bool        // per-field payload is a DataValue
 	fieldKeep  bool        // per-field messages are retained
 	tr         *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
+
+	resume      ResumeStore // nil: none
+	resumeEvery time.Duration
+	fingerprint string // of the items asked for at Start
+	serverStart int64  // the server's StartTime at Start, 0 when unknown
+	saved       struct {
+		SubscriptionID, LastAcked uint32
+		Items                     int
+	} // the last record saved; resume loop (or Start before it runs)
+	redeliver bool // g.mu: the message being written was redelivered after a resume
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription
@@ -224,6 +251,12 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		endpoint:  opts.EndpointURL,
 		log:       opts.Logger,
 		fieldKeep: !opts.FieldNoRetain,
+
+		resume:      opts.Resume,
+		resumeEvery: opts.ResumeInterval,
+	}
+	if g.resumeEvery <= 0 {
+		g.resumeEvery = DefaultResumeInterval
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -371,7 +404,7 @@ func (g *WriterGroup) newWriter() {
 func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 	where := fmt.Sprintf("bridge: writer group %s: writer %s", g.cfg.Name, wc.Name)
 	if len(wc.Browse) > 0 {
-		g.log.Warn("bridge: browse selections are not supported yet; only the listed fields are published", "group", g.cfg.Name, "writer", wc.Name)
+		g.log.Warn("bridge: browse selections are expanded by the caller (config.ExpandBrowse); only the listed fields are published", "group", g.cfg.Name, "writer", wc.Name)
 	}
 	w := &writer{
 		index: int32(len(g.writers)),
@@ -403,6 +436,14 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		}
 		f := field{name: name, writer: w.index}
 		slot := int32(len(g.fields))
+		if hb := fc.Heartbeat; hb > 0 || g.cfg.Nodes.Heartbeat > 0 {
+			if hb <= 0 {
+				hb = g.cfg.Nodes.Heartbeat
+			}
+			if fc.Events == nil {
+				w.heartbeats = append(w.heartbeats, heartbeat{slot: slot, every: int64(hb)})
+			}
+		}
 		if ev := fc.Events; ev != nil {
 			f.flags |= fieldEvent | fieldTypeKnown
 			sel := ev.Select
@@ -729,13 +770,13 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		OnStatusChange:     g.onStatusChange,
 	}
 	g.configureAck(scfg)
-	sub, err := g.session.CreateSubscription(ctx, scfg)
-	if err != nil {
-		return fmt.Errorf("bridge: writer group %s: creating the subscription: %w", g.cfg.Name, err)
+	if g.resume != nil {
+		g.serverStart = serverStart(ctx, c)
+		g.fingerprint = itemsFingerprint(reqs, nil)
+		scfg.Resume = g.loadResume(g.fingerprint)
 	}
-	g.sub = sub
-	g.wireAck(sub)
-
+	// Before the subscription exists: a resumed one delivers what the
+	// server kept at once, before the items are even added.
 	now := time.Now().UnixNano()
 	g.mu.Lock()
 	g.base = 1 // a new subscription's first client handle
@@ -744,6 +785,12 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.sendMetaData(w)
 	}
 	g.mu.Unlock()
+	sub, err := g.session.CreateSubscription(ctx, scfg)
+	if err != nil {
+		return fmt.Errorf("bridge: writer group %s: creating the subscription: %w", g.cfg.Name, err)
+	}
+	g.sub = sub
+	g.wireAck(sub)
 	if len(reqs) > 0 {
 		res, err := sub.CreateMonitoredItems(ctx, reqs, nil)
 		if res.FirstHandle != 1 && res.FirstHandle != 0 {
@@ -761,9 +808,14 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	}
 	ctx2, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	if g.keepAlive > 0 {
+	if g.keepAlive > 0 || g.hasHeartbeats() {
 		g.wg.Add(1)
 		go g.keepAliveLoop(ctx2)
+	}
+	if g.resume != nil {
+		g.saveResume(sub, true)
+		g.wg.Add(1)
+		go g.resumeLoop(ctx2, sub, g.resumeEvery)
 	}
 	return nil
 }
@@ -783,7 +835,10 @@ func (g *WriterGroup) configureAck(scfg *client.SubscriptionConfig) {
 }
 
 // onMessageDone: every notification of seq was handed to the queues.
-func (g *WriterGroup) onMessageDone(_ *client.Subscription, seq uint32) {
+func (g *WriterGroup) onMessageDone(sub *client.Subscription, seq uint32) {
+	// A resumed subscription delivers before CreateSubscription returned
+	// (wireAck): the acknowledgements need it already.
+	g.tr.setAckerOnce(sub)
 	g.tr.handed(seq)
 }
 
@@ -795,10 +850,20 @@ func (g *WriterGroup) wireAck(sub *client.Subscription) {
 }
 
 // keepAliveLoop sends ua-keepalive DataSetMessages for writers that sent
-// nothing for KeepAlive.
+// nothing for KeepAlive, and the heartbeats of fields that did not change.
 func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 	defer g.wg.Done()
-	period := min(g.interval, g.keepAlive/2)
+	period := g.interval
+	if g.keepAlive > 0 {
+		period = min(period, g.keepAlive/2)
+	}
+	g.mu.Lock()
+	for _, w := range g.writers {
+		for _, hb := range w.heartbeats {
+			period = min(period, time.Duration(hb.every)/2)
+		}
+	}
+	g.mu.Unlock()
 	period = max(period, 10*time.Millisecond)
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -807,9 +872,24 @@ func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			g.keepAlives(now)
+			g.heartbeatsDue(now)
+			if g.keepAlive > 0 {
+				g.keepAlives(now)
+			}
 		}
 	}
+}
+
+// hasHeartbeats reports whether a field of the group has a heartbeat.
+func (g *WriterGroup) hasHeartbeats() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.writers {
+		if len(w.heartbeats) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop ends the group: it stops the keep-alive timer, deletes the

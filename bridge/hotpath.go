@@ -32,12 +32,14 @@ type entry struct {
 func cmpSlot(a, b entry) int { return cmp.Compare(a.slot, b.slot) }
 
 // onDataChange is the subscription's DataChangeHandler.
-func (g *WriterGroup) onDataChange(_ *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
+func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return
 	}
+	g.markRedelivered(sub)
+	defer g.clearRedelivered()
 	if g.testTap != nil {
 		g.testTap(seq, items)
 	}
@@ -211,12 +213,14 @@ func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredIt
 // onEvent is the subscription's EventHandler: every event becomes one
 // ua-event DataSetMessage of its field's writer, its payload the selected
 // event fields.
-func (g *WriterGroup) onEvent(_ *client.Subscription, seq uint32, events []ua.EventFieldList) {
+func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.EventFieldList) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return
 	}
+	g.markRedelivered(sub)
+	defer g.clearRedelivered()
 	g.stats.events.Add(uint64(len(events)))
 	open := false
 	n := uint32(len(g.fields))
@@ -265,6 +269,7 @@ func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	g.nowDT = ua.NewDateTime(now)
 	g.cur, g.skip = nil, false
 	if !g.single {
+		g.messageID(track)
 		g.check(g.w.Begin(&g.nmHdr), "")
 	}
 }
@@ -282,6 +287,7 @@ func (g *WriterGroup) beginDSM(w *writer, typ jsonenc.DataSetMessageType) {
 	g.skip = false
 	if g.single {
 		g.cur = w
+		g.messageID(typ != jsonenc.KeepAlive)
 		if !g.check(g.w.Begin(&g.nmHdr), "") {
 			g.skip = true
 			return
@@ -449,6 +455,58 @@ func (g *WriterGroup) publishField(w *writer, f *field) {
 		return
 	}
 	g.publish(sink.KindField, w.name, f.name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
+}
+
+// heartbeatsDue sends, for every writer, one ua-deltaframe with the last
+// values of its heartbeat fields that did not change for their heartbeat
+// interval. It carries no notification of the server (nothing to
+// acknowledge).
+func (g *WriterGroup) heartbeatsDue(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	n := now.UnixNano()
+	open := false
+	for _, w := range g.writers {
+		if w.removed || len(w.heartbeats) == 0 {
+			continue
+		}
+		began := false
+		for i := range w.heartbeats {
+			hb := &w.heartbeats[i]
+			f := &g.fields[hb.slot]
+			if f.flags&fieldHasValue == 0 {
+				continue
+			}
+			if hb.lastAt == 0 || f.last.SourceTimestamp != hb.seenSrc || f.last.ServerTimestamp != hb.seenSrv {
+				hb.seenSrc, hb.seenSrv, hb.lastAt = f.last.SourceTimestamp, f.last.ServerTimestamp, n
+				continue
+			}
+			if n-hb.lastAt < hb.every {
+				continue
+			}
+			hb.lastAt = n
+			if !open {
+				g.beginCycle(0, false)
+				open = true
+			}
+			if !began {
+				g.beginDSM(w, jsonenc.DeltaFrame)
+				began = true
+			}
+			g.addField(f, hb.slot, &f.last)
+		}
+		if began {
+			g.endDSM(w)
+			w.stats.heartbeats.Add(1)
+			g.stats.heartbeats.Add(1)
+		}
+	}
+	if open {
+		g.endCycle()
+	}
 }
 
 // keepAlives sends a ua-keepalive for every writer idle for KeepAlive.

@@ -17,12 +17,15 @@ type groupCounters struct {
 	notifications, events, unknownHandles    atomic.Uint64
 	dataSetMessages, messages, fieldMessages atomic.Uint64
 	keyFrames, keepAlives, metaData          atomic.Uint64
+	heartbeats                               atomic.Uint64
 	encodeErrors, badItems, gaps             atomic.Uint64
+	redelivered                              atomic.Uint64
 	lastPublish                              atomic.Int64
 }
 
 type writerCounters struct {
 	notifications, dataSetMessages, messages, keyFrames, keepAlives atomic.Uint64
+	heartbeats                                                      atomic.Uint64
 }
 
 // GroupStats are a writer group's counters since it was made.
@@ -36,10 +39,14 @@ type GroupStats struct {
 	FieldMessages   uint64 // per-field messages handed to the field queues
 	KeyFrames       uint64
 	KeepAlives      uint64
+	Heartbeats      uint64 // DataSetMessages resending unchanged fields (heartbeat)
 	MetaData        uint64 // ua-metadata messages
 	EncodeErrors    uint64
 	RefusedItems    uint64 // monitored item refusals reported by the server
 	Gaps            uint64 // losses of notification messages reported by the client
+	// Redelivered counts notification messages republished after a resume
+	// (possible duplicates, marked with RedeliveredPrefix; see resume.go).
+	Redelivered uint64
 	// Unacked is the number of notification messages whose sink messages
 	// are not all settled; Acked those acknowledged upstream after every
 	// at-least-once queue confirmed them; Undelivered those left
@@ -65,6 +72,7 @@ type WriterStats struct {
 	Messages        uint64 // single shape only: messages carrying its DataSetMessages
 	KeyFrames       uint64
 	KeepAlives      uint64
+	Heartbeats      uint64
 	LastPublish     time.Time
 }
 
@@ -87,10 +95,12 @@ func (g *WriterGroup) Stats() GroupStats {
 		FieldMessages:      g.stats.fieldMessages.Load(),
 		KeyFrames:          g.stats.keyFrames.Load(),
 		KeepAlives:         g.stats.keepAlives.Load(),
+		Heartbeats:         g.stats.heartbeats.Load(),
 		MetaData:           g.stats.metaData.Load(),
 		EncodeErrors:       g.stats.encodeErrors.Load(),
 		RefusedItems:       g.stats.badItems.Load(),
 		Gaps:               g.stats.gaps.Load(),
+		Redelivered:        g.stats.redelivered.Load(),
 		SubscriptionStatus: ua.StatusCode(g.subState.Load()),
 		LastPublish:        unixTime(g.stats.lastPublish.Load()),
 	}
@@ -111,6 +121,7 @@ func (g *WriterGroup) Stats() GroupStats {
 				Messages:        w.stats.messages.Load(),
 				KeyFrames:       w.stats.keyFrames.Load(),
 				KeepAlives:      w.stats.keepAlives.Load(),
+				Heartbeats:      w.stats.heartbeats.Load(),
 				LastPublish:     unixTime(w.lastPublish.Load()),
 			})
 		}

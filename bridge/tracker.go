@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"log/slog"
+
+	"github.com/uagate/gateway/uastack/client"
 	"sync"
 	"sync/atomic"
 )
@@ -64,6 +66,16 @@ func newAckTracker(a acker, capacity int, log *slog.Logger) *ackTracker {
 func (t *ackTracker) setAcker(a acker) {
 	t.mu.Lock()
 	t.ack = a
+	t.mu.Unlock()
+}
+
+// setAckerOnce sets a when none is set yet (no allocation: a pointer in
+// an interface).
+func (t *ackTracker) setAckerOnce(a *client.Subscription) {
+	t.mu.Lock()
+	if t.ack == nil && a != nil {
+		t.ack = a
+	}
 	t.mu.Unlock()
 }
 

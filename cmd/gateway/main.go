@@ -49,6 +49,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdSim(ctx, args[1:], stdout, stderr)
 	case "pki":
 		err = cmdPKI(args[1:], stdout, stderr)
+	case "status":
+		err = cmdStatus(ctx, args[1:], stdout, stderr)
+	case "nodes":
+		err = cmdNodes(ctx, args[1:], stdout, stderr)
 	case "check-config":
 		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "bench":
@@ -101,6 +105,9 @@ Usage:
   gateway read [flags] <endpoint> <node>...
                                read the values of nodes; -json prints JSON
   gateway sim [flags]          run the simulation OPC UA server (gateway sim -h)
+  gateway status [-api URL]    endpoints, writer groups and sinks of a running gateway
+  gateway nodes list|add|remove -group G -writer W [node ...]
+                               change the nodes of a running gateway (REST API)
   gateway check-config FILE    validate a configuration file (YAML or OPC Publisher's
                                publishednodes.json): warnings and a summary, or every error
   gateway bench [flags]        end-to-end benchmark: simulation server → gateway (and the

@@ -17,6 +17,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/embedded"
+	"github.com/uagate/gateway/bridge/lease"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
@@ -64,6 +65,10 @@ type runtime struct {
 	storeMu     sync.Mutex                        // guards stores
 	stores      map[string]*pki.Store             // certificate stores by directory, for the API
 	apiSessions map[string]*client.ManagedSession // sessions of endpoints without writer groups (rt.mu)
+
+	// resume keeps each writer group's resume state in the state directory
+	// (restart without loss, bridge/resume.go).
+	resume *lease.FileStore
 
 	mu     sync.Mutex
 	cfg    *config.Config // the running configuration (placeholders kept)
@@ -126,6 +131,9 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 		}
 	}()
 	if err := os.MkdirAll(cfg.Gateway.StateDir, 0o700); err != nil {
+		return rt, fmt.Errorf("gateway.stateDir: %w", err)
+	}
+	if rt.resume, err = lease.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
 		return rt, fmt.Errorf("gateway.stateDir: %w", err)
 	}
 	if err := rt.startEmbedded(ctx, cfg); err != nil {
@@ -461,6 +469,7 @@ func (rt *runtime) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		PublisherID: rt.cfg.Gateway.PublisherID,
 		EndpointURL: url,
 		Logger:      rt.log,
+		Resume:      rt.resume,
 	}
 	if pf != nil {
 		opts.FieldPayload = pf.Payload

@@ -70,6 +70,16 @@
 // (SubscriptionStats.Suppressed). The header comment of subscription.go has
 // the details.
 //
+// Resume (resume.go). SubscriptionConfig.Resume takes over a subscription
+// an earlier process (or another replica) made, from the ResumeState it
+// kept (Subscription.ResumeState: the subscription's id, its items' server
+// ids by client handle, the last acknowledged sequence number):
+// TransferSubscriptions to the new session, the items adopted by handle
+// instead of created, and the messages the server kept republished in order,
+// with Subscription.Redelivered true during their handlers (they may be
+// duplicates). When the server no longer has it, it is created anew and
+// OnGap(LastAcked+1, 0) reports the loss.
+//
 // Managed sessions (managed.go, backoff.go, pool.go). A ManagedSession
 // reconnects with Backoff, watches keep-alives and the server's status, and
 // recovers its subscriptions: reactivate the session on a new channel, else

@@ -304,6 +304,7 @@ func (g *gapRun) add(from, to uint32) {
 }
 
 func (p *publisher) reportGap(sub *Subscription, g *gapRun) {
+	sub.trimResumeHole(g) // resume.go
 	if g.n == 0 {
 		return
 	}

@@ -361,9 +361,15 @@ func (p *publisher) ensure(ctx context.Context, c *Client, s *Subscription) erro
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
 	if s.id.Load() == 0 {
-		s.forgetServerItems()
-		if err := p.create(ctx, c, s); err != nil {
+		resumed, err := p.resumeOn(ctx, c, s) // resume.go: SubscriptionConfig.Resume
+		if err != nil {
 			return err
+		}
+		if !resumed {
+			s.forgetServerItems()
+			if err := p.create(ctx, c, s); err != nil {
+				return err
+			}
 		}
 	}
 	_, _, err := s.createAll(ctx, c, false)

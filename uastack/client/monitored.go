@@ -507,8 +507,9 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 			t.at(h).flags |= itemHasRange
 		}
 	}
+	adopted := s.adoptItems(t, first, len(items)) // resume.go
 	t.mu.Unlock()
-	res := CreateResult{FirstHandle: first}
+	res := CreateResult{FirstHandle: first, Created: adopted}
 	if len(items) == 0 {
 		return res, nil
 	}
@@ -518,7 +519,7 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 	}
 	c, err := s.client()
 	if err != nil || s.id.Load() == 0 {
-		res.Pending = len(items)
+		res.Pending = len(items) - adopted
 		return res, nil
 	}
 	var progress func(int, int)
@@ -527,8 +528,8 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 		progress, batch = opts.Progress, opts.BatchSize
 	}
 	created, failed, err := s.createItems(ctx, c, handles, batch, progress)
-	res.Created, res.Failed = created, failed
-	res.Pending = len(items) - created - failed
+	res.Created, res.Failed = adopted+created, failed
+	res.Pending = len(items) - res.Created - failed
 	return res, err
 }
 

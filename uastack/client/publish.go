@@ -796,6 +796,7 @@ func (p *publisher) process(c *Client, r *ua.PublishResponse) {
 		sub.cfg.OnStatusChange(sub, ua.StatusGood)
 	}
 	st := sub.syncSeq()
+	sub.adoptNext(st, seq) // resume.go
 	if !data {
 		// A keep-alive carries the number the next message will have.
 		sub.stats.keepAlives.Add(1)
@@ -872,6 +873,7 @@ func (p *publisher) resume(sub *Subscription) {
 // false for a republished message.
 func (p *publisher) deliver(c *Client, sub *Subscription, seq uint32, msg *ua.NotificationMessage, fresh bool) {
 	manual := sub.cfg.AckMode == AckManual
+	sub.markReplay(seq) // resume.go: Redelivered
 	if manual {
 		// Before the handlers: they may call Ack.
 		sub.acks.push(seq)

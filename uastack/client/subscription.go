@@ -197,6 +197,10 @@ type SubscriptionConfig struct {
 	// ItemRetryInterval is how often failed monitored items are retried; 0
 	// means DefaultItemRetryInterval, a negative value never.
 	ItemRetryInterval time.Duration
+
+	// Resume, when set, takes over the subscription another session made
+	// (a restart, another replica): see resume.go. ManagedSession only.
+	Resume *ResumeState
 }
 
 // Timestamps selects the timestamps a server returns with data changes.
@@ -253,6 +257,8 @@ type Subscription struct {
 
 	acks       ackSet       // AckManual: delivered, not yet acknowledged
 	releasedAt atomic.Int64 // UnixNano when it was last released from being held (for the watchdog)
+
+	rs resumeState // resume.go
 }
 
 type subStats struct {
@@ -274,6 +280,7 @@ type ackSet struct {
 	ents    []ackEnt // len: delivered and not sent; cap: MaxUnacked
 	marked  int      // entries Ack marked, to send
 	unacked atomic.Int32
+	lastSeq uint32 // the last number pushed (ResumeState's watermark when all are acknowledged)
 }
 
 type ackEnt struct {
@@ -289,6 +296,7 @@ func (a *ackSet) push(seq uint32) bool {
 		return false
 	}
 	a.ents = append(a.ents, ackEnt{seq: seq})
+	a.lastSeq = seq
 	a.unacked.Add(1)
 	return true
 }
@@ -355,6 +363,7 @@ func (a *ackSet) reset() {
 	a.mu.Lock()
 	a.ents = a.ents[:0]
 	a.marked = 0
+	a.lastSeq = 0
 	a.unacked.Store(0)
 	a.mu.Unlock()
 }
@@ -537,6 +546,7 @@ func newSubscription(p *publisher, cfg *SubscriptionConfig) (*Subscription, erro
 		return nil, err
 	}
 	s := &Subscription{pub: p, cfg: c}
+	s.initResume(c.Resume)
 	if c.AckMode == AckManual {
 		s.acks.ents = make([]ackEnt, 0, c.MaxUnacked)
 	}

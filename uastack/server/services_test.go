@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/uastack/internal/testutil"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/pooling"
-	"github.com/uagate/gateway/uastack/internal/testutil"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 

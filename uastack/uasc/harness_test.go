@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/uastack/internal/testutil"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uacp"

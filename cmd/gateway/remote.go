@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/uagate/gateway/api/cli"
+)
+
+// apiTokenEnv holds the API key of the remote commands, so that it need not
+// show in the process list.
+const apiTokenEnv = "UAGATE_API_TOKEN"
+
+// remoteFlags are the flags of the commands that talk to a running gateway.
+type remoteFlags struct {
+	url, token string
+}
+
+func (f *remoteFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "api", "http://127.0.0.1:8080", "base `URL` of the running gateway's HTTP listener")
+	fs.StringVar(&f.token, "token", "", "API key (default $"+apiTokenEnv+")")
+}
+
+func (f *remoteFlags) key() string {
+	if f.token != "" {
+		return f.token
+	}
+	return os.Getenv(apiTokenEnv)
+}
+
+// cmdStatus prints a running gateway's endpoints, writer groups and sinks.
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var r remoteFlags
+	r.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return errFlagParse(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: status takes no arguments, got %q", errUsage, fs.Args())
+	}
+	return cli.Status(ctx, r.url, r.key(), stdout)
+}
+
+// cmdNodes lists, adds or removes the fields (nodes) of a dataset writer of a
+// running gateway.
+func cmdNodes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var r remoteFlags
+	r.register(fs)
+	group := fs.String("group", "", "writer `group` (required)")
+	writer := fs.String("writer", "", "dataset `writer` (required; add creates it when missing)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: gateway nodes list|add|remove -group G -writer W [flags] [node ...]
+
+Lists, adds or removes the nodes (fields) of a dataset writer of a running
+gateway through its REST API. add takes node ids or name=nodeid; remove takes
+field names. Changes are applied at once and saved.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if len(args) == 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: nodes needs list, add or remove", errUsage)
+	}
+	verb := args[0]
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return errFlagParse(err)
+	}
+	if *group == "" || *writer == "" {
+		return fmt.Errorf("%w: nodes %s needs -group and -writer", errUsage, verb)
+	}
+	switch verb {
+	case "list":
+		if len(pos) > 0 {
+			return fmt.Errorf("%w: nodes list takes no nodes", errUsage)
+		}
+		return cli.NodesList(ctx, r.url, r.key(), *group, *writer, stdout)
+	case "add", "remove":
+		if len(pos) == 0 {
+			return fmt.Errorf("%w: nodes %s needs at least one node", errUsage, verb)
+		}
+		if verb == "add" {
+			return cli.NodesAdd(ctx, r.url, r.key(), *group, *writer, pos, stdout)
+		}
+		return cli.NodesRemove(ctx, r.url, r.key(), *group, *writer, pos, stdout)
+	}
+	return fmt.Errorf("%w: nodes %q: want list, add or remove", errUsage, verb)
+}

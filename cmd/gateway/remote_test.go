@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uagate/gateway/internal/testutil"
+)
+
+// freeAddr returns a loopback address nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestRemoteCommands runs the default gateway and drives it with status and
+// nodes add|list|remove through its REST API; the change is saved in the
+// state directory and a second run picks it up.
+func TestRemoteCommands(t *testing.T) {
+	isolate(t)
+	addr := freeAddr(t)
+	t.Setenv("UAGATE_HTTP_LISTEN", addr)
+	state := os.Getenv("UAGATE_STATE_DIR")
+	base := "http://" + addr
+
+	start := func() (stop func() string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var errOut bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- cmdRunGateway(ctx, nil, io.Discard, &errOut) }()
+		testutil.WaitFor(t, 20*time.Second, "the gateway ready", func() bool {
+			resp, err := http.Get(base + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		return func() string {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+			return errOut.String()
+		}
+	}
+	remote := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		n := 1 // the command, and for nodes its verb, before the flags
+		if args[0] == "nodes" {
+			n = 2
+		}
+		code := run(append(args[:n:n], append([]string{"-api", base}, args[n:]...)...), nil, &out, &errOut)
+		return out.String() + errOut.String(), code
+	}
+
+	stop := start()
+	if out, code := remote("status"); code != 0 || !strings.Contains(out, "Connected") || !strings.Contains(out, "mqtt") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	if out, code := remote("nodes", "add", "-group", "demo", "-writer", "demo", "Load1=ns=1;s=Load.F000.V00001"); code != 0 {
+		t.Fatalf("nodes add: exit %d\n%s", code, out)
+	}
+	testutil.WaitFor(t, 10*time.Second, "Load1 to have a value", func() bool {
+		resp, err := http.Get(base + "/api/v1/writer-groups/demo/writers/demo/values")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		i := strings.Index(string(b), `"field":"Load1"`)
+		return i >= 0 && strings.Contains(string(b[i:]), `"Value"`)
+	})
+	if out, code := remote("nodes", "add", "-group", "nope", "-writer", "x", "ns=1;s=X"); code != 1 || !strings.Contains(out, "404") {
+		t.Fatalf("nodes add to an unknown group: exit %d\n%s", code, out)
+	}
+	logs := stop()
+	saved, err := os.ReadFile(filepath.Join(state, stateConfigName))
+	if err != nil || !strings.Contains(string(saved), "Load.F000.V00001") {
+		t.Fatalf("the change was not saved (%v):\n%s\nlogs:\n%s", err, saved, logs)
+	}
+
+	stop = start()
+	out, code := remote("nodes", "list", "-group", "demo", "-writer", "demo")
+	if code != 0 || !strings.Contains(out, "Load1") {
+		t.Fatalf("after a restart the added node is gone: exit %d\n%s", code, out)
+	}
+	if out, code := remote("nodes", "remove", "-group", "demo", "-writer", "demo", "Load1"); code != 0 {
+		t.Fatalf("nodes remove: exit %d\n%s", code, out)
+	}
+	out, _ = remote("nodes", "list", "-group", "demo", "-writer", "demo")
+	if strings.Contains(out, "Load1") {
+		t.Fatalf("removed node still listed:\n%s", out)
+	}
+	stop()
+}
