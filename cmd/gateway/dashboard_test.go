@@ -27,24 +27,6 @@ import (
 // Debian's chromium, headless, driven over the DevTools protocol by chromedp
 // — on the dashboard it serves at /.
 
-// lockedBuffer is the gateway's stderr, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startSimServer starts a simulation server with generators on a loopback
 // port.
 func startSimServer(t *testing.T, sim server.SimConfig, policies []uasc.EndpointSecurity) *server.Server {
