@@ -280,7 +280,9 @@ type countingSink struct {
 }
 
 func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
-	if err := c.Sink.Publish(m, ack); err != nil || m.Kind != sink.KindData {
+	// m may be confirmed, and freed, before Publish returns: look first.
+	data := m.Kind == sink.KindData
+	if err := c.Sink.Publish(m, ack); err != nil || !data {
 		return err
 	}
 	c.mu.Lock()
