@@ -422,6 +422,7 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	if len(queues) > 1 {
 		m.Retain(len(queues) - 1)
 	}
+	g.stats.bytes.Add(uint64(len(msg)))
 	for _, q := range queues {
 		q.Enqueue(m)
 	}

@@ -17,7 +17,7 @@ type groupCounters struct {
 	notifications, events, unknownHandles    atomic.Uint64
 	dataSetMessages, messages, fieldMessages atomic.Uint64
 	keyFrames, keepAlives, metaData          atomic.Uint64
-	heartbeats                               atomic.Uint64
+	heartbeats, bytes                        atomic.Uint64
 	encodeErrors, badItems, gaps             atomic.Uint64
 	redelivered                              atomic.Uint64
 	lastPublish                              atomic.Int64
@@ -36,6 +36,7 @@ type GroupStats struct {
 	UnknownHandles  uint64 // notifications for no (or a removed) field
 	DataSetMessages uint64 // written, keep-alives included
 	Messages        uint64 // ua-data and ua-metadata messages handed to the queues
+	Bytes           uint64 // payload bytes of all messages handed to the queues
 	FieldMessages   uint64 // per-field messages handed to the field queues
 	KeyFrames       uint64
 	KeepAlives      uint64
@@ -96,6 +97,7 @@ func (g *WriterGroup) Stats() GroupStats {
 		KeyFrames:          g.stats.keyFrames.Load(),
 		KeepAlives:         g.stats.keepAlives.Load(),
 		Heartbeats:         g.stats.heartbeats.Load(),
+		Bytes:              g.stats.bytes.Load(),
 		MetaData:           g.stats.metaData.Load(),
 		EncodeErrors:       g.stats.encodeErrors.Load(),
 		RefusedItems:       g.stats.badItems.Load(),

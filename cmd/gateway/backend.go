@@ -253,6 +253,7 @@ func (rt *runtime) Stats() api.Stats {
 			NotificationsIn:  gs.Notifications + gs.Events,
 			NotificationsOut: gs.Notifications + gs.Events - gs.UnknownHandles,
 			Messages:         gs.Messages + gs.FieldMessages,
+			Bytes:            gs.Bytes,
 			Errors:           gs.EncodeErrors,
 			Unacked:          gs.Unacked,
 			Writers:          len(gs.Writers),
