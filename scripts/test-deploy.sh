@@ -159,7 +159,7 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		addr=""
 		deadline=$((SECONDS + 30))
 		while [ -z "$addr" ]; do
-			addr="$(sed -n "s/.*msg=\"http listener\".*addr=\([0-9.]*:[0-9]*\).*/\1/p" "$out" | head -1)"
+			addr="$(sed -n "s/.*msg=\"api: listening\".*addr=\([0-9.]*:[0-9]*\).*/\1/p" "$out" | head -1)"
 			[ -n "$addr" ] && break
 			kill -0 "$pid" 2>/dev/null || fail "the gateway in the image exited: $(cat "$out")"
 			[ "$SECONDS" -lt "$deadline" ] || fail "the gateway in the image did not listen within 30s: $(cat "$out")"

@@ -95,3 +95,17 @@ writerGroups:
 		t.Fatalf("secret file: %v %v", fi, err)
 	}
 }
+
+func TestEnvAllowUnauthenticated(t *testing.T) {
+	env := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == "UAGATE_HTTP_ALLOW_UNAUTHENTICATED" }
+	}
+	c, _, err := parse([]byte("http: {listen: \"0.0.0.0:8080\"}\n"), "c.yaml", env("true"), nil)
+	if err != nil || !c.HTTP.AllowUnauthenticated {
+		t.Fatalf("true: %v %v", err, c != nil && c.HTTP.AllowUnauthenticated)
+	}
+	_, _, err = parse([]byte(""), "c.yaml", env("maybe"), nil)
+	if err == nil || !strings.Contains(err.Error(), `$UAGATE_HTTP_ALLOW_UNAUTHENTICATED: http.allowUnauthenticated: "maybe": want true or false`) {
+		t.Fatalf("maybe: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -24,6 +25,7 @@ const MaxFileSize = 16 << 20
 //	UAGATE_STATE_DIR                 gateway.stateDir
 //	UAGATE_HTTP_LISTEN               http.listen
 //	UAGATE_API_KEYS_FILE             http.keysFile
+//	UAGATE_HTTP_ALLOW_UNAUTHENTICATED http.allowUnauthenticated (true or false)
 //	UAGATE_SIM_LISTEN                embedded.sim.listen
 //	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
 //	UAGATE_NATS_LISTEN               embedded.nats.listen
@@ -97,8 +99,8 @@ func parse(data []byte, filename string, lookup func(string) (string, bool), env
 	} else if body, ok := d.parseYAML(data); ok && body != nil {
 		d.decode(body, reflect.ValueOf(c).Elem(), "")
 	}
-	decodeErrs := d.errs
 	d.applyEnv(c, lookup, environ)
+	decodeErrs := d.errs
 	c.ApplyDefaults()
 	verrs, vwarns := c.validate()
 	for _, s := range c.secrets() {
@@ -169,6 +171,17 @@ func (d *decoder) applyEnv(c *Config, lookup func(string) (string, bool), enviro
 		if v, ok := get(s.name); ok {
 			*s.field(c) = v
 			d.pos[s.path] = origin{file: "$" + s.name}
+		}
+	}
+	if v, ok := get(EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED"); ok {
+		switch strings.ToLower(v) {
+		case "1", "true", "yes":
+			c.HTTP.AllowUnauthenticated = true
+		case "0", "false", "no":
+			c.HTTP.AllowUnauthenticated = false
+		default:
+			d.errs = append(d.errs, Issue{File: "$" + EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED", Path: "http.allowUnauthenticated",
+				Message: fmt.Sprintf("%q: want true or false", v)})
 		}
 	}
 	known := map[string]bool{}
