@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/uastack/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -332,7 +333,7 @@ func syncLoop(t testing.TB, p *publisher) {
 // waitGapIdle waits until no gap fill runs for sub.
 func waitGapIdle(t testing.TB, p *publisher, sub *Subscription) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the gap fill to end", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the gap fill to end", func() bool {
 		idle := false
 		p.post(func() { idle = sub.syncSeq().gap == nil })
 		return idle
@@ -365,7 +366,7 @@ func TestPublishSequence(t *testing.T) {
 	syncLoop(t, p)
 	f.answer(id, 4, nil, nil, nil) // a keep-alive with the next number: no gap
 	syncLoop(t, p)
-	waitFor(t, 5*time.Second, "acknowledgements", func() bool { return len(f.ackedSeqs(id)) >= 3 })
+	testutil.WaitFor(t, 5*time.Second, "acknowledgements", func() bool { return len(f.ackedSeqs(id)) >= 3 })
 	if got := f.ackedSeqs(id); !slices.Equal(got[:3], []uint32{1, 2, 3}) {
 		t.Fatalf("acks %v", got)
 	}
