@@ -40,6 +40,8 @@ type simOptions struct {
 	AllPolicies     bool        // offer every non-deprecated policy, not only None
 	NamespaceURI    string      // of namespace 1 (default the server's)
 	ExtraNamespaces []string    // namespaces 2, 3 …
+	// Configure changes the configuration further (in process only).
+	Configure func(*server.Config) `json:"-"`
 }
 
 func (o simOptions) config() *server.Config {
@@ -73,6 +75,9 @@ func (o simOptions) config() *server.Config {
 	}
 	if o.DemoRate == 0 {
 		cfg.Sim.DemoRate = 20 * time.Millisecond
+	}
+	if o.Configure != nil {
+		o.Configure(cfg)
 	}
 	return cfg
 }
