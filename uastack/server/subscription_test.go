@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -503,5 +504,54 @@ func TestGeneratedQueue(t *testing.T) {
 		}
 		r.refs.Store(1)
 		r.unref()
+	}
+}
+
+// TestLateSweepKeepsEveryTick: a sweep that comes late (a loaded machine)
+// queues the ticks it passed over for an item sampled at least as fast as its
+// generator changes, so a counter never skips a value; an item sampled
+// slower sees only the current one, and a queue of one only the newest.
+func TestLateSweepKeepsEveryTick(t *testing.T) {
+	const period = 20 * time.Millisecond
+	values := func(interval time.Duration, queue uint32, ticks ...int64) []int32 {
+		sub := &subscription{maxNotif: 100, items: map[uint32]*monitoredItem{}}
+		g := newGenerator(GeneratorCounter, ua.TypeInt32, period, 0, 1, 0, nil)
+		it := &monitoredItem{sub: sub, isGen: true, gen: *g, mode: ua.MonitoringModeReporting, queueSize: queue, interval: interval,
+			discardOldest: true, ts: ua.TimestampsToReturnBoth, clientHandle: 1, trigger: ua.DataChangeTriggerStatusValue}
+		for _, tick := range ticks {
+			c := sampleClock{ns: tick*int64(period) + int64(time.Millisecond)}
+			c.dt = unixToDateTime(c.ns)
+			it.sample(&c)
+		}
+		r, n, _ := sub.collect(ua.Now(), 1<<16)
+		if n == 0 {
+			return nil
+		}
+		var out []int32
+		for _, m := range r.msg.NotificationData[0].Value.(*ua.DataChangeNotification).MonitoredItems {
+			out = append(out, m.Value.Value.Int32())
+		}
+		r.refs.Store(1)
+		r.unref()
+		return out
+	}
+	// Sweeps at ticks 1, 2, then late at 6 (3, 4, 5 passed over), then 7.
+	if got := fmt.Sprint(values(time.Millisecond, 100, 1, 2, 6, 7)); got != "[1 2 3 4 5 6 7]" {
+		t.Errorf("sampled at 1 ms: %s, want every tick", got)
+	}
+	if got := fmt.Sprint(values(period, 100, 1, 2, 6, 7)); got != "[1 2 3 4 5 6 7]" {
+		t.Errorf("sampled at the generator's period: %s, want every tick", got)
+	}
+	// Sampled every 50 ms, slower than the counter: what the sweeps saw.
+	if got := fmt.Sprint(values(50*time.Millisecond, 100, 1, 2, 6, 7)); got != "[1 2 6 7]" {
+		t.Errorf("sampled at 50 ms: %s", got)
+	}
+	// A queue of 3 keeps the last two passed over and the current value.
+	if got := fmt.Sprint(values(time.Millisecond, 3, 1, 10)); got != "[8 9 10]" {
+		t.Errorf("queue of 3: %s", got)
+	}
+	// A queue of one: the newest only, no overflow from values passed over.
+	if got := fmt.Sprint(values(time.Millisecond, 1, 1, 10)); got != "[10]" {
+		t.Errorf("queue of 1: %s", got)
 	}
 }
