@@ -108,14 +108,10 @@ func TestManagedAckBackpressure(t *testing.T) {
 		t.Fatalf("held subscription started a recovery: %+v %v", st, m.State())
 	}
 	before := l.last()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.last() < before+50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("values after acknowledging: last %v, was %v", l.last(), before)
-		}
+	testutil.WaitFor(t, 10*time.Second, "values after acknowledging", func() bool {
 		l.ackAll(t, sub)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return l.last() >= before+50
+	})
 	t.Logf("%+v; %+v", m.Stats(), sub.Stats())
 	// Every message came, in order (the values inside them are the
 	// simulation server's sampling, which may skip one under load).

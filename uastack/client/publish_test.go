@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -202,19 +201,12 @@ func (f *fakePubServer) build(sub, seq uint32, avail []uint32, values []float64)
 
 // waitQueued waits until a Publish request is outstanding.
 func (f *fakePubServer) waitQueued() {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	f.t.Helper()
+	testutil.WaitFor(f.t, 5*time.Second, "fake: a Publish request outstanding", func() bool {
 		f.mu.Lock()
-		n := len(f.queue)
-		f.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatal("fake: no Publish request outstanding")
-		}
-		runtime.Gosched()
-	}
+		defer f.mu.Unlock()
+		return len(f.queue) > 0
+	})
 }
 
 // answer answers the oldest outstanding Publish request with one message
