@@ -893,7 +893,11 @@ func (m *ManagedSession) readStatus(c *Client) chan error {
 		if err == nil {
 			m.pub.observeRTT(time.Since(start))
 		}
-		out <- checkStatus(resp, err)
+		// The reader goroutine must never block here.
+		select {
+		case out <- checkStatus(resp, err):
+		default:
+		}
 	})
 	if err != nil {
 		out <- checkStatus(nil, err)

@@ -550,7 +550,10 @@ func (p *publisher) updateTimeout() {
 
 // target is the number of Publish requests to keep outstanding: per
 // subscription one, plus as many as responses can be on their way back in one
-// publishing interval, at least minPublishRequests, at most the limit. AckManual
+// round trip (one per publishing interval), at least minPublishRequests, at
+// most the limit (MaxPublishRequests; after BadTooManyPublishRequests the
+// number that was out then, raised by one every publishProbeInterval while
+// responses come). AckManual
 // subscriptions at MaxUnacked (held) do not count, and when only AckManual
 // subscriptions are there, no more requests than they have room for
 // messages: at the limit the server's queues hold the data.
