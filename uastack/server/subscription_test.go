@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -553,5 +554,47 @@ func TestLateSweepKeepsEveryTick(t *testing.T) {
 	// A queue of one: the newest only, no overflow from values passed over.
 	if got := fmt.Sprint(values(time.Millisecond, 1, 1, 10)); got != "[10]" {
 		t.Errorf("queue of 1: %s", got)
+	}
+}
+
+// TestFilterSemantics: the DataChangeFilter compares as ua.Variant.Equal and
+// ua.ExceedsDeadband define it: NaN staying NaN and 0 becoming -0 are no
+// change, a deadband applies to each element of an array.
+func TestFilterSemantics(t *testing.T) {
+	changed := func(db float64, last, cur ua.Variant) bool {
+		it := &monitoredItem{trigger: ua.DataChangeTriggerStatusValue}
+		if db > 0 {
+			it.deadband, it.absDB = ua.DeadbandTypeAbsolute, db
+		}
+		it.setLast(&ua.DataValue{Value: last})
+		return it.changed(&ua.DataValue{Value: cur})
+	}
+	d := ua.NewDoubleVariant
+	arr := func(v ...float64) ua.Variant { return ua.MustVariant(v) }
+	for _, tc := range []struct {
+		name      string
+		db        float64
+		last, cur ua.Variant
+		want      bool
+	}{
+		{"same", 0, d(1), d(1), false},
+		{"other", 0, d(1), d(2), true},
+		{"NaN stays NaN", 0, d(math.NaN()), d(math.NaN()), false},
+		{"becomes NaN", 0, d(1), d(math.NaN()), true},
+		{"zero to minus zero", 0, d(0), d(math.Copysign(0, -1)), false},
+		{"other type", 0, d(1), ua.MustVariant(int32(1)), true},
+		{"int change", 0, ua.MustVariant(int32(1)), ua.MustVariant(int32(2)), true},
+		{"within deadband", 1, d(1), d(1.5), false},
+		{"beyond deadband", 1, d(1), d(2.5), true},
+		{"NaN under a deadband", 1, d(1), d(math.NaN()), true},
+		{"array same", 0, arr(1, 2), arr(1, 2), false},
+		{"array other", 0, arr(1, 2), arr(1, 3), true},
+		{"array within deadband", 1, arr(1, 2), arr(1.5, 2.5), false},
+		{"array beyond deadband", 1, arr(1, 2), arr(1, 3.5), true},
+		{"array length", 1, arr(1, 2), arr(1, 2, 3), true},
+	} {
+		if got := changed(tc.db, tc.last, tc.cur); got != tc.want {
+			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
