@@ -104,6 +104,15 @@ func (b *Backoff) Next(err error) (time.Duration, error) {
 	return min(max(d, 0), maxd), nil
 }
 
+// left returns the time until MaxElapsed passes, counted from the first
+// failure of the sequence; ok is false without MaxElapsed or before a failure.
+func (b *Backoff) left() (d time.Duration, ok bool) {
+	if b.MaxElapsed <= 0 || b.start.IsZero() {
+		return 0, false
+	}
+	return time.Until(b.start.Add(b.MaxElapsed)), true
+}
+
 // Reset starts a new sequence (after a success).
 func (b *Backoff) Reset() { b.next, b.start = 0, time.Time{} }
 

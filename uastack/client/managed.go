@@ -109,7 +109,9 @@ type ManagedConfig struct {
 	// PermanentBackoff is the delay between attempts after a permanent
 	// failure (StateFailed); zero Initial and Max are
 	// DefaultPermanentBackoffInitial and DefaultPermanentBackoffMax. Its
-	// MaxElapsed gives up on a permanent failure (0: never).
+	// MaxElapsed gives up after so long in StateFailed (0: never); the
+	// MaxElapsed of Backoff, which counts every failure in a row, applies
+	// too, and a slow retry does not wait past it.
 	PermanentBackoff Backoff
 	// ConnectTimeout bounds one attempt: connecting, activating, and
 	// transferring or recreating the subscriptions; default DefaultConnectTimeout.
@@ -524,12 +526,14 @@ func (m *ManagedSession) run(done chan struct{}) {
 			}
 			m.lastErr = err
 			permanent := IsPermanent(err)
-			var d time.Duration
-			var gerr error
-			if permanent {
+			// Backoff.MaxElapsed counts every failure in a row, permanent
+			// or not; a slow retry does not wait past it.
+			d, gerr := bo.Next(err)
+			if gerr == nil && permanent {
 				d, gerr = m.permanent.Next(err)
-			} else {
-				d, gerr = bo.Next(err)
+				if left, ok := bo.left(); ok {
+					d = min(d, max(left, 0))
+				}
 			}
 			if gerr != nil {
 				m.setState(StateDisconnected, fmt.Errorf("%w: %w", gerr, err))

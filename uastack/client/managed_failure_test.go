@@ -218,6 +218,30 @@ func TestManagedPermanentFailure(t *testing.T) {
 		}
 	})
 
+	t.Run("GiveUpWithMaxElapsed", func(t *testing.T) {
+		// An application that would rather give up (Backoff.MaxElapsed)
+		// does so after that long, permanent failure or not: the slow retry
+		// does not wait past it.
+		srv := startSim(t, simOptions{AllPolicies: true})
+		var log stateLog
+		cfg := testManagedConfig(&log)
+		cfg.Backoff = Backoff{MaxElapsed: 200 * time.Millisecond}
+		cfg.Client.Store, cfg.Client.SecurityPolicy = newStore(t), uasc.SecurityPolicyBasic256Sha256
+		m := startManagedBare(t, srv.URL(), cfg)
+		start := time.Now()
+		_, err := m.WaitConnected(ctxT(t))
+		var ue *pki.UntrustedError
+		if !errors.Is(err, ErrGaveUp) || !errors.As(err, &ue) {
+			t.Fatalf("WaitConnected: %v, want ErrGaveUp and the untrusted certificate", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("gave up after %v (MaxElapsed 200 ms)", d)
+		}
+		if m.State() != StateDisconnected || log.seen(StateFailed) == 0 {
+			t.Errorf("state %v; %v", m.State(), log.String())
+		}
+	})
+
 	t.Run("TransientAfterPermanent", func(t *testing.T) {
 		// A server that goes away while the session is Failed is an ordinary
 		// fault again: Connecting, quick retries.
