@@ -64,6 +64,12 @@ type Backend interface {
 	Stats() Stats
 }
 
+// Retrier is implemented by a Backend whose sessions can be told to retry
+// connecting at once (after a certificate was trusted through the API).
+type Retrier interface {
+	RetryNow()
+}
+
 // ValueFilter selects last values; empty members match everything. Node is
 // a node id as configured for the field.
 type ValueFilter struct {
@@ -151,8 +157,12 @@ type EndpointStatus struct {
 	// PermanentFailure is why the session gave up and will not retry by
 	// itself (the endpoint needs attention: a refused certificate, a
 	// rejected identity, a configuration error).
-	PermanentFailure string               `json:"permanentFailure,omitempty"`
-	Subscriptions    []SubscriptionStatus `json:"subscriptions"`
+	PermanentFailure string `json:"permanentFailure,omitempty"`
+	// FailureReason classifies a permanent failure: identity-rejected,
+	// certificate-untrusted, certificate-rejected, no-matching-endpoint or
+	// endpoint-url-invalid (the session retries slowly meanwhile).
+	FailureReason string               `json:"failureReason,omitempty"`
+	Subscriptions []SubscriptionStatus `json:"subscriptions"`
 	// OperationLimits the client works with (the server's, lowered where it
 	// enforced smaller ones); absent while disconnected.
 	OperationLimits *OperationLimits `json:"operationLimits,omitempty"`
@@ -216,8 +226,11 @@ func NewEndpointStatus(name, url string, m *client.ManagedSession) EndpointStatu
 	st.Reconnects = ms.Faults
 	if err := m.Err(); err != nil {
 		st.LastError = err.Error()
-		if state == client.StateDisconnected || errors.Is(err, client.ErrClosed) {
+		if state == client.StateDisconnected || state == client.StateFailed || errors.Is(err, client.ErrClosed) {
 			st.PermanentFailure = err.Error()
+		}
+		if r := m.FailureReason(); state == client.StateFailed && r != 0 {
+			st.FailureReason = r.String()
 		}
 	}
 	if c := m.Client(); c != nil {

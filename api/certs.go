@@ -151,6 +151,11 @@ func (s *Server) trustRejected(w http.ResponseWriter, r *http.Request) error {
 		return storeError("rejected", tp, err)
 	}
 	s.log.Info("api: certificate trusted", "thumbprint", strings.ToUpper(tp), "file", p)
+	// Sessions waiting to retry (slowly, after a refused certificate) try
+	// again now rather than at their next scheduled attempt.
+	if rb, ok := s.b.(Retrier); ok {
+		rb.RetryNow()
+	}
 	c, err := readCertificate("trusted", p)
 	if err != nil {
 		return err

@@ -274,3 +274,14 @@ func (rt *runtime) Stats() api.Stats {
 	st.BufferPools = append(st.BufferPools, api.BufferPoolStats{Name: "buffers", Stats: pooling.Buffers.Stats()})
 	return st
 }
+
+// RetryNow implements api.Retrier: every session waiting between connection
+// attempts tries again at once.
+func (rt *runtime) RetryNow() {
+	if rt.pool == nil {
+		return
+	}
+	for _, e := range rt.pool.Sessions() {
+		e.Session.RetryNow()
+	}
+}

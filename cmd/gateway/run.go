@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
+	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -151,6 +153,16 @@ Flags:
 	}
 	counted := make(chan struct{})
 	opts := runtimeOptions{logger: logger, stderr: stderr}
+	var failed chan error
+	if *upstream != "" {
+		// One endpoint from the command line: a permanent failure before it
+		// ever connected (the password, the server's certificate, no such
+		// security policy, a host that does not exist) is the command's
+		// error; retrying slowly, as a configured gateway does for each of
+		// its endpoints, would only hide it.
+		failed = make(chan error, 1)
+		opts.onState = exitOnPermanentFailure(*upstream, failed)
+	}
 	switch *out {
 	case "":
 	case "-":
@@ -204,12 +216,32 @@ Flags:
 	select {
 	case <-ctx.Done():
 	case <-counted:
+	case err = <-failed:
 	}
 	logger.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
 	defer cancel()
 	rt.stop(sctx)
 	return err
+}
+
+// exitOnPermanentFailure returns the state callback of a one-endpoint run: the
+// first StateFailed before the session was ever connected goes to failed
+// (which has room for it; the callback runs on the session's worker and must
+// not block).
+func exitOnPermanentFailure(url string, failed chan<- error) func(*client.ManagedSession, client.State, error) {
+	var connected atomic.Bool
+	return func(_ *client.ManagedSession, st client.State, err error) {
+		switch {
+		case st == client.StateConnected:
+			connected.Store(true)
+		case st == client.StateFailed && !connected.Load():
+			select {
+			case failed <- fmt.Errorf("upstream %s: %s, not retrying: %w", url, client.ClassifyFailure(err), err):
+			default:
+			}
+		}
+	}
 }
 
 // configError prints a configuration's issues and makes them a usage error

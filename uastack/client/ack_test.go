@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -91,7 +92,7 @@ func TestAckManual(t *testing.T) {
 	if err := sub.Ack(2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a Publish request after Ack", func() bool { return f.outstanding() > 0 })
+	testutil.WaitFor(t, 5*time.Second, "a Publish request after Ack", func() bool { return f.outstanding() > 0 })
 	if got := f.ackedSeqs(id); !slices.Equal(got, []uint32{2}) {
 		t.Fatalf("acknowledged %v, want [2]", got)
 	}
@@ -107,7 +108,7 @@ func TestAckManual(t *testing.T) {
 	syncLoop(t, p)
 	f.answer(id, 2, nil, []float64{2}, nil)
 	syncLoop(t, p)
-	waitFor(t, 5*time.Second, "a request with the duplicate's acknowledgement", func() bool { return len(f.ackedSeqs(id)) == 2 })
+	testutil.WaitFor(t, 5*time.Second, "a request with the duplicate's acknowledgement", func() bool { return len(f.ackedSeqs(id)) == 2 })
 	if got := f.ackedSeqs(id); !slices.Equal(got, []uint32{2, 2}) {
 		t.Fatalf("acknowledged %v, want [2 2]", got)
 	}
@@ -125,10 +126,10 @@ func TestAckManual(t *testing.T) {
 	}
 	// Acknowledgements ride on Publish requests: with every request at the
 	// server, the last ones go out once a response (here a keep-alive) comes.
-	waitFor(t, 5*time.Second, "room again", func() bool { return sub.Unacked() == 0 })
+	testutil.WaitFor(t, 5*time.Second, "room again", func() bool { return sub.Unacked() == 0 })
 	syncLoop(t, p)
 	f.answer(id, 5, nil, nil, nil)
-	waitFor(t, 5*time.Second, "all acknowledgements sent", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "all acknowledgements sent", func() bool {
 		got := f.ackedSeqs(id)
 		slices.Sort(got)
 		return slices.Equal(got, []uint32{1, 2, 2, 3, 4})
@@ -274,7 +275,7 @@ func TestGapFillOffLoop(t *testing.T) {
 		f.mu.Unlock()
 		f.answer(subs[i].ID(), 3, []uint32{2, 3}, []float64{3}, nil)
 	}
-	waitFor(t, 5*time.Second, "two Republish calls at the server", func() bool { return f.repNow.Load() == 2 })
+	testutil.WaitFor(t, 5*time.Second, "two Republish calls at the server", func() bool { return f.repNow.Load() == 2 })
 	// Subscription 3 is served meanwhile, and nobody counts as busy.
 	for seq := uint32(1); seq <= 3; seq++ {
 		f.answer(subs[3].ID(), seq, nil, []float64{float64(seq)}, nil)
@@ -306,7 +307,7 @@ func TestGapFillOffLoop(t *testing.T) {
 	f.repGate = make(chan struct{})
 	f.mu.Unlock()
 	f.answer(subs[1].ID(), 6, []uint32{5, 6}, []float64{6}, nil)
-	waitFor(t, 5*time.Second, "a hanging Republish", func() bool { return f.repNow.Load() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "a hanging Republish", func() bool { return f.repNow.Load() == 1 })
 	closed := make(chan struct{})
 	go func() { p.close(); close(closed) }()
 	select {
@@ -341,7 +342,7 @@ func TestQuiesce(t *testing.T) {
 		p.quiesce(ctx)
 		close(quiesced)
 	}()
-	waitFor(t, 5*time.Second, "draining", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "draining", func() bool {
 		var d bool
 		p.post(func() { d = p.draining })
 		return d
@@ -428,7 +429,7 @@ func TestDropResent(t *testing.T) {
 	f.mu.Unlock()
 	f.answer(id, 4, []uint32{3, 4}, []float64{11, 20}, nil)
 	rec.wait(t, 3)
-	waitFor(t, 5*time.Second, "message 4 done", func() bool { return slices.Contains(done.list(), 4) })
+	testutil.WaitFor(t, 5*time.Second, "message 4 done", func() bool { return slices.Contains(done.list(), 4) })
 	if got := vals(); !slices.Equal(got, []float64{10, 20, 10, 20, 11}) {
 		t.Fatalf("values %v", got)
 	}
@@ -443,7 +444,7 @@ func TestDropResent(t *testing.T) {
 	// too, and closes them.
 	waitGapIdle(t, p, sub)
 	f.answer(id, 5, nil, []float64{11, 20}, nil)
-	waitFor(t, 5*time.Second, "message 5 done", func() bool { return slices.Contains(done.list(), 5) })
+	testutil.WaitFor(t, 5*time.Second, "message 5 done", func() bool { return slices.Contains(done.list(), 5) })
 	if st := sub.Stats(); st.Suppressed != 4 {
 		t.Fatalf("stats %+v", st)
 	}

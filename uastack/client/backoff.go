@@ -1,7 +1,6 @@
 package client
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -18,14 +17,11 @@ const (
 	DefaultBackoffBusyFactor = 4.0
 )
 
-// ErrGaveUp: a managed session stopped reconnecting because Backoff.MaxElapsed
-// passed without a connection.
-var ErrGaveUp = errors.New("client: gave up reconnecting")
-
 // Backoff is the delay between connection attempts: exponential from Initial
 // to Max with ±Jitter, and BusyFactor times longer after a server said it is
-// busy (BadTooManySessions, BadTcpServerTooBusy, BadTooManyOperations …). It
-// retries forever unless MaxElapsed is set. The zero value uses the defaults.
+// busy (BadTooManySessions, BadTcpServerTooBusy, BadTooManyOperations …), never
+// longer than Max, jitter and busy factor included. It retries forever unless
+// MaxElapsed is set. The zero value uses the defaults.
 // A Backoff holds the state of one sequence of attempts; it is not safe for
 // concurrent use.
 type Backoff struct {
@@ -98,12 +94,23 @@ func (b *Backoff) Next(err error) (time.Duration, error) {
 	d := b.next
 	b.next = min(time.Duration(float64(b.next)*mult), maxd)
 	if IsBusy(err) {
-		d = time.Duration(float64(d) * busy)
+		d = min(time.Duration(float64(d)*busy), maxd)
 	}
 	if jitter > 0 {
 		d += time.Duration((rand.Float64()*2 - 1) * jitter * float64(d))
 	}
-	return max(d, 0), nil
+	// Max is a promise to the operator (how long an endpoint may stay down
+	// unnoticed by a retry): the busy factor and the jitter stay inside it.
+	return min(max(d, 0), maxd), nil
+}
+
+// left returns the time until MaxElapsed passes, counted from the first
+// failure of the sequence; ok is false without MaxElapsed or before a failure.
+func (b *Backoff) left() (d time.Duration, ok bool) {
+	if b.MaxElapsed <= 0 || b.start.IsZero() {
+		return 0, false
+	}
+	return time.Until(b.start.Add(b.MaxElapsed)), true
 }
 
 // Reset starts a new sequence (after a success).
@@ -111,9 +118,11 @@ func (b *Backoff) Reset() { b.next, b.start = 0, time.Time{} }
 
 // IsBusy reports whether err says the server is overloaded rather than
 // unreachable or broken: waiting longer before the next attempt helps it.
+// BadTimeout is not among them: it is what the client reports when no answer
+// came in time, which a dead network causes as often as a busy server.
 func IsBusy(err error) bool {
 	return errorsIsAny(err,
 		ua.StatusBadTooManySessions, ua.StatusBadTcpServerTooBusy, ua.StatusBadTooManyOperations,
 		ua.StatusBadTooManyPublishRequests, ua.StatusBadTooManySubscriptions, ua.StatusBadTooManyMonitoredItems,
-		ua.StatusBadResourceUnavailable, ua.StatusBadRequestTimeout, ua.StatusBadTimeout)
+		ua.StatusBadResourceUnavailable, ua.StatusBadRequestTimeout)
 }

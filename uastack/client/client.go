@@ -73,7 +73,7 @@ func prepare(ctx context.Context, endpointURL string, cfg *Config) (*Client, err
 	}
 	u, err := url.Parse(endpointURL)
 	if err != nil || u.Scheme != "opc.tcp" || u.Host == "" {
-		return nil, fmt.Errorf("client: endpoint URL %q: want opc.tcp://host:port/path", endpointURL)
+		return nil, fmt.Errorf("%w: %q, want opc.tcp://host:port/path", ErrEndpointURL, endpointURL)
 	}
 	c := &Client{cfg: conf, url: endpointURL, log: conf.Logger.With("endpoint", endpointURL)}
 
@@ -134,8 +134,10 @@ func (c *Client) serverCertificateUse() *uasc.Policy {
 	return nil
 }
 
-// validateServerCertificate checks the server's certificate with the Store, and
-// with AutoAccept trusts one the Store refused as unknown.
+// validateServerCertificate checks the server's certificate with the Store.
+// With AutoAccept the Store trusts a certificate it does not know, but only
+// once every other check passed: an expired certificate, or one of another
+// application, must not land in trusted/.
 func (c *Client) validateServerCertificate(cert []byte, pol *uasc.Policy, host string) error {
 	if c.cfg.Store == nil {
 		return fmt.Errorf("client: Config.Store is required to validate the server certificate (used by %s)", pol.Name)
@@ -145,28 +147,12 @@ func (c *Client) validateServerCertificate(cert []byte, pol *uasc.Policy, host s
 		MinKeyBits:     pol.MinAsymKeyBits,
 		MaxKeyBits:     pol.MaxAsymKeyBits,
 		Role:           pki.PeerServer,
+		AutoAccept:     c.cfg.AutoAccept,
 	}
 	if c.cfg.CheckHostname {
 		opts.Hostname = host
 	}
 	leaf, err := c.cfg.Store.Validate(cert, opts)
-	var ue *pki.UntrustedError
-	if err != nil && c.cfg.AutoAccept && errors.As(err, &ue) {
-		var p string
-		var terr error
-		if ue.Path != "" {
-			p, terr = c.cfg.Store.TrustRejected(ue.Thumbprint)
-		} else {
-			leaf, _ := pki.LeafDER(cert)
-			p, terr = c.cfg.Store.Trust(leaf)
-		}
-		if terr != nil {
-			return fmt.Errorf("client: auto-accepting the server certificate: %w", terr)
-		}
-		c.log.Warn("client: AUTO-ACCEPTED the server certificate (development setting; do not use in production)",
-			"subject", ue.Subject, "thumbprint", ue.Thumbprint, "trustedFile", p)
-		leaf, err = c.cfg.Store.Validate(cert, opts)
-	}
 	if err != nil {
 		return fmt.Errorf("client: server certificate of %s: %w", c.url, err)
 	}

@@ -48,8 +48,10 @@ type Config struct {
 	// required for every policy but None, and whenever the server's certificate
 	// is used (to encrypt a password, to sign an X.509 user token).
 	Store *pki.Store
-	// AutoAccept trusts a server certificate the Store does not know yet: it is
-	// moved from rejected/ to trusted/ with a warning. For development only.
+	// AutoAccept trusts a server certificate the Store does not know yet: once
+	// it passed every other check (validity, host name, application URI, key
+	// usage, revocation) it is written to trusted/ with a warning. For
+	// development only.
 	AutoAccept bool
 	// SkipHostnameCheck accepts a server certificate that does not name the host
 	// of the endpoint URL among its DNS names and IP addresses (SubjectAltName).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/testpeer/nodeopcua"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -87,7 +88,7 @@ func TestManagedAckBackpressure(t *testing.T) {
 	srv := startSim(t, simOptions{})
 	var l ackLog
 	m, sub := startManualSim(t, srv.URL(), &l, 4)
-	waitFor(t, 10*time.Second, "four messages", func() bool { return sub.Unacked() == 4 })
+	testutil.WaitFor(t, 10*time.Second, "four messages", func() bool { return sub.Unacked() == 4 })
 	n := l.count()
 	// Held for five keep-alive windows (400 ms + 300 ms grace each).
 	heldUntil := time.Now().Add(5 * 700 * time.Millisecond)
@@ -107,14 +108,10 @@ func TestManagedAckBackpressure(t *testing.T) {
 		t.Fatalf("held subscription started a recovery: %+v %v", st, m.State())
 	}
 	before := l.last()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.last() < before+50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("values after acknowledging: last %v, was %v", l.last(), before)
-		}
+	testutil.WaitFor(t, 10*time.Second, "values after acknowledging", func() bool {
 		l.ackAll(t, sub)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return l.last() >= before+50
+	})
 	t.Logf("%+v; %+v", m.Stats(), sub.Stats())
 	// Every message came, in order (the values inside them are the
 	// simulation server's sampling, which may skip one under load).
@@ -137,7 +134,7 @@ func TestManagedCloseDrain(t *testing.T) {
 	srv := startSim(t, simOptions{})
 	var l ackLog
 	m, sub := startManualSim(t, srv.URL(), &l, 4)
-	waitFor(t, 10*time.Second, "messages", func() bool { return sub.Unacked() == 4 })
+	testutil.WaitFor(t, 10*time.Second, "messages", func() bool { return sub.Unacked() == 4 })
 	closed := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -145,7 +142,7 @@ func TestManagedCloseDrain(t *testing.T) {
 		defer cancel()
 		closed <- m.Close(ctx)
 	}()
-	waitFor(t, 5*time.Second, "Closing", func() bool { return m.State() == StateClosing })
+	testutil.WaitFor(t, 5*time.Second, "Closing", func() bool { return m.State() == StateClosing })
 	time.Sleep(300 * time.Millisecond) // Close must wait for the sink
 	select {
 	case err := <-closed:
@@ -153,7 +150,7 @@ func TestManagedCloseDrain(t *testing.T) {
 	default:
 	}
 	var err error
-	waitFor(t, 5*time.Second, "Close after the acknowledgements", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "Close after the acknowledgements", func() bool {
 		l.ackAll(t, sub)
 		select {
 		case err = <-closed:
@@ -171,12 +168,12 @@ func TestManagedCloseDrain(t *testing.T) {
 	if m.State() != StateClosed || sub.Unacked() != 0 {
 		t.Errorf("state %v, unacked %d", m.State(), sub.Unacked())
 	}
-	waitFor(t, 5*time.Second, "the session gone at the server", func() bool { return srv.Stats().Sessions == 0 })
+	testutil.WaitFor(t, 5*time.Second, "the session gone at the server", func() bool { return srv.Stats().Sessions == 0 })
 
 	// Nobody acknowledges: Close gives up at its deadline.
 	var l2 ackLog
 	m2, sub2 := startManualSim(t, srv.URL(), &l2, 2)
-	waitFor(t, 10*time.Second, "messages", func() bool { return sub2.Unacked() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "messages", func() bool { return sub2.Unacked() == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
 	start = time.Now()
@@ -310,7 +307,7 @@ func TestManagedNamespaceReorder(t *testing.T) {
 	if _, err := m.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "values of the item in namespace A", func() bool { return got[1].Load() >= 5 })
+	testutil.WaitFor(t, 10*time.Second, "values of the item in namespace A", func() bool { return got[1].Load() >= 5 })
 	a, _ := sub.Item(1)
 	b, _ := sub.Item(2)
 	if a.ID == 0 || a.NodeID.Namespace != 1 || a.NamespaceURI != nsA || b.ID != 0 || b.Status != ua.StatusBadNodeIdUnknown {
@@ -319,15 +316,15 @@ func TestManagedNamespaceReorder(t *testing.T) {
 
 	// Restart with namespace B at index 1 and A at 2.
 	srv.Close()
-	waitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
+	testutil.WaitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
 	startSim(t, simOptions{Address: addr, NamespaceURI: nsB, ExtraNamespaces: []string{nsA}})
-	waitFor(t, 15*time.Second, "the subscription recreated and item B created", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the subscription recreated and item B created", func() bool {
 		b, _ := sub.Item(2)
 		return m.State() == StateConnected && sub.Stats().Recreated == 1 && b.ID != 0
 	})
 	nA := got[1].Load()
 	nB := got[2].Load()
-	waitFor(t, 10*time.Second, "values of the item in namespace B", func() bool { return got[2].Load() >= nB+5 })
+	testutil.WaitFor(t, 10*time.Second, "values of the item in namespace B", func() bool { return got[2].Load() >= nB+5 })
 	a, _ = sub.Item(1)
 	b, _ = sub.Item(2)
 	if a.ID != 0 || a.Status != ua.StatusBadNodeIdUnknown {
@@ -387,15 +384,15 @@ func TestManagedResendNodeOPCUA(t *testing.T) {
 	if err != nil || res.Created != 4 || res.FirstHandle != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	waitFor(t, 10*time.Second, "first values", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "first values", func() bool {
 		return clog.count() >= 5 && static[2].Load() == 1 && static[3].Load() == 1 && static[4].Load() == 1
 	})
 	for range 2 {
 		before := clog.last()
 		r := m.Stats().Reactivations
 		proxy.Cut()
-		waitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
-		waitFor(t, 10*time.Second, "values after the cut", func() bool { return clog.last() >= before+20 })
+		testutil.WaitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
+		testutil.WaitFor(t, 10*time.Second, "values after the cut", func() bool { return clog.last() >= before+20 })
 	}
 	t.Logf("%+v; %+v", m.Stats(), sub.Stats())
 	for h := 2; h <= 4; h++ {

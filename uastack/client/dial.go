@@ -61,7 +61,7 @@ func discover(ctx context.Context, endpointURL string, cfg *Config) (*Config, er
 		return nil, err
 	}
 	if u, err := url.Parse(endpointURL); err != nil || u.Scheme != "opc.tcp" || u.Host == "" {
-		return nil, fmt.Errorf("client: endpoint URL %q: want opc.tcp://host:port/path", endpointURL)
+		return nil, fmt.Errorf("%w: %q, want opc.tcp://host:port/path", ErrEndpointURL, endpointURL)
 	}
 	eps, err := GetEndpoints(ctx, endpointURL, cfg)
 	if err != nil {
@@ -94,4 +94,24 @@ func GetEndpoints(ctx context.Context, endpointURL string, cfg *Config) ([]ua.En
 func (c *Client) Channel() *uasc.Channel {
 	ch, _ := c.conn.(*uasc.Channel)
 	return ch
+}
+
+// openChannel opens a secure channel to the client's endpoint as Dial does.
+func (c *Client) openChannel(ctx context.Context) (*uasc.Channel, error) {
+	ch, err := uasc.Dial(ctx, c.url, &uasc.Config{
+		SecurityPolicyURI: c.endpoint.SecurityPolicyURI,
+		SecurityMode:      c.endpoint.SecurityMode,
+		LocalCertificate:  c.cert,
+		LocalKey:          c.key,
+		RemoteCertificate: c.endpoint.ServerCertificate,
+		Lifetime:          c.cfg.ChannelLifetime,
+		RequestTimeout:    c.cfg.RequestTimeout,
+		AllowDeprecated:   c.cfg.AllowDeprecated,
+		Transport:         c.cfg.Transport,
+		Logger:            c.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: opening a %s/%s channel to %s: %w", c.policy.Name, modeName(c.endpoint.SecurityMode), c.url, err)
+	}
+	return ch, nil
 }

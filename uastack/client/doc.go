@@ -8,8 +8,10 @@
 // uasc), and creates and activates a session:
 //
 //   - CreateSession: the server must sign our certificate and nonce with the key
-//     of the certificate we validated, send a nonce of at least 32 bytes and list
-//     the endpoint we chose among its endpoints;
+//     of the certificate we validated, send a nonce of at least 32 bytes, and
+//     list the same endpoints GetEndpoints showed (on a secure channel the two
+//     lists are compared as a whole, field by field as Part 4 §5.6.2 says: a
+//     stripped, added or altered endpoint is an *EndpointMismatchError);
 //   - ActivateSession: we sign the server's certificate and nonce, and present
 //     the user identity (Anonymous, UserName with the password encrypted for
 //     the server as its token policy says, or X509 signed with the user's key).
@@ -20,7 +22,14 @@
 // first start for ApplicationURI). A server certificate the Store does not trust
 // is refused with an error wrapping *pki.UntrustedError, which names the copy the
 // Store wrote to rejected/; moving it to trusted/ makes the next Dial succeed.
-// Config.AutoAccept trusts unknown certificates instead (development only).
+// Config.AutoAccept trusts unknown certificates instead (development only),
+// and only those that pass every other check: an expired certificate, or one
+// for another host or application, is refused and not written to trusted/.
+//
+// Errors. The sentinel errors are in errors.go; each wraps its OPC UA status
+// code. ClassifyFailure tells a permanent failure (FailureReason: the user or
+// a certificate refused, no endpoint with the configured security, an
+// endpoint URL that cannot work) from one a retry may cure.
 //
 // Services. Read, Write, Browse (following continuation points to the end),
 // BrowseNext, TranslateBrowsePathsToNodeIDs, RegisterNodes, UnregisterNodes and
@@ -81,10 +90,17 @@
 // OnGap(LastAcked+1, 0) reports the loss.
 //
 // Managed sessions (managed.go, backoff.go, pool.go). A ManagedSession
-// reconnects with Backoff, watches keep-alives and the server's status, and
-// recovers its subscriptions: reactivate the session on a new channel, else
-// transfer the subscriptions to a new session, else recreate them (the loss is
-// reported). Close(ctx) drains: no new Publish requests, the responses still
+// reconnects with Backoff, watches keep-alives and the server's status (a
+// stalled connection is noticed within a subscription's keep-alive window
+// plus KeepAliveGrace), and recovers its subscriptions: reactivate the session
+// on a new channel, else transfer the subscriptions to a new session, else
+// recreate them (the loss is reported). A permanent failure puts it in
+// StateFailed with its FailureReason, retrying on the slow PermanentBackoff
+// (1 min to 10 min) so that a wrong password does not lock the account and a
+// fixed trust list or configuration is still picked up. Its Publish requests
+// follow the round trip (more outstanding the farther the server) within
+// MaxPublishRequests and the server's BadTooManyPublishRequests, probing for
+// one more every minute. Close(ctx) drains: no new Publish requests, the responses still
 // coming are delivered, gap fills end, AckManual subscriptions get until ctx
 // ends to acknowledge, and the acknowledgements go out in a last Publish
 // before the session is closed. A Pool holds managed sessions keyed by the

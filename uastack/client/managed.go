@@ -21,7 +21,9 @@ import (
 // Publish that shows the session is gone, a subscription that has been silent
 // for longer than its keep-alive window (plus KeepAliveGrace), or a failed read
 // of the server's ServerStatus.State (every KeepAliveInterval) each start a
-// recovery, which tries in order:
+// recovery. The status read runs asynchronously: a read waiting for its answer
+// on a stalled connection must not keep the supervision from noticing the
+// silence of the subscriptions meanwhile. A recovery tries in order:
 //
 //  1. reactivate: a new secure channel, and ActivateSession of the same
 //     session on it (Part 4 §6.7). The subscriptions continue; messages sent
@@ -40,9 +42,19 @@ import (
 // replaced by a new one, then the subscriptions are recreated).
 //
 // Failed attempts are retried after Backoff (1 s doubling to 30 s with jitter,
-// ×4 when the server says it is busy), forever by default. Connection attempts
-// of many sessions go through a shared RateLimiter when one is configured (the
-// Pool does), so a server coming back is not hit by a connect storm.
+// ×4 when the server says it is busy, never above the maximum), forever by
+// default. Connection attempts of many sessions go through a shared
+// RateLimiter when one is configured (the Pool does), so a server coming back
+// is not hit by a connect storm.
+//
+// A permanent failure (ClassifyFailure: the user or a certificate refused, no
+// endpoint with the configured security, an endpoint URL that cannot work)
+// puts the session in StateFailed with its FailureReason, and the next
+// attempts follow PermanentBackoff (1 min doubling to 10 min): retrying a
+// wrong password every second locks the account on many servers, and nothing
+// but a changed trust list, configuration or server can mend it. The slow
+// retries pick such a change up: a rejected server certificate moved to
+// trusted/ makes the next one succeed.
 
 // State of a managed session.
 type State int32
@@ -52,6 +64,7 @@ const (
 	StateConnecting                // first connection being made
 	StateConnected                 // session active, subscriptions created
 	StateReconnecting              // recovering after a fault
+	StateFailed                    // a permanent failure (FailureReason); retrying slowly (PermanentBackoff)
 	StateClosing                   // Close called
 	StateClosed
 )
@@ -66,6 +79,8 @@ func (s State) String() string {
 		return "Connected"
 	case StateReconnecting:
 		return "Reconnecting"
+	case StateFailed:
+		return "Failed"
 	case StateClosing:
 		return "Closing"
 	case StateClosed:
@@ -78,6 +93,11 @@ func (s State) String() string {
 const (
 	DefaultConnectTimeout    = 30 * time.Second
 	DefaultKeepAliveInterval = 5 * time.Second
+	// DefaultPermanentBackoffInitial and DefaultPermanentBackoffMax are the
+	// defaults of PermanentBackoff: slow enough that a wrong password does not
+	// lock an account, quick enough that a fix is seen within minutes.
+	DefaultPermanentBackoffInitial = time.Minute
+	DefaultPermanentBackoffMax     = 10 * time.Minute
 )
 
 // ManagedConfig configures a ManagedSession. The zero value is complete.
@@ -86,6 +106,13 @@ type ManagedConfig struct {
 	Client Config
 	// Backoff is the delay between failed attempts.
 	Backoff Backoff
+	// PermanentBackoff is the delay between attempts after a permanent
+	// failure (StateFailed); zero Initial and Max are
+	// DefaultPermanentBackoffInitial and DefaultPermanentBackoffMax. Its
+	// MaxElapsed gives up after so long in StateFailed (0: never); the
+	// MaxElapsed of Backoff, which counts every failure in a row, applies
+	// too, and a slow retry does not wait past it.
+	PermanentBackoff Backoff
 	// ConnectTimeout bounds one attempt: connecting, activating, and
 	// transferring or recreating the subscriptions; default DefaultConnectTimeout.
 	ConnectTimeout time.Duration
@@ -103,8 +130,8 @@ type ManagedConfig struct {
 	// sessions).
 	Limiter *RateLimiter
 	// OnStateChange is told of every state change, with the error that caused
-	// it (nil for Connected). It runs on the session's worker goroutine and
-	// must not block.
+	// it (nil for Connected); StateFailed is told again at every failed slow
+	// retry. It runs on the session's worker goroutine and must not block.
 	OnStateChange func(m *ManagedSession, state State, err error)
 }
 
@@ -118,6 +145,15 @@ func (c *ManagedConfig) withDefaults() (ManagedConfig, error) {
 	}
 	if err := cfg.Backoff.Validate(); err != nil {
 		return cfg, err
+	}
+	if err := cfg.PermanentBackoff.Validate(); err != nil {
+		return cfg, fmt.Errorf("client: ManagedConfig.PermanentBackoff: %w", err)
+	}
+	if cfg.PermanentBackoff.Initial == 0 {
+		cfg.PermanentBackoff.Initial = DefaultPermanentBackoffInitial
+	}
+	if cfg.PermanentBackoff.Max == 0 {
+		cfg.PermanentBackoff.Max = max(DefaultPermanentBackoffMax, cfg.PermanentBackoff.Initial)
 	}
 	if cfg.ConnectTimeout < 0 || cfg.KeepAliveGrace < 0 || cfg.MaxPublishRequests < 0 {
 		return cfg, errors.New("client: ManagedConfig: ConnectTimeout, KeepAliveGrace and MaxPublishRequests must not be negative")
@@ -143,13 +179,21 @@ func (c *ManagedConfig) withDefaults() (ManagedConfig, error) {
 	return cfg, nil
 }
 
-// ManagedStats count a managed session's recoveries.
+// ManagedStats count a managed session's recoveries and show its publish
+// engine.
 type ManagedStats struct {
 	Connects      uint64 // sessions created
 	Reactivations uint64 // sessions reactivated on a new channel
 	Transfers     uint64 // subscriptions transferred to a new session
 	Recreations   uint64 // subscriptions created anew
 	Faults        uint64 // recoveries started
+	// PublishRequests are the Publish requests outstanding at the server now:
+	// more the longer the round trip (see the header of publish.go).
+	PublishRequests int
+	// PublishLimit bounds PublishRequests: MaxPublishRequests, lower after
+	// the server answered BadTooManyPublishRequests (raised by one again
+	// every minute while it holds).
+	PublishLimit int
 }
 
 // ManagedSession is a session to one endpoint that reconnects, recovers its
@@ -162,10 +206,12 @@ type ManagedSession struct {
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
+	retry  chan struct{} // RetryNow: ends a wait between connection attempts
 
 	mu      sync.Mutex
 	state   State
 	err     error
+	reason  FailureReason // of StateFailed
 	changed chan struct{} // closed and replaced on every state change
 	client  *Client
 	started bool
@@ -177,6 +223,7 @@ type ManagedSession struct {
 	old         *Client   // the last session, which the server may still have
 	lostAt      time.Time // when it failed
 	level       int       // recovery step to start from: 0 reactivate, 1 transfer, 2 recreate
+	permanent   Backoff   // the slow schedule after permanent failures
 	verifyFrom  time.Time
 	verifying   bool
 	retrying    atomic.Bool
@@ -207,10 +254,12 @@ func NewManagedSession(endpointURL string, cfg *ManagedConfig) (*ManagedSession,
 		cfg:     conf,
 		log:     conf.Client.Logger.With("endpoint", endpointURL),
 		changed: make(chan struct{}),
+		retry:   make(chan struct{}, 1),
 		faults:  make(chan managedFault, 16),
 		done:    make(chan struct{}),
 	}
 	close(m.done) // no worker yet
+	m.permanent = conf.PermanentBackoff
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.pub = newPublisher(m.log, conf.MaxPublishRequests, conf.KeepAliveGrace, conf.Client.RequestTimeout)
 	m.pub.onFault = func(c *Client, sub *Subscription, err error) {
@@ -247,11 +296,19 @@ func (m *ManagedSession) State() State {
 }
 
 // Err returns the error of the last failure (the reason for the current
-// Reconnecting state, or why it gave up), nil while connected.
+// Reconnecting or Failed state, or why it gave up), nil while connected.
 func (m *ManagedSession) Err() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.err
+}
+
+// FailureReason says which permanent failure keeps the session in
+// StateFailed; FailureNone in every other state.
+func (m *ManagedSession) FailureReason() FailureReason {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reason
 }
 
 // Stats returns the session's recovery counters.
@@ -262,6 +319,9 @@ func (m *ManagedSession) Stats() ManagedStats {
 		Transfers:     m.stats.transfers.Load(),
 		Recreations:   m.stats.recreations.Load(),
 		Faults:        m.stats.faults.Load(),
+
+		PublishRequests: int(m.pub.statInflight.Load()),
+		PublishLimit:    int(m.pub.statLimit.Load()),
 	}
 }
 
@@ -278,7 +338,9 @@ func (m *ManagedSession) Client() *Client {
 }
 
 // WaitConnected waits until the session is connected, ctx ends, or the
-// session is closed (ErrClosed) or gave up (its error).
+// session is closed (ErrClosed) or gave up (its error). A session in
+// StateFailed is still retrying: WaitConnected goes on waiting (watch State,
+// or OnStateChange, to give up on a permanent failure).
 func (m *ManagedSession) WaitConnected(ctx context.Context) (*Client, error) {
 	for {
 		m.mu.Lock()
@@ -311,6 +373,11 @@ func (m *ManagedSession) setState(st State, err error) {
 	}
 	same := m.state == st && errors.Is(m.err, err) && errors.Is(err, m.err)
 	m.state, m.err = st, err
+	m.reason = FailureNone
+	if st == StateFailed {
+		m.reason = ClassifyFailure(err)
+	}
+	reason := m.reason
 	if !same {
 		close(m.changed)
 		m.changed = make(chan struct{})
@@ -319,9 +386,12 @@ func (m *ManagedSession) setState(st State, err error) {
 	if same {
 		return
 	}
-	if err != nil {
+	switch {
+	case st == StateFailed:
+		m.log.Error("client: managed session "+st.String(), "reason", reason.String(), "err", err)
+	case err != nil:
 		m.log.Info("client: managed session "+st.String(), "err", err)
-	} else {
+	default:
 		m.log.Info("client: managed session " + st.String())
 	}
 	if m.cfg.OnStateChange != nil {
@@ -396,6 +466,17 @@ const DefaultCloseTimeout = 5 * time.Second
 // made by the deadline are dropped, and the server keeps those messages as
 // long as it keeps the subscription). Then the session is closed (deleting
 // its subscriptions on the server) and the worker stops. Subscriptions deliver
+// RetryNow ends a wait between connection attempts (the quick backoff, or
+// the slow schedule of a permanent failure) so that the next attempt starts
+// at once: after the cause was fixed, a rejected server certificate trusted
+// or a password changed. It does nothing while connected, and never blocks.
+func (m *ManagedSession) RetryNow() {
+	select {
+	case m.retry <- struct{}{}:
+	default:
+	}
+}
+
 // nothing more. Calls after the first return its result at once.
 func (m *ManagedSession) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
@@ -429,7 +510,7 @@ func (m *ManagedSession) Close(ctx context.Context) error {
 
 func (m *ManagedSession) setStateClosed() {
 	m.mu.Lock()
-	m.state, m.err = StateClosed, nil
+	m.state, m.err, m.reason = StateClosed, nil, FailureNone
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
@@ -445,10 +526,14 @@ func (m *ManagedSession) run(done chan struct{}) {
 	bo := m.cfg.Backoff
 	ever := false
 	for m.ctx.Err() == nil {
+		trying := StateConnecting
 		if ever {
-			m.setState(StateReconnecting, m.lastErr)
-		} else {
-			m.setState(StateConnecting, m.lastErr)
+			trying = StateReconnecting
+		}
+		// A failed session stays Failed through its slow retries: a state
+		// that flickered to Connecting every minute would hide it.
+		if m.stateNow() != StateFailed {
+			m.setState(trying, m.lastErr)
 		}
 		if err := m.cfg.Limiter.Wait(m.ctx); err != nil {
 			return
@@ -459,7 +544,16 @@ func (m *ManagedSession) run(done chan struct{}) {
 				return
 			}
 			m.lastErr = err
+			permanent := IsPermanent(err)
+			// Backoff.MaxElapsed counts every failure in a row, permanent
+			// or not; a slow retry does not wait past it.
 			d, gerr := bo.Next(err)
+			if gerr == nil && permanent {
+				d, gerr = m.permanent.Next(err)
+				if left, ok := bo.left(); ok {
+					d = min(d, max(left, 0))
+				}
+			}
 			if gerr != nil {
 				m.setState(StateDisconnected, fmt.Errorf("%w: %w", gerr, err))
 				m.mu.Lock()
@@ -467,11 +561,19 @@ func (m *ManagedSession) run(done chan struct{}) {
 				m.mu.Unlock()
 				return
 			}
-			m.log.Warn("client: connecting failed", "err", err, "retryIn", d.Round(time.Millisecond))
-			m.setState(m.stateNow(), err)
+			if permanent {
+				m.log.Warn("client: connecting failed permanently; retrying slowly", "err", err, "retryIn", d.Round(time.Millisecond))
+				m.setState(StateFailed, err)
+			} else {
+				m.log.Warn("client: connecting failed", "err", err, "retryIn", d.Round(time.Millisecond))
+				m.setState(trying, err)
+			}
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
+			case <-m.retry:
+				t.Stop()
+				m.log.Info("client: retrying now")
 			case <-m.ctx.Done():
 				t.Stop()
 				return
@@ -479,8 +581,13 @@ func (m *ManagedSession) run(done chan struct{}) {
 			continue
 		}
 		ever = true
+		select { // a RetryNow meant for the wait just ended
+		case <-m.retry:
+		default:
+		}
 		m.old = nil
 		m.lastErr = nil
+		m.permanent.Reset()
 		m.mu.Lock()
 		m.client = c
 		m.mu.Unlock()
@@ -705,10 +812,18 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 	if m.cfg.KeepAliveInterval > 0 {
 		statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
 	}
+	var status chan error // the answer of the status read out, nil when none is
 	for {
 		select {
 		case <-m.ctx.Done():
 			return nil
+		case err := <-status:
+			status = nil
+			if err != nil {
+				m.level = 0
+				return err
+			}
+			statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
 		case <-c.Done():
 			m.level = 0
 			return fmt.Errorf("client: channel ended: %w", c.Err())
@@ -741,12 +856,8 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 				m.verifying, m.level = false, 0
 				bo.Reset()
 			}
-			if !statusAt.IsZero() && !now.Before(statusAt) {
-				if err := m.readStatus(c); err != nil {
-					m.level = 0
-					return err
-				}
-				statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
+			if status == nil && !statusAt.IsZero() && !now.Before(statusAt) {
+				status = m.readStatus(c)
 			}
 			if m.pub.needsMaintenance(now) && m.retrying.CompareAndSwap(false, true) {
 				m.retryWG.Add(1)
@@ -795,21 +906,40 @@ func (m *ManagedSession) recoverSubscription(c *Client, s *Subscription, why err
 	s.stats.recreated.Add(1)
 }
 
-// readStatus reads Server.ServerStatus.State: the session answers and the
-// server is running.
-func (m *ManagedSession) readStatus(c *Client) error {
+// readStatus sends a Read of Server.ServerStatus.State (the session answers
+// and the server is running) and returns the channel its outcome arrives on:
+// nil, or why the session is to be recovered. It does not wait: the answer
+// comes on the channel's reader goroutine, and the channel has room for it, so
+// nobody needs to be listening when it does.
+func (m *ManagedSession) readStatus(c *Client) chan error {
+	out := make(chan error, 1)
 	timeout := min(c.cfg.RequestTimeout, max(m.cfg.KeepAliveInterval, time.Second))
-	ctx, cancel := context.WithTimeout(m.ctx, timeout)
-	defer cancel()
 	req := &ua.ReadRequest{TimestampsToReturn: ua.TimestampsToReturnNeither, NodesToRead: []ua.ReadValueID{
 		{NodeID: ua.NewNumericNodeID(0, ua.ID_Server_ServerStatus_State), AttributeID: AttributeValue},
 	}}
-	var resp ua.ReadResponse
+	resp := new(ua.ReadResponse)
 	start := time.Now()
-	if _, err := c.Send(ctx, req, &resp); err != nil {
+	err := c.SendAsync(req, resp, timeout, func(_ ua.Structure, err error) {
+		if err == nil {
+			m.pub.observeRTT(time.Since(start))
+		}
+		// The reader goroutine must never block here.
+		select {
+		case out <- checkStatus(resp, err):
+		default:
+		}
+	})
+	if err != nil {
+		out <- checkStatus(nil, err)
+	}
+	return out
+}
+
+// checkStatus judges the answer to readStatus.
+func checkStatus(resp *ua.ReadResponse, err error) error {
+	if err != nil {
 		return fmt.Errorf("client: keep-alive read of ServerStatus.State: %w", err)
 	}
-	m.pub.observeRTT(time.Since(start))
 	if len(resp.Results) != 1 {
 		return fmt.Errorf("%w: Read of 1 node returned %d results", ErrBadResponse, len(resp.Results))
 	}
@@ -834,75 +964,4 @@ func (p *publisher) allHeardSince(t time.Time) bool {
 		}
 	}
 	return true
-}
-
-// closeSessionFor closes the session if its channel is still open, keeping
-// or deleting its subscriptions, with a short deadline; the result does not
-// matter.
-func (c *Client) closeSessionFor(deleteSubscriptions bool) {
-	select {
-	case <-c.conn.Done():
-		return
-	default:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.RequestTimeout, 2*time.Second))
-	defer cancel()
-	_, _ = c.send(ctx, &ua.CloseSessionRequest{DeleteSubscriptions: deleteSubscriptions}, &ua.CloseSessionResponse{}, c.session.authToken)
-}
-
-// abandon gives a Client up without closing its session: its channel is closed
-// (if it is not yet) and nothing more is sent on it.
-func (c *Client) abandon() {
-	c.closed.Store(true)
-	_ = c.conn.Close()
-}
-
-// reactivate opens a new secure channel and activates c's session on it
-// (OPC UA Part 4 §5.6.3: a session outlives its channel). It returns a new
-// Client for the session; c is not used afterwards. rejected says the server
-// refused the session (it no longer has it), as opposed to being unreachable.
-func (c *Client) reactivate(ctx context.Context) (nc *Client, rejected bool, err error) {
-	nc = &Client{
-		cfg: c.cfg, url: c.url, endpoint: c.endpoint, policy: c.policy, log: c.log,
-		cert: c.cert, key: c.key, serverKey: c.serverKey,
-	}
-	for k := range c.limits {
-		nc.limits[k].Store(c.limits[k].Load())
-	}
-	nc.handle.Store(c.handle.Load())
-	c.infoMu.RLock()
-	nc.namespaces = c.namespaces
-	c.infoMu.RUnlock()
-	ch, err := nc.openChannel(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	nc.conn = ch
-	s := *c.session
-	if err := nc.activateSession(ctx, &s); err != nil {
-		ch.Close()
-		return nil, !isConnectionError(err) || isSessionGone(err), fmt.Errorf("client: reactivating the session: %w", err)
-	}
-	nc.session = &s
-	return nc, false, nil
-}
-
-// openChannel opens a secure channel to the client's endpoint as Dial does.
-func (c *Client) openChannel(ctx context.Context) (*uasc.Channel, error) {
-	ch, err := uasc.Dial(ctx, c.url, &uasc.Config{
-		SecurityPolicyURI: c.endpoint.SecurityPolicyURI,
-		SecurityMode:      c.endpoint.SecurityMode,
-		LocalCertificate:  c.cert,
-		LocalKey:          c.key,
-		RemoteCertificate: c.endpoint.ServerCertificate,
-		Lifetime:          c.cfg.ChannelLifetime,
-		RequestTimeout:    c.cfg.RequestTimeout,
-		AllowDeprecated:   c.cfg.AllowDeprecated,
-		Transport:         c.cfg.Transport,
-		Logger:            c.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("client: opening a %s/%s channel to %s: %w", c.policy.Name, modeName(c.endpoint.SecurityMode), c.url, err)
-	}
-	return ch, nil
 }

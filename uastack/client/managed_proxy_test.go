@@ -8,12 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // faultProxy is a TCP proxy on loopback between a client and a server that a
-// test can sever (Cut), make refuse connections (Refuse), or turn into a server
+// test can sever (Cut), make refuse connections (Refuse), turn into a server
 // that keeps the connection open but stops answering (Stall: MSG chunks from
-// the server are dropped, the rest passes).
+// the server are dropped, the rest passes; StallOnRead: from the next Read
+// request on), or put at a distance (Delay: what the server sends arrives that
+// much later).
 type faultProxy struct {
 	t      testing.TB
 	ln     net.Listener
@@ -28,12 +31,24 @@ type faultProxy struct {
 	dropPublish atomic.Bool
 	wg          sync.WaitGroup
 	dialed      atomic.Int32
+	// stallOnRead stalls the connection the next ReadRequest goes through
+	// (security None only), at the moment it does; stalledAt is when.
+	stallOnRead atomic.Bool
+	stalledAt   atomic.Int64
+	delay       atomic.Int64 // added to the way from the server to the client, ns
 }
 
 type proxyConn struct {
 	client, server net.Conn
 	stall          atomic.Bool
 	once           sync.Once
+	out            chan delayedChunk // from serverToClient to the writer
+}
+
+// delayedChunk is a chunk from the server and when it may go to the client.
+type delayedChunk struct {
+	b  []byte
+	at time.Time
 }
 
 func (c *proxyConn) close() {
@@ -80,21 +95,83 @@ func (p *faultProxy) accept() {
 			continue
 		}
 		p.dialed.Add(1)
-		pc := &proxyConn{client: cc, server: sc}
+		pc := &proxyConn{client: cc, server: sc, out: make(chan delayedChunk, 4096)}
 		p.mu.Lock()
 		p.conns[pc] = struct{}{}
 		p.mu.Unlock()
-		p.wg.Add(2)
+		p.wg.Add(3)
 		go func() {
 			defer p.wg.Done()
-			_, _ = io.Copy(sc, cc)
+			p.clientToServer(pc)
 			p.drop(pc)
 		}()
 		go func() {
 			defer p.wg.Done()
+			defer close(pc.out)
 			p.serverToClient(pc)
 			p.drop(pc)
 		}()
+		go func() {
+			defer p.wg.Done()
+			p.writeToClient(pc)
+		}()
+	}
+}
+
+// readChunk reads one opc.tcp chunk into buf.
+func readChunk(r io.Reader, buf []byte) ([]byte, error) {
+	buf = append(buf[:0], make([]byte, 8)...)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	size := binary.LittleEndian.Uint32(buf[4:])
+	if size < 8 || size > 16<<20 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	buf = append(buf, make([]byte, size-8)...)
+	if _, err := io.ReadFull(r, buf[8:]); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// clientToServer forwards whole chunks and stalls the connection when a
+// ReadRequest (i=631, four-byte node id 01 00 77 02) passes while
+// stallOnRead is armed.
+func (p *faultProxy) clientToServer(pc *proxyConn) {
+	buf := make([]byte, 0, 64<<10)
+	for {
+		var err error
+		if buf, err = readChunk(pc.client, buf); err != nil {
+			return
+		}
+		if string(buf[:3]) == "MSG" && len(buf) >= 28 && buf[24] == 0x01 && buf[25] == 0 &&
+			binary.LittleEndian.Uint16(buf[26:]) == 631 && p.stallOnRead.CompareAndSwap(true, false) {
+			pc.stall.Store(true)
+			p.stalledAt.Store(time.Now().UnixNano())
+		}
+		if _, err := pc.server.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// writeToClient writes what serverToClient passes on, each chunk not before
+// its time.
+func (p *faultProxy) writeToClient(pc *proxyConn) {
+	var t *time.Timer
+	for c := range pc.out {
+		if d := time.Until(c.at); d > 0 {
+			if t == nil {
+				t = time.NewTimer(d)
+			} else {
+				t.Reset(d)
+			}
+			<-t.C
+		}
+		if _, err := pc.client.Write(c.b); err != nil {
+			p.drop(pc)
+		}
 	}
 }
 
@@ -143,9 +220,7 @@ func (p *faultProxy) serverToClient(pc *proxyConn) {
 			seq := binary.LittleEndian.Uint32(buf[16:])
 			binary.LittleEndian.PutUint32(buf[16:], seq-dropped)
 		}
-		if _, err := pc.client.Write(buf); err != nil {
-			return
-		}
+		pc.out <- delayedChunk{b: append([]byte(nil), buf...), at: time.Now().Add(time.Duration(p.delay.Load()))}
 	}
 }
 
@@ -182,6 +257,21 @@ func (p *faultProxy) Stall() {
 // DropPublish makes every connection, now and later, drop the server's
 // PublishResponses (on) while everything else passes, or pass them again.
 func (p *faultProxy) DropPublish(on bool) { p.dropPublish.Store(on) }
+
+// StallOnRead makes the connection the next ReadRequest goes through stall
+// from that request on (its response is dropped too); StalledAt says when.
+func (p *faultProxy) StallOnRead() { p.stallOnRead.Store(true) }
+
+// StalledAt is when StallOnRead stalled a connection, zero before.
+func (p *faultProxy) StalledAt() time.Time {
+	if ns := p.stalledAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Delay makes every chunk from the server reach the client d later.
+func (p *faultProxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // Refuse makes the proxy close new connections at once (on) or pass them
 // again (off).

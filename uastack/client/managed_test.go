@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/testpeer/nodeopcua"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -101,7 +102,7 @@ func startManaged(t *testing.T, url string, cfg *ManagedConfig, clog *counterLog
 	if _, err := m.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "first counter values", func() bool { return clog.count() >= 5 })
+	testutil.WaitFor(t, 10*time.Second, "first counter values", func() bool { return clog.count() >= 5 })
 	return m, sub
 }
 
@@ -135,9 +136,9 @@ func TestManagedRecovery(t *testing.T) {
 		before := clog.last()
 		cutAt := time.Now()
 		proxy.Cut()
-		waitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations >= 1 && m.State() == StateConnected })
+		testutil.WaitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations >= 1 && m.State() == StateConnected })
 		recovered := time.Since(cutAt)
-		waitFor(t, 10*time.Second, "values after the cut", func() bool { return clog.last() >= before+20 })
+		testutil.WaitFor(t, 10*time.Second, "values after the cut", func() bool { return clog.last() >= before+20 })
 		t.Logf("recovered in %v; %+v; %+v", recovered.Round(time.Millisecond), m.Stats(), sub.Stats())
 		if slog.seen(StateReconnecting) == 0 {
 			t.Errorf("no Reconnecting state: %v", &slog)
@@ -159,9 +160,9 @@ func TestManagedRecovery(t *testing.T) {
 		before := clog.last()
 		stallAt := time.Now()
 		proxy.Stall()
-		waitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations >= 1 && m.State() == StateConnected })
+		testutil.WaitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations >= 1 && m.State() == StateConnected })
 		detected := time.Since(stallAt)
-		waitFor(t, 10*time.Second, "values after the stall", func() bool { return clog.last() >= before+20 })
+		testutil.WaitFor(t, 10*time.Second, "values after the stall", func() bool { return clog.last() >= before+20 })
 		t.Logf("recovered in %v; %+v; %+v", detected.Round(time.Millisecond), m.Stats(), sub.Stats())
 		checkNoLoss(t, &clog, sub)
 		if st := sub.Stats(); st.Republished == 0 {
@@ -192,11 +193,11 @@ func TestManagedRecovery(t *testing.T) {
 		before := clog.last()
 		proxy.Refuse(true)
 		proxy.Cut()
-		waitFor(t, 5*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
+		testutil.WaitFor(t, 5*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
 		// Wait until the server has dropped the session (its timeout, checked
 		// by the server once a second or so).
 		checker := dialNone(t, peer.URL)
-		waitFor(t, 15*time.Second, "the server dropping the session", func() bool {
+		testutil.WaitFor(t, 15*time.Second, "the server dropping the session", func() bool {
 			resp, err := checker.Read(ctxT(t), &ua.ReadRequest{NodesToRead: []ua.ReadValueID{{
 				NodeID: ua.NewNumericNodeID(0, ua.ID_Server_ServerDiagnostics_ServerDiagnosticsSummary_CurrentSessionCount), AttributeID: AttributeValue}}})
 			if err != nil || resp.Results[0].Status.IsBad() {
@@ -205,8 +206,8 @@ func TestManagedRecovery(t *testing.T) {
 			return resp.Results[0].Value.UInt32() <= 1 // the checker's own
 		})
 		proxy.Refuse(false)
-		waitFor(t, 15*time.Second, "transfer", func() bool { return m.Stats().Transfers >= 1 && m.State() == StateConnected })
-		waitFor(t, 10*time.Second, "values after the transfer", func() bool { return clog.last() >= before+20 })
+		testutil.WaitFor(t, 15*time.Second, "transfer", func() bool { return m.Stats().Transfers >= 1 && m.State() == StateConnected })
+		testutil.WaitFor(t, 10*time.Second, "values after the transfer", func() bool { return clog.last() >= before+20 })
 		t.Logf("%+v; %+v", m.Stats(), sub.Stats())
 		if sub.ID() != oldID {
 			t.Errorf("subscription id %d after transfer, was %d", sub.ID(), oldID)
@@ -248,16 +249,16 @@ func TestManagedKillRestart(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 	clog.handle = res.FirstHandle
-	waitFor(t, 10*time.Second, "counter values", func() bool { return clog.count() >= 5 })
+	testutil.WaitFor(t, 10*time.Second, "counter values", func() bool { return clog.count() >= 5 })
 
 	// Kill, restart on the same port: a new process knows nothing of the
 	// session. The subscription is recreated and the loss reported.
 	oldID := sub.ID()
 	peer.Kill()
-	waitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
+	testutil.WaitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
 	peer.Restart()
 	restarted := time.Now()
-	waitFor(t, 15*time.Second, "values from the new server", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "values from the new server", func() bool {
 		return m.State() == StateConnected && sub.Stats().Recreated >= 1 && clog.count() > 0 && clog.last() < 100 && clog.last() >= 3
 	})
 	resumed := time.Since(restarted)
@@ -313,19 +314,64 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 	g := Backoff{Initial: time.Millisecond, MaxElapsed: 20 * time.Millisecond}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := g.Next(nil)
-		if errors.Is(err, ErrGaveUp) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("MaxElapsed not honoured")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testutil.Eventually(5*time.Second, func() bool { _, err := g.Next(nil); return errors.Is(err, ErrGaveUp) }) {
+		t.Fatal("MaxElapsed not honoured")
 	}
 	if IsBusy(errors.New("connection refused")) || !IsBusy(ua.StatusBadTooManyOperations) {
 		t.Error("IsBusy")
+	}
+}
+
+// TestBackoffMax: the busy factor and the jitter never take a delay above
+// Max.
+func TestBackoffMax(t *testing.T) {
+	busy := fmt.Errorf("x: %w", ua.StatusBadTooManySessions)
+	b := Backoff{Initial: time.Second, Max: 10 * time.Second, Jitter: -1}
+	var got []time.Duration
+	for range 6 {
+		d, _ := b.Next(busy)
+		got = append(got, d)
+	}
+	// 1, 2, 4, 8, 10, 10 s, four times each, capped at 10 s.
+	want := []time.Duration{4, 8, 10, 10, 10, 10}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("busy delays %v, want %v s", got, want)
+		}
+	}
+	// With ±50 % jitter at the maximum, never above it.
+	j := Backoff{Initial: 8 * time.Second, Max: 10 * time.Second, Jitter: 0.5}
+	for range 200 {
+		d, _ := j.Next(busy)
+		if d > 10*time.Second || d < 0 {
+			t.Fatalf("delay %v with Max 10 s", d)
+		}
+	}
+	// A Max below Initial is raised to Initial, as before.
+	k := Backoff{Initial: 2 * time.Second, Max: time.Second, Jitter: -1}
+	if d, _ := k.Next(busy); d != 2*time.Second {
+		t.Errorf("delay %v with Initial 2 s above Max 1 s", d)
+	}
+}
+
+// TestIsBusy: the statuses a server sends when it is overloaded count as
+// busy; BadTimeout, which the client reports when no answer came in time,
+// does not (a dead network causes it as often as a busy server).
+func TestIsBusy(t *testing.T) {
+	for _, sc := range []ua.StatusCode{ua.StatusBadTooManySessions, ua.StatusBadTcpServerTooBusy, ua.StatusBadTooManyOperations,
+		ua.StatusBadTooManyPublishRequests, ua.StatusBadResourceUnavailable, ua.StatusBadRequestTimeout} {
+		if !IsBusy(fmt.Errorf("client: Read: %w", sc)) {
+			t.Errorf("%v is not busy", sc)
+		}
+	}
+	for _, err := range []error{ua.StatusBadTimeout, fmt.Errorf("uasc: %w", ua.StatusBadTimeout), ua.StatusBadUserAccessDenied, errors.New("refused"), nil} {
+		if IsBusy(err) {
+			t.Errorf("%v is busy", err)
+		}
+	}
+	b := Backoff{Initial: time.Second, Jitter: -1}
+	if d, _ := b.Next(ua.StatusBadTimeout); d != time.Second {
+		t.Errorf("delay after BadTimeout %v, want 1 s (not ×4)", d)
 	}
 }
 

@@ -137,7 +137,7 @@ type poolSignature struct {
 	appURI, appName, productURI, sessionName string
 	sessionTimeout, requestTimeout, lifetime time.Duration
 	locales, transport                       string
-	backoff                                  Backoff
+	backoff, permanentBackoff                Backoff
 	connectTimeout, keepAlive, grace         time.Duration
 	maxPublish                               int
 }
@@ -149,7 +149,7 @@ func signature(c *ManagedConfig) poolSignature {
 		insecurePassword: cc.AllowInsecurePassword, appURI: cc.ApplicationURI, appName: cc.ApplicationName,
 		productURI: cc.ProductURI, sessionName: cc.SessionName, sessionTimeout: cc.SessionTimeout,
 		requestTimeout: cc.RequestTimeout, lifetime: cc.ChannelLifetime, locales: strings.Join(cc.Locales, "\x00"),
-		backoff: c.Backoff, connectTimeout: c.ConnectTimeout, keepAlive: c.KeepAliveInterval,
+		backoff: c.Backoff, permanentBackoff: c.PermanentBackoff, connectTimeout: c.ConnectTimeout, keepAlive: c.KeepAliveInterval,
 		grace: c.KeepAliveGrace, maxPublish: c.MaxPublishRequests,
 	}
 	if cc.Identity != nil {

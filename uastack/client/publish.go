@@ -61,6 +61,11 @@ const (
 	// maxRepublishPerGap bounds the Republish calls made for one gap; the rest of
 	// the gap is reported lost. Servers keep far fewer messages than this.
 	maxRepublishPerGap = 1024
+	// publishProbeInterval is how long the limit BadTooManyPublishRequests set
+	// holds before it is raised by one to probe the server again: its limit
+	// may be a passing one (its load), or our reading of it too low (it
+	// answered while fewer requests were out than it allows).
+	publishProbeInterval = time.Minute
 )
 
 // publishSlot is one Publish request and the response it is answered with.
@@ -131,7 +136,9 @@ type publisher struct {
 	slots    []*publishSlot
 	idle     []*publishSlot
 	inflight int
-	limit    int // lowered after BadTooManyPublishRequests
+	limit    int       // lowered after BadTooManyPublishRequests
+	limitAt  time.Time // when limit was lowered or raised last
+	probe    time.Duration
 	acks     []ua.SubscriptionAcknowledgement
 	noSubs   bool // the server said BadNoSubscription: wait for a kick
 	pause    time.Time
@@ -150,6 +157,9 @@ type publisher struct {
 	timeout    atomic.Int64 // Publish request timeout, ns
 	fastest    atomic.Int64 // shortest publishing interval of the subscriptions on the server, ns
 	reqTimeout time.Duration
+
+	// Copies of inflight and limit for ManagedStats, stored by the loop.
+	statInflight, statLimit atomic.Int32
 }
 
 func newPublisher(log *slog.Logger, maxRequests int, grace time.Duration, reqTimeout time.Duration) *publisher {
@@ -175,6 +185,7 @@ func newPublisher(log *slog.Logger, maxRequests int, grace time.Duration, reqTim
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		limit:      maxRequests,
+		probe:      publishProbeInterval,
 		reqTimeout: reqTimeout,
 		idle:       make([]*publishSlot, 0, maxRequests),
 		gapSem:     make(chan *ua.RepublishResponse, maxConcurrentGapFills),
@@ -185,6 +196,7 @@ func newPublisher(log *slog.Logger, maxRequests int, grace time.Duration, reqTim
 	}
 	p.gapCtx, p.gapCancel = context.WithCancel(context.Background())
 	p.timeout.Store(int64(reqTimeout))
+	p.statLimit.Store(int32(maxRequests))
 	return p
 }
 
@@ -226,6 +238,8 @@ func (p *publisher) run(end <-chan struct{}) {
 		if p.drained != nil {
 			p.checkDrained()
 		}
+		p.statInflight.Store(int32(p.inflight))
+		p.statLimit.Store(int32(p.limit))
 	}
 }
 
@@ -536,7 +550,10 @@ func (p *publisher) updateTimeout() {
 
 // target is the number of Publish requests to keep outstanding: per
 // subscription one, plus as many as responses can be on their way back in one
-// publishing interval, at least minPublishRequests, at most the limit. AckManual
+// round trip (one per publishing interval), at least minPublishRequests, at
+// most the limit (MaxPublishRequests; after BadTooManyPublishRequests the
+// number that was out then, raised by one every publishProbeInterval while
+// responses come). AckManual
 // subscriptions at MaxUnacked (held) do not count, and when only AckManual
 // subscriptions are there, no more requests than they have room for
 // messages: at the limit the server's queues hold the data.
@@ -685,8 +702,22 @@ func (p *publisher) handle(s *publishSlot) {
 		return
 	}
 	p.errs = 0
+	if p.limit < p.max {
+		p.probeLimit()
+	}
 	p.process(s.c, &s.resp)
 	p.idle = append(p.idle, s)
+}
+
+// probeLimit raises the limit BadTooManyPublishRequests lowered by one once
+// it has held for p.probe: if the server still does not want more, it says so
+// again, once per probe, and the limit goes back down.
+func (p *publisher) probeLimit() {
+	if now := time.Now(); now.Sub(p.limitAt) >= p.probe {
+		p.limit++
+		p.limitAt = now
+		p.log.Debug("client: probing for more outstanding Publish requests", "limit", p.limit)
+	}
 }
 
 // failed decides what a failed Publish means.
@@ -701,6 +732,7 @@ func (p *publisher) failed(c *Client, err error) {
 		// No response in time; the next request goes out at once.
 	case errors.Is(err, ua.StatusBadTooManyPublishRequests):
 		p.limit = max(1, p.inflight)
+		p.limitAt = time.Now()
 		p.log.Debug("client: server limits outstanding Publish requests", "limit", p.limit)
 	case errors.Is(err, ua.StatusBadNoSubscription):
 		p.noSubs = true

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -201,19 +201,12 @@ func (f *fakePubServer) build(sub, seq uint32, avail []uint32, values []float64)
 
 // waitQueued waits until a Publish request is outstanding.
 func (f *fakePubServer) waitQueued() {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	f.t.Helper()
+	testutil.WaitFor(f.t, 5*time.Second, "fake: a Publish request outstanding", func() bool {
 		f.mu.Lock()
-		n := len(f.queue)
-		f.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatal("fake: no Publish request outstanding")
-		}
-		runtime.Gosched()
-	}
+		defer f.mu.Unlock()
+		return len(f.queue) > 0
+	})
 }
 
 // answer answers the oldest outstanding Publish request with one message
@@ -332,7 +325,7 @@ func syncLoop(t testing.TB, p *publisher) {
 // waitGapIdle waits until no gap fill runs for sub.
 func waitGapIdle(t testing.TB, p *publisher, sub *Subscription) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the gap fill to end", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the gap fill to end", func() bool {
 		idle := false
 		p.post(func() { idle = sub.syncSeq().gap == nil })
 		return idle
@@ -365,7 +358,7 @@ func TestPublishSequence(t *testing.T) {
 	syncLoop(t, p)
 	f.answer(id, 4, nil, nil, nil) // a keep-alive with the next number: no gap
 	syncLoop(t, p)
-	waitFor(t, 5*time.Second, "acknowledgements", func() bool { return len(f.ackedSeqs(id)) >= 3 })
+	testutil.WaitFor(t, 5*time.Second, "acknowledgements", func() bool { return len(f.ackedSeqs(id)) >= 3 })
 	if got := f.ackedSeqs(id); !slices.Equal(got[:3], []uint32{1, 2, 3}) {
 		t.Fatalf("acks %v", got)
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/uagate/gateway/internal/testutil"
 	"sync"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestResumeTransfer(t *testing.T) {
 	srv := startSim(t, simOptions{DemoRate: 20 * time.Millisecond})
 	var a resumeLog
 	ma, subA := resumeSession(t, srv.URL(), &a, nil)
-	waitFor(t, 10*time.Second, "counter values", func() bool { return a.count() >= 20 })
+	testutil.WaitFor(t, 10*time.Second, "counter values", func() bool { return a.count() >= 20 })
 	// From now on nothing is acknowledged: the server keeps it all.
 	a.mu2.Lock()
 	a.holdAcks = true
@@ -113,7 +114,7 @@ func TestResumeTransfer(t *testing.T) {
 	if st.Items[0].ServerID != info.ID {
 		t.Fatalf("item server id %d, want %d", st.Items[0].ServerID, info.ID)
 	}
-	waitFor(t, 10*time.Second, "unacknowledged messages", func() bool { return subA.Unacked() >= 5 })
+	testutil.WaitFor(t, 10*time.Second, "unacknowledged messages", func() bool { return subA.Unacked() >= 5 })
 	kill(ma)
 	a.mu.Lock()
 	vals, seqs := append([]float64(nil), a.vals...), append([]uint32(nil), a.vseq...)
@@ -130,7 +131,7 @@ func TestResumeTransfer(t *testing.T) {
 
 	var b resumeLog
 	_, subB := resumeSession(t, srv.URL(), &b, &st)
-	waitFor(t, 10*time.Second, "values after the resume", func() bool { return b.count() >= 40 })
+	testutil.WaitFor(t, 10*time.Second, "values after the resume", func() bool { return b.count() >= 40 })
 	if subB.ID() != st.SubscriptionID {
 		t.Errorf("subscription id %d, want the resumed %d", subB.ID(), st.SubscriptionID)
 	}
@@ -182,7 +183,7 @@ func TestResumeGone(t *testing.T) {
 	var b resumeLog
 	st := ResumeState{SubscriptionID: 987654, Items: []ResumeItem{{Handle: 1, ServerID: 4242}}, LastAcked: 77}
 	_, sub := resumeSession(t, srv.URL(), &b, &st)
-	waitFor(t, 10*time.Second, "values", func() bool { return b.count() >= 10 })
+	testutil.WaitFor(t, 10*time.Second, "values", func() bool { return b.count() >= 10 })
 	if sub.ID() == 0 || sub.ID() == st.SubscriptionID {
 		t.Errorf("subscription id %d", sub.ID())
 	}

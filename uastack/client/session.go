@@ -331,3 +331,54 @@ func (c *Client) closeSessionQuietly(s *sessionState) {
 	defer cancel()
 	_, _ = c.send(ctx, &ua.CloseSessionRequest{DeleteSubscriptions: true}, &ua.CloseSessionResponse{}, s.authToken)
 }
+
+// closeSessionFor closes the session if its channel is still open, keeping
+// or deleting its subscriptions, with a short deadline; the result does not
+// matter.
+func (c *Client) closeSessionFor(deleteSubscriptions bool) {
+	select {
+	case <-c.conn.Done():
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.RequestTimeout, 2*time.Second))
+	defer cancel()
+	_, _ = c.send(ctx, &ua.CloseSessionRequest{DeleteSubscriptions: deleteSubscriptions}, &ua.CloseSessionResponse{}, c.session.authToken)
+}
+
+// abandon gives a Client up without closing its session: its channel is closed
+// (if it is not yet) and nothing more is sent on it.
+func (c *Client) abandon() {
+	c.closed.Store(true)
+	_ = c.conn.Close()
+}
+
+// reactivate opens a new secure channel and activates c's session on it
+// (OPC UA Part 4 §5.6.3: a session outlives its channel). It returns a new
+// Client for the session; c is not used afterwards. rejected says the server
+// refused the session (it no longer has it), as opposed to being unreachable.
+func (c *Client) reactivate(ctx context.Context) (nc *Client, rejected bool, err error) {
+	nc = &Client{
+		cfg: c.cfg, url: c.url, endpoint: c.endpoint, policy: c.policy, log: c.log,
+		cert: c.cert, key: c.key, serverKey: c.serverKey,
+	}
+	for k := range c.limits {
+		nc.limits[k].Store(c.limits[k].Load())
+	}
+	nc.handle.Store(c.handle.Load())
+	c.infoMu.RLock()
+	nc.namespaces = c.namespaces
+	c.infoMu.RUnlock()
+	ch, err := nc.openChannel(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	nc.conn = ch
+	s := *c.session
+	if err := nc.activateSession(ctx, &s); err != nil {
+		ch.Close()
+		return nil, !isConnectionError(err) || isSessionGone(err), fmt.Errorf("client: reactivating the session: %w", err)
+	}
+	nc.session = &s
+	return nc, false, nil
+}

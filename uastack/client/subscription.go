@@ -682,10 +682,6 @@ func (s *Subscription) client() (*Client, error) {
 	return c, nil
 }
 
-// ErrNotConnected: the managed session is not connected right now; what was
-// asked is done once it is (subscriptions and items are created on connect).
-var ErrNotConnected = fmt.Errorf("client: not connected: %w", ua.StatusBadNotConnected)
-
 // Modify changes the subscription's publishing interval, keep-alive and
 // lifetime counts, notification limit and priority (the other fields of cfg are
 // ignored; zero fields take the defaults, as in CreateSubscription).

@@ -12,6 +12,7 @@ import (
 	"github.com/gopcua/opcua"
 	gua "github.com/gopcua/opcua/ua"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -84,7 +85,7 @@ func (c *notificationCounter) add(k int) {
 
 // measure warms up, then times the delivery of b.N notifications.
 func (c *notificationCounter) measure(b *testing.B) {
-	waitFor(b, 30*time.Second, "warm-up", func() bool { return c.n.Load() >= 3*benchFolders*benchVariables })
+	testutil.WaitFor(b, 30*time.Second, "warm-up", func() bool { return c.n.Load() >= 3*benchFolders*benchVariables })
 	runtime.GC()
 	c.n.Store(0)
 	b.ReportAllocs()
@@ -297,7 +298,7 @@ func itemMemory(tb testing.TB, url string, sessions, perSession int) float64 {
 	}
 	created := time.Since(start)
 	total := sessions * perSession
-	waitFor(tb, 5*time.Minute, "initial values", func() bool { return got.Load() >= int64(total) })
+	testutil.WaitFor(tb, 5*time.Minute, "initial values", func() bool { return got.Load() >= int64(total) })
 	reqs = nil
 	after := heap()
 	per := float64(int64(after)-int64(before)) / float64(total)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -39,6 +40,8 @@ type simOptions struct {
 	AllPolicies     bool        // offer every non-deprecated policy, not only None
 	NamespaceURI    string      // of namespace 1 (default the server's)
 	ExtraNamespaces []string    // namespaces 2, 3 …
+	// Configure changes the configuration further (in process only).
+	Configure func(*server.Config) `json:"-"`
 }
 
 func (o simOptions) config() *server.Config {
@@ -73,6 +76,9 @@ func (o simOptions) config() *server.Config {
 	if o.DemoRate == 0 {
 		cfg.Sim.DemoRate = 20 * time.Millisecond
 	}
+	if o.Configure != nil {
+		o.Configure(cfg)
+	}
 	return cfg
 }
 
@@ -82,18 +88,15 @@ func startSim(tb testing.TB, o simOptions) *server.Server {
 	tb.Helper()
 	var srv *server.Server
 	var err error
-	for attempt := 0; ; attempt++ {
+	start := func() bool {
 		srv, err = server.New(o.config())
 		if err == nil {
 			err = srv.Start()
 		}
 		// A restart on the port just released may race with the kernel.
-		if err == nil || attempt == 20 || o.Address == "" {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil || o.Address == ""
 	}
-	if err != nil {
+	if !testutil.Eventually(time.Second, start) || err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { srv.Close() })
@@ -249,7 +252,7 @@ func TestSubscriptionLargeSet(t *testing.T) {
 	if nf != bad || st != ua.StatusBadNodeIdUnknown {
 		t.Errorf("%d items reported, item 5000: %v", nf, st)
 	}
-	waitFor(t, 30*time.Second, "an initial value of every item", func() bool { return got.Load() >= int64(len(items)-bad) })
+	testutil.WaitFor(t, 30*time.Second, "an initial value of every item", func() bool { return got.Load() >= int64(len(items)-bad) })
 
 	// Batches follow the server's limit when it is below ours.
 	sub2, err := c.CreateSubscription(ctxT(t), nil)
@@ -307,22 +310,22 @@ func TestManagedSimRestart(t *testing.T) {
 	if _, err := m.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "counter values", func() bool { return clog.count() >= 10 })
+	testutil.WaitFor(t, 10*time.Second, "counter values", func() bool { return clog.count() >= 10 })
 	if ok, at, a, b := clog.contiguous(); !ok {
 		t.Errorf("counter not contiguous at %d: %v, %v", at, a, b)
 	}
 
 	// Restart with 10 of the 20 variables.
 	srv.Close()
-	waitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
+	testutil.WaitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
 	srv1 := startSim(t, simOptions{Address: addr, Folders: 1, Variables: 10, Rate: 50 * time.Millisecond})
 	restarted := time.Now()
-	waitFor(t, 10*time.Second, "recreation", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "recreation", func() bool {
 		st := sub.Stats()
 		return m.State() == StateConnected && st.Recreated == 1 && st.FailedItems == 10
 	})
 	n := clog.count()
-	waitFor(t, 10*time.Second, "values after the restart", func() bool { return clog.count() > n+5 })
+	testutil.WaitFor(t, 10*time.Second, "values after the restart", func() bool { return clog.count() > n+5 })
 	t.Logf("data resumed %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	clog.mu.Lock()
 	gaps := clog.gaps
@@ -339,14 +342,14 @@ func TestManagedSimRestart(t *testing.T) {
 	itemMu.Unlock()
 	// The siblings deliver.
 	d := sub.Stats().DataChanges
-	waitFor(t, 10*time.Second, "values of the 10 remaining variables", func() bool { return sub.Stats().DataChanges > d+30 })
+	testutil.WaitFor(t, 10*time.Second, "values of the 10 remaining variables", func() bool { return sub.Stats().DataChanges > d+30 })
 
 	// All 20 again: the failed items are created with the rest on the
 	// recreated subscription and report Good.
 	srv1.Close()
-	waitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
+	testutil.WaitFor(t, 10*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
 	startSim(t, simOptions{Address: addr, Folders: 1, Variables: 20, Rate: 50 * time.Millisecond})
-	waitFor(t, 10*time.Second, "all items back", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "all items back", func() bool {
 		st := sub.Stats()
 		return m.State() == StateConnected && st.Recreated == 2 && st.FailedItems == 0
 	})
@@ -374,14 +377,14 @@ func TestManagedSimCutSocket(t *testing.T) {
 		before := clog.last()
 		r := m.Stats().Reactivations
 		proxy.Cut()
-		waitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
-		waitFor(t, 10*time.Second, "values after the cut", func() bool { return clog.last() >= before+20 })
+		testutil.WaitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
+		testutil.WaitFor(t, 10*time.Second, "values after the cut", func() bool { return clog.last() >= before+20 })
 	}
 	proxy.Stall()
 	r := m.Stats().Reactivations
-	waitFor(t, 10*time.Second, "reactivation after a stall", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
+	testutil.WaitFor(t, 10*time.Second, "reactivation after a stall", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
 	before := clog.last()
-	waitFor(t, 10*time.Second, "values after the stall", func() bool { return clog.last() >= before+20 })
+	testutil.WaitFor(t, 10*time.Second, "values after the stall", func() bool { return clog.last() >= before+20 })
 	t.Logf("%+v; %+v", m.Stats(), sub.Stats())
 	checkNoLoss(t, &clog, sub)
 
@@ -391,17 +394,17 @@ func TestManagedSimCutSocket(t *testing.T) {
 	if err != nil || sub2.ID() == 0 {
 		t.Fatalf("%v %v", sub2, err)
 	}
-	waitFor(t, 5*time.Second, "two subscriptions at the server", func() bool { return srv.Stats().Subscriptions == 2 })
+	testutil.WaitFor(t, 5*time.Second, "two subscriptions at the server", func() bool { return srv.Stats().Subscriptions == 2 })
 	r = m.Stats().Reactivations
 	proxy.Refuse(true)
 	proxy.Cut()
-	waitFor(t, 5*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
+	testutil.WaitFor(t, 5*time.Second, "Reconnecting", func() bool { return m.State() == StateReconnecting })
 	if err := sub2.Delete(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Refuse(false)
-	waitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
-	waitFor(t, 5*time.Second, "the deleted subscription gone at the server", func() bool { return srv.Stats().Subscriptions == 1 })
+	testutil.WaitFor(t, 10*time.Second, "reactivation", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
+	testutil.WaitFor(t, 5*time.Second, "the deleted subscription gone at the server", func() bool { return srv.Stats().Subscriptions == 1 })
 	if n := len(m.Subscriptions()); n != 1 {
 		t.Errorf("%d subscriptions", n)
 	}
@@ -421,7 +424,7 @@ func TestManagedEscalation(t *testing.T) {
 	cfg.Backoff = Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
 	m, sub := startManaged(t, proxy.URL(), cfg, &clog)
 	proxy.DropPublish(true)
-	waitFor(t, 20*time.Second, "reactivation, then a new session, then recreation", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "reactivation, then a new session, then recreation", func() bool {
 		st := m.Stats()
 		return st.Reactivations >= 1 && st.Connects >= 3 && st.Recreations >= 1
 	})
@@ -432,7 +435,7 @@ func TestManagedEscalation(t *testing.T) {
 	}
 	proxy.DropPublish(false)
 	before := clog.count()
-	waitFor(t, 10*time.Second, "data again", func() bool { return clog.count() > before+10 && m.State() == StateConnected })
+	testutil.WaitFor(t, 10*time.Second, "data again", func() bool { return clog.count() > before+10 && m.State() == StateConnected })
 	if got := srv.Stats(); got.Sessions > 2 {
 		t.Errorf("%d sessions at the server: the abandoned ones were not closed", got.Sessions)
 	}
@@ -440,7 +443,7 @@ func TestManagedEscalation(t *testing.T) {
 	r := m.Stats().Reactivations
 	time.Sleep(cfg.KeepAliveGrace) // a few supervision ticks
 	proxy.Cut()
-	waitFor(t, 10*time.Second, "reactivation after a cut", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
+	testutil.WaitFor(t, 10*time.Second, "reactivation after a cut", func() bool { return m.Stats().Reactivations > r && m.State() == StateConnected })
 }
 
 // TestManagedTooManySessions: a server at its session limit refuses with
@@ -468,7 +471,7 @@ func TestManagedTooManySessions(t *testing.T) {
 		}
 		return at
 	}
-	waitFor(t, 15*time.Second, "three refused attempts", func() bool { return len(busy()) >= 3 })
+	testutil.WaitFor(t, 15*time.Second, "three refused attempts", func() bool { return len(busy()) >= 3 })
 	if st := m.State(); st != StateConnecting || !errors.Is(m.Err(), ua.StatusBadTooManySessions) {
 		t.Fatalf("state %v, err %v", st, m.Err())
 	}
@@ -542,7 +545,7 @@ func TestPool(t *testing.T) {
 	if n := len(pool.Sessions()); n != 6 {
 		t.Fatalf("%d sessions", n)
 	}
-	waitFor(t, 10*time.Second, "every session delivering", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "every session delivering", func() bool {
 		for i := range got {
 			if got[i].Load() < 5 {
 				return false

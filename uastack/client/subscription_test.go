@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/testpeer/nodeopcua"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -40,18 +41,6 @@ func dialNone(t testing.TB, url string) *Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // counterLog records the Counter values a handler sees and checks they follow
@@ -201,12 +190,12 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 		if info, _ := sub.Item(res.FirstHandle); info.ID == 0 || info.QueueSize != 1000 {
 			t.Errorf("counter item %+v", info)
 		}
-		waitFor(t, 10*time.Second, "20 counter values", func() bool { return log.count() >= 20 })
+		testutil.WaitFor(t, 10*time.Second, "20 counter values", func() bool { return log.count() >= 20 })
 		if ok, at, a, b := log.contiguous(); !ok {
 			t.Errorf("counter values not contiguous at %d: %v then %v", at, a, b)
 		}
 		// The Large values arrive once each (initial values).
-		waitFor(t, 5*time.Second, "initial values", func() bool { return sub.Stats().DataChanges >= 120 })
+		testutil.WaitFor(t, 5*time.Second, "initial values", func() bool { return sub.Stats().DataChanges >= 120 })
 
 		// Disabling the counter stops its values; enabling restarts them.
 		sts, err := sub.SetMonitoringMode(ctx, Disabled, []uint32{res.FirstHandle, bad})
@@ -219,7 +208,7 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 		// Let the values sampled before arrive: wait for three quiet publishing
 		// intervals, then expect four more.
 		n := log.count()
-		waitFor(t, 5*time.Second, "the values in flight", func() bool {
+		testutil.WaitFor(t, 5*time.Second, "the values in flight", func() bool {
 			time.Sleep(300 * time.Millisecond)
 			m := log.count()
 			defer func() { n = m }()
@@ -232,7 +221,7 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 		if _, err := sub.SetMonitoringMode(ctx, Reporting, []uint32{res.FirstHandle}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "values after re-enabling", func() bool { return log.count() > n+3 })
+		testutil.WaitFor(t, 5*time.Second, "values after re-enabling", func() bool { return log.count() > n+3 })
 
 		// Modify the items and the subscription.
 		sts, err = sub.ModifyMonitoredItems(ctx, []uint32{res.FirstHandle + 3, res.FirstHandle + 4}, &ItemOptions{SamplingInterval: 500 * time.Millisecond, QueueSize: 5})
@@ -310,7 +299,7 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, 10*time.Second, "data on every subscription", func() bool {
+		testutil.WaitFor(t, 10*time.Second, "data on every subscription", func() bool {
 			for i := range counts {
 				if counts[i].Load() < 10 {
 					return false
@@ -355,14 +344,11 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 		if _, err := sub.CreateMonitoredItems(ctx, items, nil); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "warm-up", func() bool { return n.Load() >= 4000 })
+		testutil.WaitFor(t, 10*time.Second, "warm-up", func() bool { return n.Load() >= 4000 })
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
 		n0 := n.Load()
-		deadline := time.Now().Add(1500 * time.Millisecond)
-		for time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		<-time.After(1500 * time.Millisecond) // the measurement
 		runtime.ReadMemStats(&m1)
 		got := n.Load() - n0
 		per := float64(m1.Mallocs-m0.Mallocs) / float64(got)

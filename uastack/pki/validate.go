@@ -37,6 +37,11 @@ type ValidateOptions struct {
 	MinKeyBits, MaxKeyBits int
 	// Role of the peer; the zero value is PeerServer.
 	Role Role
+	// AutoAccept does for this call what Options.AutoAccept does for every
+	// call: an untrusted certificate is written to trusted/certs once every
+	// other check passed (a client whose own configuration says to accept the
+	// server's certificate, with a Store shared by others that do not).
+	AutoAccept bool
 }
 
 // maxChainDepth bounds chain building, so issuer loops in a store cannot hang us.
@@ -114,7 +119,7 @@ func (s *Store) Validate(chain []byte, opts ValidateOptions) (*x509.Certificate,
 		if reason == "" {
 			reason = "neither it nor an issuer is in trusted/certs"
 		}
-		if !s.opts.AutoAccept {
+		if !s.opts.AutoAccept && !opts.AutoAccept {
 			e := &UntrustedError{
 				Subject:    leaf.Subject.CommonName,
 				Thumbprint: ThumbprintHex(leaf.Raw),

@@ -311,7 +311,7 @@ func compare(x, y *ua.Variant) (int, bool) {
 	if x.IsNull() || y.IsNull() {
 		return 0, false
 	}
-	if variantEqual(x, y) {
+	if x.Equal(y) {
 		return 0, true
 	}
 	return 1, true

@@ -160,24 +160,26 @@ func (it *monitoredItem) sample(c *sampleClock) {
 		return
 	}
 	dt := c.dt
-	var dv ua.DataValue
 	if it.isGen {
 		tick := c.tickOf(&it.gen)
 		if it.sampled && tick == it.lastTick {
 			return
 		}
-		it.lastTick = tick
-		it.sampled = true
-		it.gen.sample(tick, &dv)
-		dv.ServerTimestamp = dt
-		if it.hasLast && !it.changed(&dv) {
-			return
+		if it.sampled && tick > it.lastTick+1 && int64(it.interval) <= it.gen.period {
+			// A late sweep (a loaded machine) passed over ticks. Each was a
+			// change of the value, and an item sampled at least as fast as
+			// the generator changes is owed every one: a sampling interval
+			// of 0 asks for the exception-based model (Part 4 §5.12.1.2).
+			// As many as the queue holds beside the current value.
+			missed := min(tick-it.lastTick-1, int64(it.queueSize)-1)
+			for n := tick - missed; n < tick; n++ {
+				it.sampleTick(n, dt)
+			}
 		}
-		it.setLast(&dv)
-		it.lastQTick = tick
-		it.pushTick(tick, dt)
+		it.sampleTick(tick, dt)
 		return
 	}
+	var dv ua.DataValue
 	n := it.node
 	switch {
 	case n.static != nil:
@@ -195,6 +197,22 @@ func (it *monitoredItem) sample(c *sampleClock) {
 	it.sampled = true
 	dv.ServerTimestamp = dt
 	it.offer(&dv)
+}
+
+// sampleTick queues the generated value of tick if it changed as the filter
+// wants (sub.mu held).
+func (it *monitoredItem) sampleTick(tick int64, dt ua.DateTime) {
+	var dv ua.DataValue
+	it.lastTick = tick
+	it.sampled = true
+	it.gen.sample(tick, &dv)
+	dv.ServerTimestamp = dt
+	if it.hasLast && !it.changed(&dv) {
+		return
+	}
+	it.setLast(&dv)
+	it.lastQTick = tick
+	it.pushTick(tick, dt)
 }
 
 // offer queues dv if the filter lets it through (sub.mu held).

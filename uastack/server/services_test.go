@@ -220,7 +220,7 @@ func TestWriteAndCall(t *testing.T) {
 			t.Fatalf("write %s: %v %v", typ, st, err)
 		}
 		res, _ := ts.read(ctx, StaticNode(typ, false))
-		if !variantEqual(&res[0].Value, &v) {
+		if !res[0].Value.Equal(&v) {
 			t.Errorf("%s read back %v, wrote %v", typ, res[0].Value, v)
 		}
 	}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -503,5 +505,96 @@ func TestGeneratedQueue(t *testing.T) {
 		}
 		r.refs.Store(1)
 		r.unref()
+	}
+}
+
+// TestLateSweepKeepsEveryTick: a sweep that comes late (a loaded machine)
+// queues the ticks it passed over for an item sampled at least as fast as its
+// generator changes, so a counter never skips a value; an item sampled
+// slower sees only the current one, and a queue of one only the newest.
+func TestLateSweepKeepsEveryTick(t *testing.T) {
+	const period = 20 * time.Millisecond
+	values := func(interval time.Duration, queue uint32, ticks ...int64) []int32 {
+		sub := &subscription{maxNotif: 100, items: map[uint32]*monitoredItem{}}
+		g := newGenerator(GeneratorCounter, ua.TypeInt32, period, 0, 1, 0, nil)
+		it := &monitoredItem{sub: sub, isGen: true, gen: *g, mode: ua.MonitoringModeReporting, queueSize: queue, interval: interval,
+			discardOldest: true, ts: ua.TimestampsToReturnBoth, clientHandle: 1, trigger: ua.DataChangeTriggerStatusValue}
+		for _, tick := range ticks {
+			c := sampleClock{ns: tick*int64(period) + int64(time.Millisecond)}
+			c.dt = unixToDateTime(c.ns)
+			it.sample(&c)
+		}
+		r, n, _ := sub.collect(ua.Now(), 1<<16)
+		if n == 0 {
+			return nil
+		}
+		var out []int32
+		for _, m := range r.msg.NotificationData[0].Value.(*ua.DataChangeNotification).MonitoredItems {
+			out = append(out, m.Value.Value.Int32())
+		}
+		r.refs.Store(1)
+		r.unref()
+		return out
+	}
+	// Sweeps at ticks 1, 2, then late at 6 (3, 4, 5 passed over), then 7.
+	if got := fmt.Sprint(values(time.Millisecond, 100, 1, 2, 6, 7)); got != "[1 2 3 4 5 6 7]" {
+		t.Errorf("sampled at 1 ms: %s, want every tick", got)
+	}
+	if got := fmt.Sprint(values(period, 100, 1, 2, 6, 7)); got != "[1 2 3 4 5 6 7]" {
+		t.Errorf("sampled at the generator's period: %s, want every tick", got)
+	}
+	// Sampled every 50 ms, slower than the counter: what the sweeps saw.
+	if got := fmt.Sprint(values(50*time.Millisecond, 100, 1, 2, 6, 7)); got != "[1 2 6 7]" {
+		t.Errorf("sampled at 50 ms: %s", got)
+	}
+	// A queue of 3 keeps the last two passed over and the current value.
+	if got := fmt.Sprint(values(time.Millisecond, 3, 1, 10)); got != "[8 9 10]" {
+		t.Errorf("queue of 3: %s", got)
+	}
+	// A queue of one: the newest only, no overflow from values passed over.
+	if got := fmt.Sprint(values(time.Millisecond, 1, 1, 10)); got != "[10]" {
+		t.Errorf("queue of 1: %s", got)
+	}
+}
+
+// TestFilterSemantics: the DataChangeFilter compares as ua.Variant.Equal and
+// ua.ExceedsDeadband define it: NaN staying NaN and 0 becoming -0 are no
+// change, a deadband applies to each element of an array.
+func TestFilterSemantics(t *testing.T) {
+	changed := func(db float64, last, cur ua.Variant) bool {
+		it := &monitoredItem{trigger: ua.DataChangeTriggerStatusValue}
+		if db > 0 {
+			it.deadband, it.absDB = ua.DeadbandTypeAbsolute, db
+		}
+		it.setLast(&ua.DataValue{Value: last})
+		return it.changed(&ua.DataValue{Value: cur})
+	}
+	d := ua.NewDoubleVariant
+	arr := func(v ...float64) ua.Variant { return ua.MustVariant(v) }
+	for _, tc := range []struct {
+		name      string
+		db        float64
+		last, cur ua.Variant
+		want      bool
+	}{
+		{"same", 0, d(1), d(1), false},
+		{"other", 0, d(1), d(2), true},
+		{"NaN stays NaN", 0, d(math.NaN()), d(math.NaN()), false},
+		{"becomes NaN", 0, d(1), d(math.NaN()), true},
+		{"zero to minus zero", 0, d(0), d(math.Copysign(0, -1)), false},
+		{"other type", 0, d(1), ua.MustVariant(int32(1)), true},
+		{"int change", 0, ua.MustVariant(int32(1)), ua.MustVariant(int32(2)), true},
+		{"within deadband", 1, d(1), d(1.5), false},
+		{"beyond deadband", 1, d(1), d(2.5), true},
+		{"NaN under a deadband", 1, d(1), d(math.NaN()), true},
+		{"array same", 0, arr(1, 2), arr(1, 2), false},
+		{"array other", 0, arr(1, 2), arr(1, 3), true},
+		{"array within deadband", 1, arr(1, 2), arr(1.5, 2.5), false},
+		{"array beyond deadband", 1, arr(1, 2), arr(1, 3.5), true},
+		{"array length", 1, arr(1, 2), arr(1, 2, 3), true},
+	} {
+		if got := changed(tc.db, tc.last, tc.cur); got != tc.want {
+			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
