@@ -13,7 +13,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/uagate/gateway/bridge/internal/brokertest"
+	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/bridge/sink"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/bridge/internal/brokertest"
+	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/bridge/sink"
 )
 

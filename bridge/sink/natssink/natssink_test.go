@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/uagate/gateway/bridge/internal/brokertest"
+	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/bridge/sink"
 )
 
