@@ -424,6 +424,9 @@ func subscribeMQTT(t *testing.T, url, clientID, user, password, topic string) *c
 		o.SetUsername(user).SetPassword(password)
 	}
 	handler := func(_ mqtt.Client, m mqtt.Message) { c.add(m.Topic(), m.Payload(), m.Retained()) }
+	// A persistent session's queued messages may arrive before Subscribe
+	// registered the handler again: paho gives those to the default handler.
+	o.SetDefaultPublishHandler(handler)
 	// Subscribe again on every connection: a clean session forgets it; for a
 	// persistent one it is harmless.
 	o.SetOnConnectHandler(func(cl mqtt.Client) { cl.Subscribe(topic, 1, handler) })
@@ -556,6 +559,7 @@ func checkStream(t *testing.T, msgs []*e2eMsg, sc streamCheck) streamReport {
 	have := false
 	var prevVal float64
 	hasPrev := false
+	var prevRaw json.RawMessage
 	for _, m := range msgs {
 		switch m.MessageType {
 		case "ua-metadata":
@@ -635,7 +639,7 @@ func checkStream(t *testing.T, msgs []*e2eMsg, sc streamCheck) streamReport {
 				skipped = int(d.SequenceNumber - r.last - 1)
 				r.missing += skipped
 			default:
-				t.Fatalf("%s: after %d", where, r.last)
+				t.Fatalf("%s: after %d; arrival order: %s", where, r.last, seqList(msgs, sc.group, sc.writer))
 			}
 			have, r.last = true, d.SequenceNumber
 			if sc.field == "" {
@@ -645,11 +649,11 @@ func checkStream(t *testing.T, msgs []*e2eMsg, sc streamCheck) streamReport {
 			// skipped SequenceNumber took its value with it.
 			if want := prevVal + 1 + float64(skipped); hasPrev && val != want {
 				if !sc.resets || d.MessageType != "ua-keyframe" {
-					t.Fatalf("%s: %s = %v after %v, want %v (a value lost or repeated)", where, sc.field, val, prevVal, want)
+					t.Fatalf("%s: %s = %v after %v, want %v (a value lost or repeated): %s after %s", where, sc.field, val, prevVal, want, d.Payload[sc.field], prevRaw)
 				}
 				r.resets++
 			}
-			prevVal, hasPrev = val, true
+			prevVal, hasPrev, prevRaw = val, true, d.Payload[sc.field]
 			r.values = append(r.values, val)
 		}
 	}
@@ -657,6 +661,23 @@ func checkStream(t *testing.T, msgs []*e2eMsg, sc streamCheck) streamReport {
 		t.Fatalf("no data of %s/%s in %d messages", sc.group, sc.writer, len(msgs))
 	}
 	return r
+}
+
+// seqList is the SequenceNumbers of a writer's DataSetMessages in arrival
+// order, for failure messages.
+func seqList(msgs []*e2eMsg, group, writer string) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.MessageType != "ua-data" || m.WriterGroupName != group {
+			continue
+		}
+		for _, d := range m.dsms {
+			if d.DataSetWriterName == writer {
+				fmt.Fprintf(&b, " %d", d.SequenceNumber)
+			}
+		}
+	}
+	return b.String()
 }
 
 // isCloseCode reports whether err is a WebSocket close with code.
