@@ -56,7 +56,7 @@ sinks:
 `, simEndpoint("sim", sim.url()), simEndpoint("peer", peer.URL), server.NodeCounter, server.NodeStep, server.NodeSine,
 		nodeopcua.NodeCounter, mosq.URL(), ns.URL()))
 
-	ws := dialWS(t, g.wsURL("group=sim,peer&kind=data,metadata"), 0)
+	ws := dialWS(t, g.wsURL("group=sim,peer&kind=data,metadata"))
 	onWS := &collector{}
 	wsDone := make(chan error, 1)
 	go func() { wsDone <- readWS(ws, onWS) }()

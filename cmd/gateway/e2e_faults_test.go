@@ -214,8 +214,8 @@ sinks:
 	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "counter", 5)
 
-	slow := dialWS(t, g.wsURL("group=g&kind=data"), 4096)
-	gone := dialWS(t, g.wsURL("group=g&kind=data"), 0)
+	slow := dialWS(t, g.wsURL("group=g&kind=data"))
+	gone := dialWS(t, g.wsURL("group=g&kind=data"))
 	waitUntil(t, g, e2eWait, "2 WebSocket clients", func() bool { return g.rt.hub.Stats().Clients == 2 })
 	_ = gone.UnderlyingConn().Close()
 	waitUntil(t, g, e2eWait, "the vanished client dropped", func() bool { return g.rt.hub.Stats().Clients == 1 })
@@ -229,7 +229,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; g.rt.hub.Stats().SlowClosed == 0; i++ {
+	i := 0
+	for ; g.rt.hub.Stats().SlowClosed == 0; i++ {
 		if i == 1000 {
 			t.Fatalf("the slow client was not closed after %d large messages; hub %+v", i, g.rt.hub.Stats())
 		}
@@ -241,7 +242,9 @@ sinks:
 	}
 	// The slow client reads again: what was buffered, then the close.
 	_ = slow.SetReadDeadline(time.Now().Add(e2eWait))
-	err = readWS(slow, &collector{})
+	readAfter := &collector{}
+	err = readWS(slow, readAfter)
+	t.Logf("slow client closed after %d large values; it read %d messages more, then %v", i, len(readAfter.all(t)), err)
 	if !isCloseCode(err, websocket.ClosePolicyViolation) {
 		t.Errorf("the slow client's stream ended with %v, want close 1008", err)
 	}

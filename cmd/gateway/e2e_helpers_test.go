@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -463,20 +462,10 @@ func (g *e2eGateway) wsURL(q string) string {
 	return u.String()
 }
 
-// dialWS connects a WebSocket client; rcvBuf > 0 sets its socket's receive
-// buffer, so that a client that stops reading is felt at once.
-func dialWS(t *testing.T, u string, rcvBuf int) *websocket.Conn {
+// dialWS connects a WebSocket client.
+func dialWS(t *testing.T, u string) *websocket.Conn {
 	t.Helper()
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
-	if rcvBuf > 0 {
-		d.NetDial = func(network, addr string) (net.Conn, error) {
-			c, err := net.Dial(network, addr)
-			if err == nil {
-				err = c.(*net.TCPConn).SetReadBuffer(rcvBuf)
-			}
-			return c, err
-		}
-	}
 	conn, resp, err := d.Dial(u, nil)
 	if err != nil {
 		t.Fatalf("websocket %s: %v (%v)", u, err, resp)
