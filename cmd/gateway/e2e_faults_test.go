@@ -310,4 +310,3 @@ writerGroups:
 		t.Errorf("writer c starts at SequenceNumber %d with DataSetWriterId %d (a has %d); want 1 and an id of its own", rc.first, rc.writerID, ra.writerID)
 	}
 }
-
