@@ -18,6 +18,7 @@ type groupCounters struct {
 	dataSetMessages, messages, fieldMessages atomic.Uint64
 	keyFrames, keepAlives, metaData          atomic.Uint64
 	encodeErrors, badItems, gaps             atomic.Uint64
+	overflows, overflowsLogged               atomic.Uint64
 	lastPublish                              atomic.Int64
 }
 
@@ -40,6 +41,10 @@ type GroupStats struct {
 	EncodeErrors    uint64
 	RefusedItems    uint64 // monitored item refusals reported by the server
 	Gaps            uint64 // losses of notification messages reported by the client
+	// Overflows counts values the server sent with the Overflow info bit:
+	// its monitored item's queue was full and it discarded values next to
+	// this one (Part 4 §5.12.1.5). The values themselves are lost upstream.
+	Overflows uint64
 	// Unacked is the number of notification messages whose sink messages
 	// are not all settled; Acked those acknowledged upstream after every
 	// at-least-once queue confirmed them; Undelivered those left
@@ -91,6 +96,7 @@ func (g *WriterGroup) Stats() GroupStats {
 		EncodeErrors:       g.stats.encodeErrors.Load(),
 		RefusedItems:       g.stats.badItems.Load(),
 		Gaps:               g.stats.gaps.Load(),
+		Overflows:          g.stats.overflows.Load(),
 		SubscriptionStatus: ua.StatusCode(g.subState.Load()),
 		LastPublish:        unixTime(g.stats.lastPublish.Load()),
 	}
