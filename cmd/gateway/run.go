@@ -269,7 +269,10 @@ type countingSink struct {
 }
 
 func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
-	if err := c.Sink.Publish(m, ack); err != nil || m.Kind != sink.KindData {
+	// Once Publish returns, m is the sink's: it may be confirmed and its
+	// last reference released (the race detector caught a read after that).
+	data := m.Kind == sink.KindData
+	if err := c.Sink.Publish(m, ack); err != nil || !data {
 		return err
 	}
 	c.mu.Lock()
