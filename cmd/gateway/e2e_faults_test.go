@@ -65,6 +65,13 @@ writerGroups:
 	})
 	mosq.Kill()
 	waitUntil(t, g, e2eWait, "the drop-oldest sink to drop", func() bool { return g.outputStats("drop").Dropped >= 5 })
+	// Back up right after the sinks' second refused attempt: their next is
+	// about 2 s away (backoff 1 s, 2 s …), while the subscribers retry every
+	// 200 ms, so that they are subscribed again before the gateway resends
+	// even should mosquitto not have restored their sessions.
+	waitUntil(t, g, e2eWait, "two failed reconnects of each sink", func() bool {
+		return g.outputStats("alo").ConnectFailures >= 2 && g.outputStats("drop").ConnectFailures >= 2
+	})
 	mosq.Start()
 	before := alo.count("g", "counter")
 	alo.waitCount(t, g, "g", "counter", before+15)
