@@ -53,10 +53,14 @@
 //     14 §7.2.4.5.6). Pieces of a split DataSetMessage share its number (a
 //     key frame continues as ua-deltaframe, see jsonenc).
 //   - A key frame carries every data field. A field without a value yet is
-//     written with StatusCode BadWaitingForInitialData (in the Variant
-//     encoding a Bad status is the field's value, Part 14 §7.2.5.4), rather
-//     than omitted: a key frame is then complete, and the status says why
-//     the value is missing.
+//     written with StatusCode BadWaitingForInitialData, or with the server's
+//     refusal of its monitored item (BadNodeIdUnknown …) when there was one
+//     (in the Variant encoding a Bad status is the field's value, Part 14
+//     §7.2.5.4), rather than omitted: a key frame is then complete, and the
+//     status says why the value is missing. Delta frames omit such a field.
+//   - Values the server sent with the Overflow info bit (its monitored
+//     item's queue discarded values) are counted (GroupStats.Overflows) and
+//     logged, at most every 10 s.
 //   - The first DataSetMessage of a writer, and the first after the client
 //     reported lost messages (OnGap), is a key frame. The samples format has
 //     no frames: every value is a sample.

@@ -229,6 +229,8 @@ type WriterGroup struct {
 	stats    groupCounters
 	subState atomic.Uint32 // last subscription status (ua.StatusCode)
 	lastLog  atomic.Int64  // throttles encode-error logs
+	lastOvf  int64         // UnixNano of the last overflow log; mu
+	refused  ua.DataValue  // scratch of missingValue; mu
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

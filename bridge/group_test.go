@@ -416,10 +416,10 @@ func TestWriterGroupUnknownNode(t *testing.T) {
 		}
 		if d.Type == jsonenc.KeyFrame {
 			// Fields without a value are in the key frame with the status
-			// that says so (in the Variant encoding a Bad status is the
-			// field's value).
+			// that says why: the server's refusal (in the Variant encoding
+			// a Bad status is the field's value).
 			v, ok := fieldValue(&d.DataSetMessage, "Missing")
-			if !ok || v.Value.Type() != ua.TypeStatusCode || v.Value.StatusCode() != ua.StatusBadWaitingForInitialData {
+			if !ok || v.Value.Type() != ua.TypeStatusCode || v.Value.StatusCode() != ua.StatusBadNodeIdUnknown {
 				t.Fatalf("key frame field Missing = %+v, %v", v, ok)
 			}
 		} else if _, ok := fieldValue(&d.DataSetMessage, "Missing"); ok {

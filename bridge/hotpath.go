@@ -48,8 +48,11 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	inOrder, dup := true, false
 	prev := int32(-1)
 	n := uint32(len(g.fields))
-	unknown := 0
+	unknown, overflows := 0, 0
 	for i := range items {
+		if items[i].Value.Status&overflowBits == overflowBits {
+			overflows++
+		}
 		idx := items[i].ClientHandle - g.base // wraps for handles below base
 		if idx >= n {
 			unknown++
@@ -69,6 +72,9 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	}
 	if unknown > 0 {
 		g.stats.unknownHandles.Add(uint64(unknown))
+	}
+	if overflows > 0 {
+		g.overflowed(overflows)
 	}
 	g.ents = ents
 	if len(ents) == 0 {
@@ -136,9 +142,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 					g.addField(f, s, &f.last)
 				default:
 					// Part 14 §7.2.4.5.4: a key frame carries every field; a
-					// field without a value yet carries the status saying so
+					// field without a value carries the status saying why
 					// (written as its StatusCode in the Variant encoding).
-					g.addField(f, s, &waitingForData)
+					g.addField(f, s, g.missingValue(f))
 				}
 			}
 		} else {
@@ -159,8 +165,45 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 	}
 }
 
+// overflowBits are the InfoType DataValue and Overflow bits of a StatusCode
+// (Part 4 §7.39.1): the server's queue for the item was full and discarded
+// values before (discardOldest) or after this one.
+const overflowBits ua.StatusCode = 0x0480
+
+// overflowLogInterval throttles the overflow log line.
+const overflowLogInterval = 10 * time.Second
+
+// overflowed counts values with the Overflow bit and logs them, at most once
+// per overflowLogInterval (g.mu held).
+func (g *WriterGroup) overflowed(n int) {
+	total := g.stats.overflows.Add(uint64(n))
+	now := time.Now().UnixNano()
+	if now-g.lastOvf < int64(overflowLogInterval) {
+		return
+	}
+	g.lastOvf = now
+	since := total - g.stats.overflowsLogged.Swap(total)
+	g.log.Warn("bridge: the server's monitored-item queues overflowed: values were discarded upstream (raise queueSize or the sampling interval)",
+		"group", g.cfg.Name, "overflows", since, "overflowsTotal", total)
+}
+
 // waitingForData is written for fields without a value in a key frame.
 var waitingForData = ua.DataValue{Status: ua.StatusBadWaitingForInitialData}
+
+// missingValue is what a key frame carries for f, which has no value: the
+// server's refusal of its monitored item (BadNodeIdUnknown …), which tells a
+// subscriber more than BadWaitingForInitialData does. g.mu held; the status
+// is read under vmu (onItemStatus writes it without g.mu).
+func (g *WriterGroup) missingValue(f *field) *ua.DataValue {
+	g.vmu.RLock()
+	st := f.status
+	g.vmu.RUnlock()
+	if !st.IsBad() {
+		return &waitingForData
+	}
+	g.refused = ua.DataValue{Status: st}
+	return &g.refused
+}
 
 // keyFrame reports whether w's next data DataSetMessage is a key frame and
 // counts it.

@@ -20,6 +20,7 @@ type groupCounters struct {
 	heartbeats, bytes                        atomic.Uint64
 	encodeErrors, badItems, gaps             atomic.Uint64
 	redelivered                              atomic.Uint64
+	overflows, overflowsLogged               atomic.Uint64
 	lastPublish                              atomic.Int64
 }
 
@@ -48,6 +49,10 @@ type GroupStats struct {
 	// Redelivered counts notification messages republished after a resume
 	// (possible duplicates, marked with RedeliveredPrefix; see resume.go).
 	Redelivered uint64
+	// Overflows counts values the server sent with the Overflow info bit:
+	// its monitored item's queue was full and it discarded values next to
+	// this one (Part 4 §5.12.1.5). The values themselves are lost upstream.
+	Overflows uint64
 	// Unacked is the number of notification messages whose sink messages
 	// are not all settled; Acked those acknowledged upstream after every
 	// at-least-once queue confirmed them; Undelivered those left
@@ -103,6 +108,7 @@ func (g *WriterGroup) Stats() GroupStats {
 		RefusedItems:       g.stats.badItems.Load(),
 		Gaps:               g.stats.gaps.Load(),
 		Redelivered:        g.stats.redelivered.Load(),
+		Overflows:          g.stats.overflows.Load(),
 		SubscriptionStatus: ua.StatusCode(g.subState.Load()),
 		LastPublish:        unixTime(g.stats.lastPublish.Load()),
 	}

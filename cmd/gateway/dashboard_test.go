@@ -47,7 +47,7 @@ var listeningRE = regexp.MustCompile(`msg="api: listening" addr=(\S+)`)
 // startGateway runs `gateway run -config file` in-process until the test
 // ends and returns the base URL of its HTTP listener, the configuration
 // file (where changes made through the API are saved) and its stderr.
-func startGateway(t *testing.T, yaml string) (string, string, *lockedBuffer) {
+func startDashboardGateway(t *testing.T, yaml string) (string, string, *lockedBuffer) {
 	t.Helper()
 	isolate(t)
 	file := filepath.Join(t.TempDir(), "gateway.yaml")
@@ -283,7 +283,7 @@ sinks:
   file:
     - {name: archive, path: %q}
 `, server.NodeSine, server.NodeCounter, filepath.Join(t.TempDir(), "archive.jsonl"))
-	base, file, stderr := startGateway(t, y.String())
+	base, file, stderr := startDashboardGateway(t, y.String())
 
 	ctx, consoleErrors := startChromium(t)
 	p := page{t, ctx}

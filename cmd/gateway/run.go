@@ -31,6 +31,11 @@ var defaultRunNodes = []struct{ name, node string }{
 	{"Step", server.NodeStep},
 }
 
+// runtimeStarted, when set (by tests), is called with the runtime once it
+// started: the end-to-end tests reach the embedded parts' addresses and the
+// counters through it.
+var runtimeStarted func(*runtime)
+
 // runNode is a node to monitor and the DataSet field it is written as.
 type runNode struct {
 	name string
@@ -189,6 +194,9 @@ Flags:
 	rt, err := startRuntime(ctx, cfg, opts)
 	if err != nil {
 		return err
+	}
+	if runtimeStarted != nil {
+		runtimeStarted(rt)
 	}
 	if *out != "-" {
 		rt.hints(stderr)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -606,26 +608,30 @@ func (rt *runtime) apply(ctx context.Context, next *config.Config) (config.Chang
 			}
 		}
 	}
-	for gwName := range touched {
-		gname, wname, _ := strings.Cut(gwName, "/")
-		rg := rt.groups[gname]
-		if rg == nil || rg.g == nil {
-			continue // a group added or recreated above has its writers already
-		}
-		g := rg.g
-		nw := findWriter(next, gname, wname)
-		ow := findWriter(old, gname, wname)
-		var err error
-		switch {
-		case nw == nil:
-			err = g.RemoveWriter(ctx, wname)
-		case ow == nil:
-			err = g.AddWriter(ctx, *nw)
-		default:
-			err = g.ReplaceWriter(ctx, *nw)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("writer %s: %w", gwName, err))
+	// Removals first, then replacements, then additions: a writer added may
+	// take the DataSetWriterId (by default its position) of one removed.
+	for pass := 0; pass < 3; pass++ {
+		for _, gwName := range slices.Sorted(maps.Keys(touched)) {
+			gname, wname, _ := strings.Cut(gwName, "/")
+			rg := rt.groups[gname]
+			if rg == nil || rg.g == nil {
+				continue // a group added or recreated above has its writers already
+			}
+			g := rg.g
+			nw := findWriter(next, gname, wname)
+			ow := findWriter(old, gname, wname)
+			var err error
+			switch {
+			case nw == nil && pass == 0:
+				err = g.RemoveWriter(ctx, wname)
+			case nw != nil && ow != nil && pass == 1:
+				err = g.ReplaceWriter(ctx, *nw)
+			case ow == nil && pass == 2:
+				err = g.AddWriter(ctx, *nw)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("writer %s: %w", gwName, err))
+			}
 		}
 	}
 	return ch, errors.Join(errs...)

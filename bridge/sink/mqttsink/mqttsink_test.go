@@ -13,8 +13,8 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/uagate/gateway/bridge/internal/brokertest"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/brokertest"
 )
 
 var fastBackoff = sink.OutputOptions{}.Backoff

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/bridge/internal/brokertest"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/brokertest"
 )
 
 type chanTracker chan bool

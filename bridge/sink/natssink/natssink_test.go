@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/uagate/gateway/bridge/internal/brokertest"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/brokertest"
 )
 
 var fastBackoff = sink.OutputOptions{}.Backoff

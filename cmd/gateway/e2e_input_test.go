@@ -1,0 +1,338 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/uastack/server"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// statusValue reads a StatusCode in the Variant encoding ({"UaType":19,
+// "Value":{"Code":2150891520}}, or a bare code as Value); ok is false for
+// anything else.
+func statusValue(raw json.RawMessage) (ua.StatusCode, bool) {
+	var v struct {
+		UaType int
+		Value  json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &v); err != nil || v.UaType != int(ua.TypeStatusCode) {
+		return 0, false
+	}
+	var code struct{ Code uint32 }
+	if err := json.Unmarshal(v.Value, &code); err == nil {
+		return ua.StatusCode(code.Code), true
+	}
+	var n uint32
+	if err := json.Unmarshal(v.Value, &n); err == nil {
+		return ua.StatusCode(n), true
+	}
+	return 0, false
+}
+
+// TestE2EUnknownNodeIDs configures two fields whose nodes the server does not
+// have (an unknown identifier, an unknown namespace URI) beside the Counter:
+// each is reported in the log and the stats, carries BadNodeIdUnknown in
+// every key frame and is absent from delta frames, and the Counter flows
+// without a gap.
+func TestE2EUnknownNodeIDs(t *testing.T) {
+	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
+writerGroups:
+  - name: g
+    publishingInterval: 100ms
+    keyFrameCount: 3
+    nodes: {samplingInterval: 10ms}
+    writers:
+      - name: w
+        fields:
+          - {name: Counter, node: %q}
+          - {name: Missing, node: "ns=1;s=Demo.NoSuchNode"}
+          - {name: NoNamespace, node: "nsu=urn:nobody;s=X"}
+sinks:
+  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
+`, server.NodeCounter))
+	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	g.waitLog("monitored item refused", "field=Missing", "BadNodeIdUnknown")
+	g.waitLog("monitored item refused", "field=NoNamespace", "BadNodeIdUnknown")
+	sub.waitCount(t, g, "g", "w", 10)
+
+	msgs := sub.all(t)
+	r := checkStream(t, msgs, streamCheck{publisher: "uagate", group: "g", writer: "w", field: "Counter"})
+	keys := 0
+	for _, m := range msgs {
+		for _, d := range m.dsms {
+			for _, name := range []string{"Missing", "NoNamespace"} {
+				raw, ok := d.Payload[name]
+				switch {
+				case d.MessageType == "ua-keyframe":
+					if st, isStatus := statusValue(raw); !ok || !isStatus || st != ua.StatusBadNodeIdUnknown {
+						t.Fatalf("key frame %d: %s = %s, want the StatusCode BadNodeIdUnknown", d.SequenceNumber, name, raw)
+					}
+				case ok:
+					t.Fatalf("delta frame %d carries %s = %s", d.SequenceNumber, name, raw)
+				}
+			}
+			if d.MessageType == "ua-keyframe" {
+				keys++
+			}
+		}
+	}
+	if keys < 2 {
+		t.Errorf("%d key frames in %d DataSetMessages, want several", keys, r.dsms)
+	}
+	st := g.groupStats("g")
+	if st.RefusedItems < 2 {
+		t.Errorf("RefusedItems %d, want 2", st.RefusedItems)
+	}
+	for _, fv := range g.group("g").LastValues("w") {
+		want := ua.StatusBadNodeIdUnknown
+		if fv.Field == "Counter" {
+			want = ua.StatusGood
+		}
+		if fv.Status != want {
+			t.Errorf("field %s: status %v, want %v", fv.Field, fv.Status, want)
+		}
+	}
+}
+
+// TestE2EBrokerCredentialsRefused runs an MQTT sink with a password the
+// broker does not accept: the log says so clearly (without the password),
+// the sink retries, and once the broker's password file accepts it (SIGHUP)
+// the data flows.
+func TestE2EBrokerCredentialsRefused(t *testing.T) {
+	const password = "pw-e2e-7f3a9c"
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{Users: map[string]string{"gw": "another", "sub": "sub-pw"}})
+	t.Setenv("E2E_MQTT_PASSWORD", password)
+	sub := subscribeMQTT(t, mosq.URL(), "", "sub", "sub-pw", "opcua/json/#")
+	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
+writerGroups:
+%ssinks:
+  mqtt:
+    - {name: mosquitto, url: %s, username: gw, password: {env: E2E_MQTT_PASSWORD}, delivery: {guarantee: at-least-once}}
+`, counterGroup("g", ""), mosq.URL()))
+	line := g.waitLog("sink connect failed", "sink=mosquitto", "refused the credentials")
+	if !strings.Contains(line, `as \"gw\"`) || !strings.Contains(line, "retryIn=") {
+		t.Errorf("the refusal names neither the user nor the retry: %s", line)
+	}
+	// It retries (backoff from 1 s), refused each time.
+	waitUntil(t, g, e2eWait, "a second refused attempt", func() bool { return g.outputStats("mosquitto").ConnectFailures >= 2 })
+	if sub.count("g", "counter") != 0 {
+		t.Fatal("data arrived with refused credentials")
+	}
+	mosq.SetUsers(t, map[string]string{"gw": password, "sub": "sub-pw"})
+	sub.waitCount(t, g, "g", "counter", 10)
+	r := checkStream(t, sub.all(t), streamCheck{publisher: "uagate", group: "g", writer: "counter", field: "Counter"})
+	// At-least-once: what was produced while the broker refused is delivered
+	// after, from the first DataSetMessage on.
+	if r.first != 1 {
+		t.Errorf("stream starts at SequenceNumber %d, want 1", r.first)
+	}
+	if st := g.outputStats("mosquitto"); st.ConnectFailures < 1 || !st.Connected {
+		t.Errorf("sink stats %+v: want connect failures, then connected", st)
+	}
+	if strings.Contains(g.log.String(), password) {
+		t.Error("the password appears in the log")
+	}
+}
+
+// TestE2EOversizedMessagesSplit sets maxMessageSize to 1 KiB for key frames
+// of 22 fields (the sim's Dynamic counters of every type and an array): every
+// ua-data payload on MQTT stays within it, the pieces of a DataSetMessage
+// share its SequenceNumber, and together they carry every field.
+func TestE2EOversizedMessagesSplit(t *testing.T) {
+	const limit = 1024
+	var fields strings.Builder
+	var names []string
+	for _, typ := range server.ScalarTypes {
+		names = append(names, typ.String())
+		fmt.Fprintf(&fields, "          - {name: %s, node: %q}\n", typ.String(), server.DynamicNode(typ))
+	}
+	names = append(names, "DoubleArray")
+	fmt.Fprintf(&fields, "          - {name: DoubleArray, node: %q}\n", server.ArrayNode(ua.TypeDouble))
+	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
+writerGroups:
+  - name: g
+    publishingInterval: 200ms
+    keyFrameCount: 1
+    maxMessageSize: %d
+    writers:
+      - name: w
+        fields:
+%ssinks:
+  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
+`, limit, fields.String()))
+	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub.waitCount(t, g, "g", "w", 30)
+
+	bySeq := map[uint32]map[string]bool{}
+	pieces := map[uint32]int{}
+	for _, m := range sub.all(t) {
+		if m.MessageType == "ua-metadata" {
+			if m.size > limit {
+				// A DataSetMetaData cannot be split; the gateway sends it and
+				// says so.
+				g.waitLog("maxMessageSize", "writer=w")
+			}
+			continue
+		}
+		if m.MessageType != "ua-data" {
+			continue
+		}
+		if m.size > limit {
+			t.Fatalf("a ua-data payload of %d bytes, above maxMessageSize %d", m.size, limit)
+		}
+		for _, d := range m.dsms {
+			if d.DataSetWriterName != "w" || d.MessageType == "ua-keepalive" {
+				continue
+			}
+			if bySeq[d.SequenceNumber] == nil {
+				bySeq[d.SequenceNumber] = map[string]bool{}
+			}
+			for name := range d.Payload {
+				if bySeq[d.SequenceNumber][name] {
+					t.Fatalf("SequenceNumber %d: field %s in two pieces", d.SequenceNumber, name)
+				}
+				bySeq[d.SequenceNumber][name] = true
+			}
+			pieces[d.SequenceNumber]++
+		}
+	}
+	var seqs []uint32
+	for s := range bySeq {
+		seqs = append(seqs, s)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	// The first and the last may be partial: the subscriber came late, the
+	// snapshot was taken in the middle of one.
+	complete := 0
+	for i, s := range seqs {
+		if i > 0 && s != seqs[i-1]+1 {
+			t.Fatalf("SequenceNumber %d after %d", s, seqs[i-1])
+		}
+		if i == 0 || i == len(seqs)-1 {
+			continue
+		}
+		for _, name := range names {
+			if !bySeq[s][name] {
+				t.Fatalf("SequenceNumber %d: field %s in none of its %d pieces", s, name, pieces[s])
+			}
+		}
+		if pieces[s] < 2 {
+			t.Fatalf("SequenceNumber %d in %d piece(s): the limit split nothing", s, pieces[s])
+		}
+		complete++
+	}
+	if complete < 3 {
+		t.Fatalf("%d complete DataSetMessages", complete)
+	}
+}
+
+// TestE2EPublishedNodesJSON runs OPC Publisher's published nodes file, in
+// the forms of its documentation (the minimal entry; a PubSub entry with
+// writer group, writer id, key frames and the {uri}#{id} and nsu= forms),
+// against our simulation server: the data arrives on the embedded MQTT
+// broker the defaults start.
+func TestE2EPublishedNodesJSON(t *testing.T) {
+	sim := startSim(t, 100*time.Millisecond)
+	g := startGateway(t, "publishednodes.json", fmt.Sprintf(`// OPC Publisher's publishednodes.json, node ids adapted to the simulation server
+[
+  {
+    "EndpointUrl": %[1]q,
+    "UseSecurity": false,
+    "OpcNodes": [
+      { "Id": "ns=1;s=Demo.Counter", "OpcSamplingInterval": 10, "OpcPublishingInterval": 100, "DisplayName": "Counter" }
+    ]
+  },
+  {
+    "EndpointUrl": %[1]q,
+    "UseSecurity": false,
+    "DataSetWriterGroup": "Line1",
+    "DataSetWriterId": "Press",
+    "DataSetPublishingInterval": 200,
+    "DataSetKeyFrameCount": 3,
+    "MessagingMode": "PubSub",
+    "OpcNodes": [
+      { "Id": "%[2]s#s=Demo.Step", "DataSetFieldId": "Step", "OpcSamplingInterval": 20 },
+      { "ExpandedNodeId": "nsu=%[2]s;s=Demo.Sine", "DisplayName": "Sine", "OpcSamplingInterval": 20 }
+    ]
+  }
+]
+`, sim.url(), server.DefaultNamespaceURI))
+	if g.rt.mqtt == nil {
+		t.Fatal("no embedded MQTT broker: the defaults did not apply")
+	}
+	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	var counterGroup, counterWriter string
+	for _, wg := range g.rt.cfg.WriterGroups {
+		if wg.Name != "Line1" {
+			counterGroup, counterWriter = wg.Name, wg.Writers[0].Name
+		}
+	}
+	if counterGroup == "" {
+		t.Fatalf("writer groups %+v: want Line1 and the endpoint's", g.rt.cfg.WriterGroups)
+	}
+	sub.waitCount(t, g, counterGroup, counterWriter, 10)
+	sub.waitCount(t, g, "Line1", "Press", 6)
+	msgs := sub.all(t)
+	checkStream(t, msgs, streamCheck{publisher: "uagate", group: counterGroup, writer: counterWriter, field: "Counter"})
+	r := checkStream(t, msgs, streamCheck{publisher: "uagate", group: "Line1", writer: "Press"})
+	if r.keyFrames < 2 {
+		t.Errorf("Line1/Press: %d key frames in %d DataSetMessages with DataSetKeyFrameCount 3", r.keyFrames, r.dsms)
+	}
+	for _, m := range msgs {
+		for _, d := range m.dsms {
+			if d.DataSetWriterName == "Press" && d.MessageType == "ua-keyframe" {
+				if _, ok := d.Payload["Step"]; !ok {
+					t.Fatalf("Line1/Press key frame without Step: %v", d.Payload)
+				}
+				if _, ok := d.Payload["Sine"]; !ok {
+					t.Fatalf("Line1/Press key frame without Sine: %v", d.Payload)
+				}
+			}
+		}
+	}
+}
+
+// TestE2EOverflowCounted samples the Counter ten times as fast as it changes
+// into a queue of 2 (discardOldest) read every 500 ms: the server sets the
+// Overflow bit on what it keeps, and the gateway counts, logs and forwards
+// it (the values' status says so in the dataValue encoding).
+//
+// Not queue size 1: Part 4 §5.12.1.5 sets the Overflow bit only on queues
+// larger than one, and the simulation server does as it says.
+func TestE2EOverflowCounted(t *testing.T) {
+	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
+writerGroups:
+  - name: g
+    publishingInterval: 500ms
+    fieldEncoding: dataValue
+    nodes: {samplingInterval: 10ms, queueSize: 2, discardOldest: true}
+    writers:
+      - name: counter
+        fields: [{name: Counter, node: %q}]
+sinks:
+  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
+`, server.NodeCounter))
+	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	waitUntil(t, g, e2eWait, "2 overflows counted", func() bool { return g.groupStats("g").Overflows >= 2 })
+	g.waitLog("queues overflowed", "group=g", "overflowsTotal=")
+	sub.waitCount(t, g, "g", "counter", 6)
+	checkStream(t, sub.all(t), streamCheck{publisher: "uagate", group: "g", writer: "counter"})
+	flagged := 0
+	for _, m := range sub.all(t) {
+		for _, d := range m.dsms {
+			var f struct{ Status struct{ Code uint32 } }
+			if raw, ok := d.Payload["Counter"]; ok && json.Unmarshal(raw, &f) == nil && f.Status.Code&0x0480 == 0x0480 {
+				flagged++
+			}
+		}
+	}
+	if flagged == 0 {
+		t.Error("no Counter value on MQTT carries the Overflow bit")
+	}
+}
