@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -169,8 +168,15 @@ writerGroups:
 	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "w", 30)
 
-	bySeq := map[uint32]map[string]bool{}
-	pieces := map[uint32]int{}
+	// Every part of a split DataSetMessage has its own SequenceNumber (one
+	// after the other); a DataSetMessage is the run of parts up to the one
+	// before a field comes again.
+	type dataSet struct {
+		fields map[string]bool
+		parts  int
+	}
+	var sets []*dataSet
+	var lastSeq uint32
 	for _, m := range sub.all(t) {
 		if m.MessageType == "ua-metadata" {
 			if m.size > limit {
@@ -190,40 +196,44 @@ writerGroups:
 			if d.DataSetWriterName != "w" || d.MessageType == "ua-keepalive" {
 				continue
 			}
-			if bySeq[d.SequenceNumber] == nil {
-				bySeq[d.SequenceNumber] = map[string]bool{}
+			if lastSeq != 0 && d.SequenceNumber != lastSeq+1 {
+				t.Fatalf("SequenceNumber %d after %d", d.SequenceNumber, lastSeq)
+			}
+			lastSeq = d.SequenceNumber
+			cur := (*dataSet)(nil)
+			if len(sets) > 0 {
+				cur = sets[len(sets)-1]
 			}
 			for name := range d.Payload {
-				if bySeq[d.SequenceNumber][name] {
-					t.Fatalf("SequenceNumber %d: field %s in two pieces", d.SequenceNumber, name)
+				if cur != nil && cur.fields[name] {
+					cur = nil // a field again: the next DataSetMessage begins
+					break
 				}
-				bySeq[d.SequenceNumber][name] = true
 			}
-			pieces[d.SequenceNumber]++
+			if cur == nil {
+				cur = &dataSet{fields: map[string]bool{}}
+				sets = append(sets, cur)
+			}
+			for name := range d.Payload {
+				cur.fields[name] = true
+			}
+			cur.parts++
 		}
 	}
-	var seqs []uint32
-	for s := range bySeq {
-		seqs = append(seqs, s)
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	// The first and the last may be partial: the subscriber came late, the
 	// snapshot was taken in the middle of one.
 	complete := 0
-	for i, s := range seqs {
-		if i > 0 && s != seqs[i-1]+1 {
-			t.Fatalf("SequenceNumber %d after %d", s, seqs[i-1])
-		}
-		if i == 0 || i == len(seqs)-1 {
+	for i, ds := range sets {
+		if i == 0 || i == len(sets)-1 {
 			continue
 		}
 		for _, name := range names {
-			if !bySeq[s][name] {
-				t.Fatalf("SequenceNumber %d: field %s in none of its %d pieces", s, name, pieces[s])
+			if !ds.fields[name] {
+				t.Fatalf("DataSetMessage %d: field %s in none of its %d parts", i, name, ds.parts)
 			}
 		}
-		if pieces[s] < 2 {
-			t.Fatalf("SequenceNumber %d in %d piece(s): the limit split nothing", s, pieces[s])
+		if ds.parts < 2 {
+			t.Fatalf("DataSetMessage %d in %d part(s): the limit split nothing", i, ds.parts)
 		}
 		complete++
 	}

@@ -39,7 +39,7 @@ func TestRemoteCommands(t *testing.T) {
 
 	start := func() (stop func() string) {
 		ctx, cancel := context.WithCancel(context.Background())
-		var errOut bytes.Buffer
+		var errOut lockedBuffer // the log goes on being written from other goroutines
 		done := make(chan error, 1)
 		go func() { done <- cmdRunGateway(ctx, nil, io.Discard, &errOut) }()
 		testutil.WaitFor(t, 20*time.Second, "the gateway ready", func() bool {
