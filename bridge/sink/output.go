@@ -35,6 +35,10 @@ type OutputOptions struct {
 	Backoff client.Backoff
 	// Logger receives the output's logs; default slog.Default().
 	Logger *slog.Logger
+	// Latency, when set, is told the time from a message's encoding
+	// (Message.Created) to the broker's confirmation of it (the
+	// source-to-sink latency histogram); called without a lock held.
+	Latency interface{ Observe(time.Duration) }
 }
 
 // ParseOutputOptions builds OutputOptions from the configuration's words
@@ -329,10 +333,14 @@ func (o *Output) Confirmed(m *Message, err error) {
 	s := o.window.at(i)
 	o.sentN--
 	settle, outcome := false, true
+	var created int64
 	switch {
 	case err == nil:
 		o.stats.Confirmed++
 		s.state, s.m, settle = slotDone, nil, true
+		if o.opts.Latency != nil && m.Created != 0 {
+			created = m.Created
+		}
 		if o.failedN == 0 {
 			o.backoff.Reset()
 		}
@@ -352,6 +360,9 @@ func (o *Output) Confirmed(m *Message, err error) {
 	o.compactLocked()
 	o.mu.Unlock()
 	o.signal()
+	if created != 0 {
+		o.opts.Latency.Observe(time.Duration(time.Now().UnixNano() - created))
+	}
 	if settle {
 		m.Done(outcome)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -107,4 +108,46 @@ func TestRemoteCommands(t *testing.T) {
 		t.Fatalf("removed node still listed:\n%s", out)
 	}
 	stop()
+}
+
+// TestMetricsLatencies: the default gateway's /metrics has the publish
+// round-trip histogram of its endpoint and the source-to-sink latency of its
+// sinks, fed while it streams.
+func TestMetricsLatencies(t *testing.T) {
+	isolate(t)
+	addr := freeAddr(t)
+	t.Setenv("UAGATE_HTTP_LISTEN", addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- cmdRunGateway(ctx, []string{"-interval", "100ms"}, io.Discard, &errOut) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v\n%s", err, errOut.String())
+		}
+	}()
+	count := func(body, series string) float64 {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, series) {
+				var v float64
+				if _, err := fmt.Sscan(strings.TrimSpace(line[strings.LastIndexByte(line, ' '):]), &v); err == nil {
+					return v
+				}
+			}
+		}
+		return -1
+	}
+	testutil.WaitFor(t, 20*time.Second, "both latency histograms counting", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body := string(b)
+		return count(body, `uagate_publish_round_trip_seconds_count{endpoint="sim"}`) > 3 &&
+			count(body, `uagate_sink_latency_seconds_count{sink="mqtt"}`) > 3 &&
+			count(body, `uagate_sink_latency_seconds_count{sink="nats"}`) > 3
+	})
 }

@@ -62,6 +62,7 @@ type runtime struct {
 
 	pool *client.Pool
 	api  *api.Server
+	hist *api.Histograms // latency histograms the sinks and sessions feed
 
 	persist     persisted                         // where API changes are saved
 	storeMu     sync.Mutex                        // guards stores
@@ -123,6 +124,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 		groups: map[string]*runGroup{},
 	}
 	rt.persist.path = opts.savePath
+	rt.hist = api.NewHistograms()
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -234,6 +236,7 @@ func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			s = rt.wrap(s)
 		}
 		opts.Logger = rt.log
+		opts.Latency = rt.hist.SourceToSink(s.Name())
 		o, err := sink.NewOutput(s, opts)
 		if err != nil {
 			return err
@@ -308,7 +311,7 @@ func (rt *runtime) startHTTP(cfg *config.Config) error {
 		CORSOrigins:          h.CORSOrigins,
 		Ready:                api.ReadyPolicy{Endpoints: api.Require(h.Ready.Endpoints), Sinks: api.Require(h.Ready.Sinks)},
 		ShutdownDelay:        h.ShutdownDelay.D(),
-		Histograms:           api.NewHistograms(),
+		Histograms:           rt.hist,
 		Logger:               rt.log,
 	}
 	for _, k := range h.APIKeys {
@@ -395,7 +398,8 @@ func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.M
 	mc := &client.ManagedConfig{
 		Client: *ccfg,
 		// The client logs every state change itself.
-		OnStateChange: onState,
+		OnStateChange:  onState,
+		PublishLatency: rt.hist.PublishRoundTrip(ep.Name),
 	}
 	key, err := rt.pool.Key(url, wg.Name, mc)
 	if err != nil {

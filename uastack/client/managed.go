@@ -129,6 +129,10 @@ type ManagedConfig struct {
 	// Limiter, when set, paces connection attempts (shared by a Pool's
 	// sessions).
 	Limiter *RateLimiter
+	// PublishLatency, when set, is told the time from each Publish request
+	// to its response (which includes the time it waited at the server for
+	// a notification): the publish round-trip histogram of the metrics.
+	PublishLatency interface{ Observe(time.Duration) }
 	// OnStateChange is told of every state change, with the error that caused
 	// it (nil for Connected); StateFailed is told again at every failed slow
 	// retry. It runs on the session's worker goroutine and must not block.
@@ -262,6 +266,7 @@ func NewManagedSession(endpointURL string, cfg *ManagedConfig) (*ManagedSession,
 	m.permanent = conf.PermanentBackoff
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.pub = newPublisher(m.log, conf.MaxPublishRequests, conf.KeepAliveGrace, conf.Client.RequestTimeout)
+	m.pub.latency = conf.PublishLatency
 	m.pub.onFault = func(c *Client, sub *Subscription, err error) {
 		select {
 		case m.faults <- managedFault{c, sub, err}:

@@ -77,6 +77,7 @@ type publishSlot struct {
 	out  ua.Structure // as returned by the channel
 	err  error
 	done func(ua.Structure, error) // s.complete, bound once
+	sent int64                     // UnixNano when the request went out
 }
 
 // complete runs on the channel's reader goroutine (or its timer, or whoever
@@ -150,6 +151,10 @@ type publisher struct {
 	draining bool            // closing: no new Publish requests or gap fills
 	drained  chan struct{}   // closed once draining is complete (nil: nobody waits)
 	final    *publishSlot    // the closing session's last acknowledgements
+
+	// latency, when set, is told how long each Publish took from request to
+	// response (its time parked at the server included).
+	latency interface{ Observe(time.Duration) }
 
 	rtt        atomic.Int64 // smoothed round trip of synchronous calls, ns
 	busySince  atomic.Int64 // UnixNano when a handler call began, 0 when none runs
@@ -668,6 +673,9 @@ func (p *publisher) issue(c *Client, s *publishSlot) error {
 	timeout := time.Duration(p.timeout.Load())
 	s.req.RequestHeader = ua.RequestHeader{}
 	c.fillHeader(&s.req.RequestHeader, c.session.authToken, timeout)
+	if p.latency != nil {
+		s.sent = time.Now().UnixNano()
+	}
 	if err := c.conn.SendRequestAsync(&s.req, &s.resp, timeout, s.done); err != nil {
 		return err
 	}
@@ -679,6 +687,9 @@ func (p *publisher) issue(c *Client, s *publishSlot) error {
 func (p *publisher) handle(s *publishSlot) {
 	p.inflight--
 	err := s.err
+	if p.latency != nil && s.sent != 0 && err == nil {
+		p.latency.Observe(time.Duration(time.Now().UnixNano() - s.sent))
+	}
 	if err == nil && s.out != ua.Structure(&s.resp) {
 		err = fmt.Errorf("%w: Publish answered with %s", ErrBadResponse, typeName(s.out))
 	}
