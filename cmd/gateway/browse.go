@@ -98,6 +98,7 @@ func walk(ctx context.Context, c *client.Client, root ua.NodeID, maxDepth int, c
 	seen := map[ua.NodeID]bool{root: true}
 	frontier := []frontierItem{{id: root, idx: -1}}
 	reported := 0
+	prog := newProgress(stderr)
 	for d := 1; len(frontier) > 0 && (maxDepth == 0 || d <= maxDepth); d++ {
 		var next []frontierItem
 		for lo := 0; lo < len(frontier); lo += browseBatch {
@@ -134,15 +135,18 @@ func walk(ctx context.Context, c *client.Client, root ua.NodeID, maxDepth int, c
 					next = append(next, frontierItem{id: id, idx: idx})
 				}
 			}
-			if len(nodes)/progressEvery > reported/progressEvery {
-				fmt.Fprintf(stderr, "browse: %d nodes (depth %d, %d of %d nodes at this depth browsed)\n", len(nodes), d, hi, len(frontier))
+			every := len(nodes)/progressEvery > reported/progressEvery
+			if every || prog.tty {
+				prog.update(every, "browse: %d nodes (depth %d, %d of %d nodes at this depth browsed)", len(nodes), d, hi, len(frontier))
+			}
+			if every {
 				reported = len(nodes)
 			}
 		}
 		frontier = next
 	}
-	if reported > 0 {
-		fmt.Fprintf(stderr, "browse: done, %d nodes\n", len(nodes))
+	if reported > 0 || prog.shown {
+		prog.done("browse: done, %d nodes", len(nodes))
 	}
 	return nodes, roots, nil
 }

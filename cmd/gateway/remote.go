@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/uagate/gateway/api/cli"
 )
@@ -55,12 +56,14 @@ func cmdNodes(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	r.register(fs)
 	group := fs.String("group", "", "writer `group` (required)")
 	writer := fs.String("writer", "", "dataset `writer` (required; add creates it when missing)")
+	file := fs.String("file", "", "add/remove: read the nodes from `file` too, one a line (# comments)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: gateway nodes list|add|remove -group G -writer W [flags] [node ...]
 
 Lists, adds or removes the nodes (fields) of a dataset writer of a running
 gateway through its REST API. add takes node ids or name=nodeid; remove takes
-field names. Changes are applied at once and saved.
+field names (also from -file, one a line). A change is one request, applied
+at once — all of it or none — and saved.
 
 Flags:
 `)
@@ -74,6 +77,17 @@ Flags:
 	pos, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return errFlagParse(err)
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return fmt.Errorf("%w: -file: %v", errUsage, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				pos = append(pos, line)
+			}
+		}
 	}
 	if *group == "" || *writer == "" {
 		return fmt.Errorf("%w: nodes %s needs -group and -writer", errUsage, verb)

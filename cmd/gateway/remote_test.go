@@ -86,6 +86,19 @@ func TestRemoteCommands(t *testing.T) {
 		i := strings.Index(string(b), `"field":"Load1"`)
 		return i >= 0 && strings.Contains(string(b[i:]), `"Value"`)
 	})
+	list := filepath.Join(t.TempDir(), "nodes.txt")
+	if err := os.WriteFile(list, []byte("# two more\nLoad2=ns=1;s=Load.F000.V00002\n\nLoad3=ns=1;s=Load.F000.V00003\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := remote("nodes", "add", "-group", "demo", "-writer", "demo", "-file", list); code != 0 || !strings.Contains(out, "added 2 node(s)") {
+		t.Fatalf("nodes add -file: exit %d\n%s", code, out)
+	}
+	if out, code := remote("nodes", "remove", "-group", "demo", "-writer", "demo", "-file", filepath.Join(t.TempDir(), "missing")); code != 2 {
+		t.Fatalf("nodes remove with a missing -file: exit %d\n%s", code, out)
+	}
+	if out, code := remote("nodes", "remove", "-group", "demo", "-writer", "demo", "Load2", "Load3"); code != 0 {
+		t.Fatalf("nodes remove: exit %d\n%s", code, out)
+	}
 	if out, code := remote("nodes", "add", "-group", "nope", "-writer", "x", "ns=1;s=X"); code != 1 || !strings.Contains(out, "404") {
 		t.Fatalf("nodes add to an unknown group: exit %d\n%s", code, out)
 	}
