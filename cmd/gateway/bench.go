@@ -411,8 +411,8 @@ func (r benchResult) line() string {
 	fmt.Fprintf(&b, "bridge=%s notifications_per_s=%.0f gateway_cpu_us_per_notification=%.3f p50_ms=%.2f p99_ms=%.2f lost=%d rss_mb=%.1f bytes_per_item=%.0f",
 		r.bridge, float64(n)/r.window.Seconds(), r.cpuPerNotification(), r.b.P50ms, r.b.P99ms,
 		r.b.Lost-r.a.Lost, float64(r.rssBytes)/(1<<20), float64(r.rssBytes)/float64(r.items))
-	fmt.Fprintf(&b, " items=%d offered_per_s=%.0f window_s=%.1f notifications=%d dup=%d unknown=%d bad=%d sub_dropped=%d max_ms=%.1f bridge_cores=%.2f sub_cores=%.2f sub_cpu_us_per_notification=%.3f sim_cores=%.2f",
-		r.items, r.offered, r.window.Seconds(), n, r.b.Dup-r.a.Dup, r.b.Unknown-r.a.Unknown, r.b.Bad-r.a.Bad,
+	fmt.Fprintf(&b, " items=%d offered_per_s=%.0f window_s=%.1f notifications=%d dup=%d repeat=%d unknown=%d bad=%d sub_dropped=%d max_ms=%.1f bridge_cores=%.2f sub_cores=%.2f sub_cpu_us_per_notification=%.3f sim_cores=%.2f",
+		r.items, r.offered, r.window.Seconds(), n, r.b.Dup-r.a.Dup, r.b.Repeat-r.a.Repeat, r.b.Unknown-r.a.Unknown, r.b.Bad-r.a.Bad,
 		r.b.Dropped-r.a.Dropped, r.b.MaxMs, cores(r.bridgeCPU), cores(r.subCPU),
 		float64(r.subCPU.Microseconds())/max(float64(n), 1), cores(r.simCPU))
 	if r.natsMeasured {

@@ -41,7 +41,11 @@ type subStats struct {
 	Fields  int64 `json:"fields"`  // DataSet fields seen
 	New     int64 `json:"new"`     // fields carrying a new value of their counter: the notifications
 	Lost    int64 `json:"lost"`    // counter values skipped (a gap of k is k lost)
-	Dup     int64 `json:"dup"`     // fields repeating or going back on a value already seen
+	Dup     int64 `json:"dup"`     // fields going back on a value already seen
+	// Repeat counts fields carrying their node's last value again: a key
+	// frame (or a heartbeat) restating the state, not a notification; they
+	// are not measured for latency either (their timestamp is the change's).
+	Repeat int64 `json:"repeat"`
 	Seen    int64 `json:"seen"`    // distinct nodes seen
 	Unknown int64 `json:"unknown"` // fields that are not one of the -items nodes
 	NoTS    int64 `json:"no_ts"`   // fields without a SourceTimestamp (no latency)
@@ -191,11 +195,6 @@ func (c *benchCounter) field(f, v int, value int64, ts int64, now int64) {
 		c.st.Unknown++
 		return
 	}
-	if ts == 0 {
-		c.st.NoTS++
-	} else {
-		c.lat.add(now - ts)
-	}
 	last := c.last[i]
 	switch {
 	case last == unseenValue:
@@ -206,11 +205,19 @@ func (c *benchCounter) field(f, v int, value int64, ts int64, now int64) {
 	case value > last+1:
 		c.st.New++
 		c.st.Lost += value - last - 1
+	case value == last:
+		c.st.Repeat++
+		return
 	default:
 		c.st.Dup++
 		return
 	}
 	c.last[i] = value
+	if ts == 0 {
+		c.st.NoTS++
+	} else {
+		c.lat.add(now - ts)
+	}
 }
 
 // snapshot returns the counters; window also ends the latency window.
