@@ -135,6 +135,10 @@ type writer struct {
 	stats       writerCounters
 	lastPublish atomic.Int64
 	heartbeats  []heartbeat // its fields with a heartbeat; g.mu
+	// nodes are its fields' node ids as configured. cfg.Fields is needed
+	// only until its monitored items are asked for (prepare) and is dropped
+	// then, so that a large writer does not keep its configuration twice.
+	nodes []string
 }
 
 // heartbeat is a field whose last value is sent again when it did not change
@@ -369,6 +373,9 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 			return nil, err
 		}
 	}
+	// The writers keep what they need of their configuration; the group's
+	// copy of the fields would only double the memory per item.
+	g.cfg.Writers = nil
 	g.newWriter()
 	g.fenc = jsonenc.NewEncoder(nil, jsonenc.Options{Mode: g.headerMode})
 	g.publishSnapshot()
@@ -415,6 +422,10 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		cfg:   wc,
 		first: int32(len(g.fields)),
 		seq:   1,
+		nodes: make([]string, len(wc.Fields)),
+	}
+	for k := range wc.Fields {
+		w.nodes[k] = wc.Fields[k].Node
 	}
 	names := make(map[string]bool, len(wc.Fields))
 	for k := range wc.Fields {
@@ -757,6 +768,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 			return err
 		}
 		reqs = append(reqs, r...)
+		w.cfg.Fields = nil // prepare was its last reader
 	}
 	keepAliveCount := uint32(0)
 	if g.keepAlive > 0 {
@@ -992,6 +1004,7 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 		g.removeSlots(w)
 		return err
 	}
+	w.cfg.Fields = nil // prepare was its last reader
 	g.mu.Lock()
 	w.lastSent = time.Now().UnixNano()
 	g.sendMetaData(w)

@@ -158,7 +158,7 @@ func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
 	return FieldValue{
 		Writer:      w.name,
 		Field:       f.name,
-		Node:        w.cfg.Fields[s-w.first].Node,
+		Node:        w.nodes[s-w.first],
 		Handle:      g.base + uint32(s),
 		Status:      f.status,
 		HasValue:    f.flags&fieldHasValue != 0,
