@@ -35,17 +35,17 @@ import (
 // subStats are the subscriber's cumulative counters and the latency of the
 // current window.
 type subStats struct {
-	TimeNs  int64 `json:"t_ns"`    // the subscriber's clock when taken
-	Msgs    int64 `json:"msgs"`    // NATS messages
-	Bytes   int64 `json:"bytes"`   // their payload bytes
-	Fields  int64 `json:"fields"`  // DataSet fields seen
-	New     int64 `json:"new"`     // fields carrying a new value of their counter: the notifications
-	Lost    int64 `json:"lost"`    // counter values skipped (a gap of k is k lost)
-	Dup     int64 `json:"dup"`     // fields going back on a value already seen
+	TimeNs int64 `json:"t_ns"`   // the subscriber's clock when taken
+	Msgs   int64 `json:"msgs"`   // NATS messages
+	Bytes  int64 `json:"bytes"`  // their payload bytes
+	Fields int64 `json:"fields"` // DataSet fields seen
+	New    int64 `json:"new"`    // fields carrying a new value of their counter: the notifications
+	Lost   int64 `json:"lost"`   // counter values skipped (a gap of k is k lost)
+	Dup    int64 `json:"dup"`    // fields going back on a value already seen
 	// Repeat counts fields carrying their node's last value again: a key
 	// frame (or a heartbeat) restating the state, not a notification; they
 	// are not measured for latency either (their timestamp is the change's).
-	Repeat int64 `json:"repeat"`
+	Repeat  int64 `json:"repeat"`
 	Seen    int64 `json:"seen"`    // distinct nodes seen
 	Unknown int64 `json:"unknown"` // fields that are not one of the -items nodes
 	NoTS    int64 `json:"no_ts"`   // fields without a SourceTimestamp (no latency)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/internal/testutil"
+	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/internal/testutil"
+	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/ua"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/internal/testutil"
+	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
