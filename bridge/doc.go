@@ -80,8 +80,9 @@
 //     name-based UUIDs, stable across restarts.
 //   - Defaults for monitored items deliver every change the server reports:
 //     sampling at a tenth of the publishing interval and a queue of
-//     ceil(publishing interval ÷ sampling interval) values (at most
-//     MaxDefaultQueueSize).
+//     2 × ceil(publishing interval ÷ sampling interval) values (at most
+//     MaxDefaultQueueSize): one interval exactly overflowed now and then
+//     under ordinary timing jitter.
 //   - Heartbeats (config Heartbeat, OPC Publisher's HeartbeatInterval): a
 //     field that did not change for its interval is sent again, as a
 //     ua-deltaframe of its writer with the last known value and its own

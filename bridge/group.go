@@ -542,14 +542,15 @@ func (g *WriterGroup) itemOptions(fc config.Field, dedup map[itemKey]*client.Ite
 		queue = nd.QueueSize
 	}
 	if queue == 0 {
-		// Enough for every sample of one publishing interval: the server
-		// delivers every change, not only the last one per interval.
+		// Enough for every sample of two publishing intervals (headroom for
+		// a late publish): the server delivers every change, not only the
+		// last one per interval.
 		s := sampling
 		if s == 0 {
 			s = fastestSampling
 		}
-		q := (g.interval + s - 1) / s
-		queue = uint32(min(max(q, 1), MaxDefaultQueueSize))
+		q := 2 * ((g.interval + s - 1) / s)
+		queue = uint32(min(max(q, 2), MaxDefaultQueueSize))
 	}
 	discardOldest := true
 	switch {

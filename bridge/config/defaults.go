@@ -268,18 +268,20 @@ func (wg *WriterGroup) applyDefaults() {
 	}
 }
 
-// queueFor is a monitored-item queue that holds one publishing interval of
+// queueFor is a monitored-item queue that holds two publishing intervals of
 // samples: nothing is lost between two publishes when the value changes at
-// every sample. Bounded by MaxQueueSize.
+// every sample, even when a publish comes late or the server samples one
+// interval more than the division says (one interval exactly overflowed
+// under ordinary timing jitter). Bounded by MaxQueueSize.
 func queueFor(pi, si time.Duration) uint32 {
 	if si <= 0 {
 		si = pi / DefaultSamplingDivisor
 	}
 	if si <= 0 {
-		return 1
+		return 2
 	}
-	n := (pi + si - 1) / si
-	return uint32(min(max(n, 1), MaxQueueSize))
+	n := 2 * ((pi + si - 1) / si)
+	return uint32(min(max(n, 2), MaxQueueSize))
 }
 
 func (f *Field) applyDefaults(nd *NodeDefaults, pi time.Duration) {

@@ -71,7 +71,7 @@ func TestParseMinimal(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", wg)
 	}
 	f := wg.Writers[0].Fields[0]
-	if f.Name != "T1" || f.SamplingInterval == nil || f.SamplingInterval.D() != 100*time.Millisecond || f.QueueSize != 10 {
+	if f.Name != "T1" || f.SamplingInterval == nil || f.SamplingInterval.D() != 100*time.Millisecond || f.QueueSize != 20 { // two publishing intervals of 100 ms samples
 		t.Errorf("field defaults: %+v", f)
 	}
 	if c.Endpoints[0].PKI != filepath.Join("state", "pki") || c.Endpoints[0].SecurityPolicy != "best" {

@@ -196,7 +196,7 @@ type NodeDefaults struct {
 	// SamplingInterval; default: the writer group's publishing interval ÷ 10
 	// (at least 0: the server's fastest).
 	SamplingInterval *Duration `yaml:"samplingInterval"`
-	// QueueSize; default: enough for one publishing interval of samples.
+	// QueueSize; default: enough for two publishing intervals of samples.
 	QueueSize     uint32   `yaml:"queueSize"`
 	DiscardOldest *bool    `yaml:"discardOldest"` // default true
 	Deadband      Deadband `yaml:"deadband"`

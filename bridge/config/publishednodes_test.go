@@ -51,7 +51,7 @@ func TestPublishedNodesBasic(t *testing.T) {
 	g := c.WriterGroups[0]
 	f := g.Writers[0].Fields[0]
 	if g.Endpoint != e.Name || g.PublishingInterval.D() != 5*time.Second || f.Name != "Current time" || f.Node != "i=2258" ||
-		f.SamplingInterval.D() != 2*time.Second || f.QueueSize != 3 {
+		f.SamplingInterval.D() != 2*time.Second || f.QueueSize != 6 {
 		t.Errorf("group %+v field %+v", g, f)
 	}
 }

@@ -297,7 +297,7 @@ sinks:
   file: [{path: out.jsonl}, {path: more.jsonl}]
 `)
 	wg := c.WriterGroups[0]
-	if wg.KeepAlive.D().String() != "20s" || wg.Nodes.SamplingInterval.D().String() != "200ms" || wg.Nodes.QueueSize != 10 {
+	if wg.KeepAlive.D().String() != "20s" || wg.Nodes.SamplingInterval.D().String() != "200ms" || wg.Nodes.QueueSize != 20 {
 		t.Errorf("group: keepAlive %v sampling %v queue %d", wg.KeepAlive, wg.Nodes.SamplingInterval, wg.Nodes.QueueSize)
 	}
 	// The second writer's position (2) is taken by the third: it gets the next free id.
