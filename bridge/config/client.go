@@ -43,11 +43,12 @@ func ClientConfig(ep *Endpoint, stateDir string, logger *slog.Logger) (*client.C
 	}
 
 	cfg := &client.Config{
-		AllowDeprecated: e.AllowDeprecated,
-		AutoAccept:      e.AutoAccept,
-		RequestTimeout:  e.RequestTimeout.D(),
-		SessionTimeout:  e.SessionTimeout.D(),
-		Logger:          logger,
+		AllowDeprecated:   e.AllowDeprecated,
+		SkipHostnameCheck: e.SkipHostnameCheck,
+		AutoAccept:        e.AutoAccept,
+		RequestTimeout:    e.RequestTimeout.D(),
+		SessionTimeout:    e.SessionTimeout.D(),
+		Logger:            logger,
 	}
 	if e.MaxMessageSize > 0 {
 		cfg.Transport = &uacp.Config{MaxMessageSize: uint32(e.MaxMessageSize)}

@@ -122,3 +122,21 @@ func TestClientConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestClientConfigSkipHostnameCheck(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		ep := Endpoint{Name: "plc", URL: "opc.tcp://127.0.0.1:4840", SecurityPolicy: "None", SkipHostnameCheck: skip}
+		ep.applyDefaults(t.TempDir())
+		cfg, err := ClientConfig(&ep, t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.SkipHostnameCheck != skip {
+			t.Fatalf("skipHostnameCheck %v became client.Config.SkipHostnameCheck %v", skip, cfg.SkipHostnameCheck)
+		}
+	}
+	c, _, err := parse([]byte("endpoints: [{name: plc, url: \"opc.tcp://10.1.2.3:4840\", skipHostnameCheck: true}]\n"), "c.yaml", noEnv, nil)
+	if err != nil || !c.Endpoints[0].SkipHostnameCheck {
+		t.Fatalf("the key does not load: %v", err)
+	}
+}

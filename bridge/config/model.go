@@ -110,6 +110,9 @@ type Endpoint struct {
 	PKI             string   `yaml:"pki"` // certificate store directory; default <stateDir>/pki
 	AutoAccept      bool     `yaml:"autoAccept"`
 	AllowDeprecated bool     `yaml:"allowDeprecated"`
+	// SkipHostnameCheck accepts a server certificate that does not name the
+	// host of the URL (a PLC reached by an address its certificate lacks).
+	SkipHostnameCheck bool `yaml:"skipHostnameCheck"`
 	// RequestTimeout bounds connecting and each request; default 30s.
 	RequestTimeout Duration `yaml:"requestTimeout"`
 	// SessionTimeout asked of the server; default the client's.

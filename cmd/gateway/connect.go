@@ -31,6 +31,7 @@ type connFlags struct {
 	pkiDir            string
 	autoAccept        bool
 	allowDeprecated   bool
+	skipHostname      bool
 	timeout           time.Duration
 	verbose           bool
 }
@@ -45,6 +46,7 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pkiDir, "pki", "./pki", "certificate store `dir`ectory (own, trusted, rejected certificates)")
 	fs.BoolVar(&f.autoAccept, "auto-accept", false, "trust unknown server certificates (development only)")
 	fs.BoolVar(&f.allowDeprecated, "allow-deprecated", false, "allow the deprecated policies Basic128Rsa15 and Basic256")
+	fs.BoolVar(&f.skipHostname, "skip-hostname-check", false, "accept a server certificate that does not name the host of the endpoint URL")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit for connecting and for each request")
 	fs.BoolVar(&f.verbose, "v", false, "log the details of connecting")
 }
@@ -54,12 +56,13 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 // validated by config.ClientConfig, the path the configuration file takes too.
 func (f *connFlags) endpoint() (config.Endpoint, error) {
 	ep := config.Endpoint{
-		SecurityPolicy:  f.policy,
-		SecurityMode:    f.mode,
-		PKI:             f.pkiDir,
-		AutoAccept:      f.autoAccept,
-		AllowDeprecated: f.allowDeprecated,
-		RequestTimeout:  config.Duration(f.timeout),
+		SecurityPolicy:    f.policy,
+		SecurityMode:      f.mode,
+		PKI:               f.pkiDir,
+		AutoAccept:        f.autoAccept,
+		AllowDeprecated:   f.allowDeprecated,
+		SkipHostnameCheck: f.skipHostname,
+		RequestTimeout:    config.Duration(f.timeout),
 	}
 	switch {
 	case f.user != "" && f.certFile != "":

@@ -287,8 +287,8 @@ func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration
 		if ep.SecurityMode != "" {
 			fmt.Fprintf(&b, "    securityMode: %s\n", q(ep.SecurityMode))
 		}
-		fmt.Fprintf(&b, "    pki: %s\n    autoAccept: %t\n    allowDeprecated: %t\n    requestTimeout: %s\n",
-			q(ep.PKI), ep.AutoAccept, ep.AllowDeprecated, q(ep.RequestTimeout.D().String()))
+		fmt.Fprintf(&b, "    pki: %s\n    autoAccept: %t\n    allowDeprecated: %t\n    skipHostnameCheck: %t\n    requestTimeout: %s\n",
+			q(ep.PKI), ep.AutoAccept, ep.AllowDeprecated, ep.SkipHostnameCheck, q(ep.RequestTimeout.D().String()))
 		switch ep.Identity.Type {
 		case config.IdentityUsername:
 			fmt.Fprintf(&b, "    identity:\n      type: username\n      username: %s\n", q(ep.Identity.Username))
