@@ -177,6 +177,9 @@ type unit struct {
 	recGen    uint64 // bumped by SaveResume
 	wroteGen  uint64 // recGen of the last successful write
 	freeSince time.Time
+	// releasedAt: when this replica gave it up to balance; it does not take
+	// it back for a TTL (unless nobody else does).
+	releasedAt time.Time
 }
 
 // seen is a key as the watcher last delivered it.
@@ -880,18 +883,21 @@ func (l *KV) balance(kv jetstream.KeyValue) {
 			}
 		}
 	}
+	// Another live replica holds two fewer (or fewer than the target while
+	// this one is above it): moving one unit evens them out.
 	under := false
 	for r, n := range held {
-		if r != l.cfg.ReplicaID && n < target {
+		if r != l.cfg.ReplicaID && (n < mine-1 || (mine > target && n < target)) {
 			under = true
 		}
 	}
-	if mine <= target || !under || last == nil {
+	if !under || last == nil {
 		l.mu.Unlock()
 		return
 	}
 	l.released = now
 	last.state = stateHalting
+	last.releasedAt = now
 	l.mu.Unlock()
 	l.log.Info("lease: releasing a unit to balance", "unit", last.name, "held", mine, "target", target)
 	l.wg.Add(1)
@@ -954,6 +960,9 @@ func (l *KV) acquire(kv jetstream.KeyValue) {
 			u.freeSince = now
 		}
 		c.stale = now.Sub(u.freeSince) > l.ttl
+		if !c.stale && !u.releasedAt.IsZero() && now.Sub(u.releasedAt) < l.ttl {
+			continue // given to another replica just now
+		}
 		cands = append(cands, c)
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
