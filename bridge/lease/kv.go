@@ -874,11 +874,14 @@ func (l *KV) balance(kv jetstream.KeyValue) {
 	target, held, _ := l.targetLocked(now)
 	mine := 0
 	var last *unit
+	// The candidate: the unit acquired last among those held for 2/3 of a
+	// TTL at least (a replica that has just started, and settles within
+	// TTL/3, takes free units first).
 	for _, n := range l.order {
 		u := l.units[n]
 		if u.state == stateHeld && u.wanted {
 			mine++
-			if last == nil || u.acquired.After(last.acquired) {
+			if now.Sub(u.acquired) >= 2*l.ttl/3 && (last == nil || u.acquired.After(last.acquired)) {
 				last = u
 			}
 		}

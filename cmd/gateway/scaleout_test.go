@@ -89,68 +89,82 @@ type dsmSeq struct {
 	Seq  uint32
 }
 
-func readScaleStream(t *testing.T, url string) []streamMsg {
+// streamReader reads the stream's data messages one by one by sequence
+// (the stream leader answers; a consumer placed on a node that just died
+// would not), keeping what it read: each read fetches only what is new.
+type streamReader struct {
+	nc   *nats.Conn
+	st   jetstream.Stream
+	next uint64
+	msgs []streamMsg
+}
+
+func newStreamReader(t *testing.T, url string) *streamReader {
 	t.Helper()
-	var last error
-	for range 5 {
-		out, err := tryReadScaleStream(url)
-		if err == nil {
-			return out
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return &streamReader{nc: nc, next: 1}
+}
+
+// read returns every data message stored so far, in stream order.
+func (r *streamReader) read(t *testing.T) []streamMsg {
+	t.Helper()
+	js, _ := jetstream.New(r.nc)
+	deadline := time.Now().Add(30 * time.Second)
+	fail := func(err error) bool {
+		if time.Now().After(deadline) {
+			t.Fatalf("reading the stream: %v", err)
 		}
-		last = err
 		pollPause()
+		return true
 	}
-	t.Fatalf("reading the stream: %v", last)
-	return nil
-}
-
-// tryReadScaleStream reads the stream's data messages through an ephemeral
-// pull consumer (an ordered consumer's resets stall while a node is down).
-func tryReadScaleStream(url string) ([]streamMsg, error) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cons, err := js.CreateConsumer(ctx, "UAGATE", jetstream.ConsumerConfig{
-		FilterSubject: "opcua.json.data.>", AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-		MemoryStorage: true, Replicas: 1, InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = js.DeleteConsumer(context.Background(), "UAGATE", cons.CachedInfo().Name) }()
-	var out []streamMsg
 	for {
-		info, err := cons.Info(ctx)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if r.st == nil {
+			st, err := js.Stream(ctx, "UAGATE")
+			if err != nil {
+				cancel()
+				fail(err)
+				continue
+			}
+			r.st = st
+		}
+		info, err := r.st.Info(ctx)
 		if err != nil {
-			return nil, err
+			cancel()
+			fail(err)
+			continue
 		}
-		if info.NumPending == 0 {
-			break
+		last := info.State.LastSeq
+		for r.next <= last {
+			m, err := r.st.GetMsg(ctx, r.next)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				r.next++
+				continue
+			}
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(m.Subject, "opcua.json.data.") {
+				sm := parseStreamMsg(m.Data)
+				sm.At, sm.Seq = m.Time, m.Sequence
+				r.msgs = append(r.msgs, sm)
+			}
+			r.next++
 		}
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, err
+		cancel()
+		if r.next > last {
+			return r.msgs
 		}
-		for m := range batch.Messages() {
-			out = append(out, parseStreamMsg(m))
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, err
-		}
+		fail(fmt.Errorf("stopped at sequence %d of %d", r.next, last))
 	}
-	return out, nil
 }
 
-func parseStreamMsg(m jetstream.Msg) streamMsg {
-	sm := streamMsg{sinkMsg: parseSinkMsgQuiet(m.Data())}
-	if meta, _ := m.Metadata(); meta != nil {
-		sm.At, sm.Seq = meta.Timestamp, meta.Sequence.Stream
-	}
+func parseStreamMsg(data []byte) streamMsg {
+	sm := streamMsg{sinkMsg: parseSinkMsgQuiet(data)}
 	type dsm struct {
 		MessageType    string `json:"MessageType"`
 		SequenceNumber uint32 `json:"SequenceNumber"`
@@ -159,7 +173,7 @@ func parseStreamMsg(m jetstream.Msg) streamMsg {
 		MessageID string          `json:"MessageId"`
 		Messages  json.RawMessage `json:"Messages"`
 	}
-	_ = json.Unmarshal(m.Data(), &nm)
+	_ = json.Unmarshal(data, &nm)
 	sm.MessageID = nm.MessageID
 	var dsms []dsm
 	if len(nm.Messages) > 0 && nm.Messages[0] == '[' {
@@ -188,38 +202,43 @@ func parseSinkMsgQuiet(data []byte) sinkMsg {
 	return parseSinkMsg(nil, data)
 }
 
-// ownership walks a group's messages in stream order and returns where a
-// writer's sequence does not follow from the message before: a message of a
-// new holder starts at 1; anything else out of line means two holders
-// interleaved (or a lost message). A message stored twice (same MessageId:
-// a publish retried) is no violation. It also returns when each run began.
+// ownership walks a group's messages in stream order and returns where they
+// show two holders at once. Each holder's writer numbers its DataSetMessages
+// from 1: a data message with sequence 1 starts a holder's run. Within a
+// run a number appears once (a message stored twice by a retried publish has
+// the same MessageId and is skipped), and the numbers stay within
+// reorderWindow of the highest so far (a retried publish may be stored
+// after its successors). Another holder's messages interleaved would repeat
+// numbers, or be far from the run's. It also returns when each run began.
 func ownership(msgs []streamMsg, group string) (violations []string, runs []time.Time) {
-	next := uint32(0) // the next data sequence number expected; 0: none yet
+	const reorderWindow = 64 // beyond what the sink has in flight (MaxUnacked 32)
 	ids := map[string]bool{}
+	var seen map[uint32]bool // this run's data sequence numbers
+	top := uint32(0)         // the highest of them; 0: no run yet
 	for _, m := range msgs {
-		if m.Group != group || len(m.DSMs) == 0 {
-			continue
-		}
-		if ids[m.MessageID] {
+		if m.Group != group || len(m.DSMs) == 0 || ids[m.MessageID] {
 			continue
 		}
 		ids[m.MessageID] = true
 		for _, d := range m.DSMs {
-			switch {
-			case d.Seq == 1 && (d.Type != "ua-keepalive" || next != 1):
-				// A new holder's writer (a keep-alive before any data also
-				// carries 1, the next expected number).
+			data := d.Type != "ua-keepalive"
+			if data && d.Seq == 1 {
 				runs = append(runs, m.At)
-				next = 1
-			case next == 0:
-				violations = append(violations, fmt.Sprintf("stream seq %d: first message has sequence %d", m.Seq, d.Seq))
-				next = d.Seq
-			case d.Seq != next:
-				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d, expected %d", m.Seq, m.At.Format("15:04:05.000"), d.Seq, next))
-				next = d.Seq
+				seen, top = map[uint32]bool{1: true}, 1
+				continue
 			}
-			if d.Type != "ua-keepalive" {
-				next++
+			switch {
+			case top == 0:
+				violations = append(violations, fmt.Sprintf("stream seq %d: the first message has sequence %d", m.Seq, d.Seq))
+				seen, top = map[uint32]bool{}, d.Seq
+			case d.Seq > top+reorderWindow || d.Seq+reorderWindow < top:
+				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d in a run at %d", m.Seq, m.At.Format("15:04:05.000"), d.Seq, top))
+			case data && seen[d.Seq]:
+				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d twice in a run", m.Seq, m.At.Format("15:04:05.000"), d.Seq))
+			}
+			if data {
+				seen[d.Seq] = true
+				top = max(top, d.Seq)
 			}
 		}
 	}
@@ -241,7 +260,7 @@ func holders(t *testing.T, url string, groups int) map[string]leaseView {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	out := map[string]leaseView{}
 	kv, err := js.KeyValue(ctx, "uagate-leases")
@@ -271,7 +290,10 @@ func TestScaleOut(t *testing.T) {
 		}
 		groups = n
 	}
+	t0 := time.Now()
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
 	nodes := startNATSCluster(t, 3)
+	phase("NATS cluster up")
 	url := clusterURL(nodes)
 	// The data stream, replicated on the three nodes (the sink does not
 	// create it: it would make it R1).
@@ -296,6 +318,7 @@ func TestScaleOut(t *testing.T) {
 			pollPause() // the cluster's meta leader is being elected
 		}
 	}()
+	phase("stream created")
 	srv := startCounterSim(t, "", 50*time.Millisecond)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.yaml")
@@ -337,9 +360,9 @@ func TestScaleOut(t *testing.T) {
 		return by, len(by) == len(live)
 	}
 	var by map[string][]string
+	var ok bool
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var ok bool
 		if by, ok = balanced(ids); ok {
 			break
 		}
@@ -348,8 +371,10 @@ func TestScaleOut(t *testing.T) {
 		}
 		pollPause()
 	}
-	t.Logf("shared: %v", by)
+	phase(fmt.Sprintf("shared: %v", by))
 	waitStream(t, url, uint64(groups*20), 30*time.Second, logs)
+	phase("streaming")
+	sr := newStreamReader(t, url)
 
 	// kill -9 the replica with the most groups.
 	victim := ids[0]
@@ -369,7 +394,6 @@ func TestScaleOut(t *testing.T) {
 	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		var ok bool
 		if by, ok = balanced(rest); ok {
 			break
 		}
@@ -381,8 +405,9 @@ func TestScaleOut(t *testing.T) {
 	// Resumed: the new holder's first message in the stream.
 	resumed := map[string]time.Duration{}
 	deadline = time.Now().Add(30 * time.Second)
+	phase("taken over")
 	for len(resumed) < len(lost) {
-		msgs := readScaleStream(t, url)
+		msgs := sr.read(t)
 		for _, g := range lost {
 			_, runs := ownership(msgs, g)
 			for _, r := range runs {
@@ -407,20 +432,52 @@ func TestScaleOut(t *testing.T) {
 	}
 
 	// A NATS node dies too: the leases and the stream have two of three.
-	before := len(readScaleStream(t, url))
+	phase("killing a NATS node")
 	nodes[0].kill()
 	nodeKilled := time.Now()
-	alive := clusterURL(nodes[1:])
-	waitStream(t, alive, uint64(before+groups*30), 40*time.Second, logs)
-	t.Logf("after the NATS node kill: %d more messages in %v", len(readScaleStream(t, alive))-before, time.Since(nodeKilled).Round(time.Millisecond))
-	if by, ok := balanced(rest); !ok {
+	// Every group goes on through and after the lease writes' failover:
+	// 10 messages of each stored in the second before 2 TTL after the kill.
+	deadline = time.Now().Add(2*scaleLeaseTTL + 30*time.Second)
+	for {
+		msgs := sr.read(t)
+		from := nodeKilled.Add(2*scaleLeaseTTL - time.Second)
+		late := map[string]int{}
+		for _, m := range msgs {
+			if m.At.After(from) {
+				late[m.Group]++
+			}
+		}
+		ok := time.Since(nodeKilled) > 2*scaleLeaseTTL
+		for g := range groups {
+			ok = ok && late["g"+strconv.Itoa(g)] >= 10
+		}
+		if ok {
+			t.Logf("after the NATS node kill: %v messages per group since %v after it", late, from.Sub(nodeKilled))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the NATS node kill, messages per group %v\n%s", late, logs())
+		}
+		pollPause()
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		if by, ok = balanced(rest); ok || time.Now().After(deadline) {
+			break
+		}
+		pollPause()
+	}
+	if !ok {
 		t.Errorf("after the NATS node kill the groups are not served by the two replicas: %v", by)
 	}
 
+	phase("stopping")
 	for _, id := range rest {
 		gws[id].stop(t)
 	}
-	msgs := readScaleStream(t, alive)
+	phase("stopped")
+	msgs := sr.read(t)
+	phase(fmt.Sprintf("read %d messages", len(msgs)))
 	t.Logf("stream: %d data messages", len(msgs))
 	plain := make([]sinkMsg, len(msgs))
 	for i := range msgs {
@@ -446,7 +503,7 @@ func TestScaleOut(t *testing.T) {
 			t.Errorf("data race in %s", id)
 		}
 	}
-	if t.Failed() {
+	if t.Failed() || os.Getenv("UAGATE_SCALEOUT_LOGS") != "" {
 		t.Log(logs())
 	}
 }
@@ -456,4 +513,43 @@ func head[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return s
+}
+
+// TestOwnershipCheck: the check TestScaleOut relies on tells one holder
+// (with publishes retried: stored twice, or after their successors) from two
+// at once.
+func TestOwnershipCheck(t *testing.T) {
+	msg := func(id string, seq uint32) streamMsg {
+		return streamMsg{sinkMsg: sinkMsg{Group: "g"}, MessageID: id, DSMs: []dsmSeq{{Type: "ua-deltaframe", Seq: seq}}}
+	}
+	run := func(holder string, from, to uint32) []streamMsg {
+		var out []streamMsg
+		for s := from; s <= to; s++ {
+			out = append(out, msg(holder+strconv.Itoa(int(s)), s))
+		}
+		return out
+	}
+	one := run("a", 1, 10)
+	one = append(one, msg("a5", 5))                                   // stored twice
+	one = append(one, msg("a12", 12), msg("a11", 11), msg("a13", 13)) // reordered
+	one = append(one, run("b", 1, 20)...)                             // handed over
+	if v, runs := ownership(one, "g"); len(v) != 0 || len(runs) != 2 {
+		t.Errorf("one holder at a time: violations %v, %d runs", v, len(runs))
+	}
+	// b takes over while a goes on at 200.
+	two := run("a", 1, 200)
+	for i := uint32(1); i <= 5; i++ {
+		two = append(two, msg("b"+strconv.Itoa(int(i)), i), msg("a"+strconv.Itoa(int(200+i)), 200+i))
+	}
+	if v, _ := ownership(two, "g"); len(v) == 0 {
+		t.Error("interleaved holders not detected")
+	}
+	// Both start at once.
+	var both []streamMsg
+	for i := uint32(1); i <= 5; i++ {
+		both = append(both, msg("a"+strconv.Itoa(int(i)), i), msg("b"+strconv.Itoa(int(i)), i))
+	}
+	if v, _ := ownership(both, "g"); len(v) == 0 {
+		t.Error("two holders starting together not detected")
+	}
 }
