@@ -280,7 +280,8 @@ type countingSink struct {
 }
 
 func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
-	if err := c.Sink.Publish(m, ack); err != nil || m.Kind != sink.KindData {
+	kind := m.Kind // m is the sink's once handed over (it may be released at once)
+	if err := c.Sink.Publish(m, ack); err != nil || kind != sink.KindData {
 		return err
 	}
 	c.mu.Lock()
