@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ const (
 	DefaultNATSDataSubject    = "opcua.json.data.{PublisherId}.{WriterGroup}.{DataSetWriter}"
 	DefaultNATSMetaSubject    = "opcua.json.metadata.{PublisherId}.{WriterGroup}.{DataSetWriter}"
 	DefaultNATSStatusSubject  = "opcua.json.status.{PublisherId}"
+	DefaultScaleOutBucket     = "uagate-leases"
+	DefaultLeaseTTL           = 10 * time.Second
+	MinLeaseTTL               = 3 * time.Second
 	DefaultEventSelectClauses = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"
 )
 
@@ -159,6 +163,14 @@ func (c *Config) ApplyDefaults() {
 	if ws := s.WebSocket; ws != nil {
 		setString(&ws.Path, DefaultWebSocketPath)
 		setInt(&ws.ClientQueue, DefaultWebSocketQueue)
+	}
+
+	if so := &c.ScaleOut; so.Enabled {
+		setString(&so.Bucket, DefaultScaleOutBucket)
+		setDuration(&so.LeaseTTL, DefaultLeaseTTL)
+		if so.ReplicaID == "" {
+			so.ReplicaID, _ = os.Hostname()
+		}
 	}
 
 	// The embedded parts run when something uses them, unless set explicitly.

@@ -29,6 +29,11 @@ const MaxFileSize = 16 << 20
 //	UAGATE_SIM_LISTEN                embedded.sim.listen
 //	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
 //	UAGATE_NATS_LISTEN               embedded.nats.listen
+//	UAGATE_SCALEOUT_ENABLED          scaleOut.enabled (true, false, 1, 0)
+//	UAGATE_SCALEOUT_NATS_URL         scaleOut.natsUrl
+//	UAGATE_SCALEOUT_BUCKET           scaleOut.bucket
+//	UAGATE_SCALEOUT_LEASE_TTL        scaleOut.leaseTTL (a duration: 15s)
+//	UAGATE_SCALEOUT_REPLICA_ID       scaleOut.replicaId
 //	UAGATE_ENDPOINT_<NAME>_URL       url of the endpoint named NAME
 //	UAGATE_ENDPOINT_<NAME>_USERNAME  identity.username of that endpoint
 //	UAGATE_ENDPOINT_<NAME>_PASSWORD  identity.password of that endpoint (as {env: UAGATE_ENDPOINT_<NAME>_PASSWORD})
@@ -51,6 +56,9 @@ var envSettings = []struct {
 	{"UAGATE_SIM_LISTEN", "embedded.sim.listen", func(c *Config) *string { return &c.Embedded.Sim.Listen }},
 	{"UAGATE_MQTT_LISTEN", "embedded.mqtt.listen", func(c *Config) *string { return &c.Embedded.MQTT.Listen }},
 	{"UAGATE_NATS_LISTEN", "embedded.nats.listen", func(c *Config) *string { return &c.Embedded.NATS.Listen }},
+	{"UAGATE_SCALEOUT_NATS_URL", "scaleOut.natsUrl", func(c *Config) *string { return &c.ScaleOut.NATSURL }},
+	{"UAGATE_SCALEOUT_BUCKET", "scaleOut.bucket", func(c *Config) *string { return &c.ScaleOut.Bucket }},
+	{"UAGATE_SCALEOUT_REPLICA_ID", "scaleOut.replicaId", func(c *Config) *string { return &c.ScaleOut.ReplicaID }},
 }
 
 // EndpointEnvName returns the <NAME> part of the environment variables of an
@@ -99,7 +107,7 @@ func parse(data []byte, filename string, lookup func(string) (string, bool), env
 	} else if body, ok := d.parseYAML(data); ok && body != nil {
 		d.decode(body, reflect.ValueOf(c).Elem(), "")
 	}
-	d.applyEnv(c, lookup, environ)
+	d.applyEnv(c, lookup, environ) // its errors count as decoding errors
 	decodeErrs := d.errs
 	c.ApplyDefaults()
 	verrs, vwarns := c.validate()
@@ -184,6 +192,28 @@ func (d *decoder) applyEnv(c *Config, lookup func(string) (string, bool), enviro
 				Message: fmt.Sprintf("%q: want true or false", v)})
 		}
 	}
+	if v, ok := get("UAGATE_SCALEOUT_ENABLED"); ok {
+		const name = "UAGATE_SCALEOUT_ENABLED"
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true", "1", "yes", "on":
+			c.ScaleOut.Enabled = true
+			d.pos["scaleOut.enabled"] = origin{file: "$" + name}
+		case "false", "0", "no", "off":
+			c.ScaleOut.Enabled = false
+			d.pos["scaleOut.enabled"] = origin{file: "$" + name}
+		default:
+			d.errs = append(d.errs, Issue{File: "$" + name, Path: "scaleOut.enabled", Message: strconv.Quote(v) + ": want true or false"})
+		}
+	}
+	if v, ok := get("UAGATE_SCALEOUT_LEASE_TTL"); ok {
+		const name = "UAGATE_SCALEOUT_LEASE_TTL"
+		if ttl, err := ParseDuration(strings.TrimSpace(v)); err != nil {
+			d.errs = append(d.errs, Issue{File: "$" + name, Path: "scaleOut.leaseTTL", Message: err.Error(), Err: err})
+		} else {
+			c.ScaleOut.LeaseTTL = ttl
+			d.pos["scaleOut.leaseTTL"] = origin{file: "$" + name}
+		}
+	}
 	known := map[string]bool{}
 	for i := range c.Endpoints {
 		e := &c.Endpoints[i]
@@ -249,6 +279,8 @@ func (c *Config) secrets() []secretRef {
 	if ws := c.Sinks.WebSocket; ws != nil {
 		add("sinks.websocket.token", &ws.Token)
 	}
+	add("scaleOut.password", &c.ScaleOut.Password)
+	add("scaleOut.token", &c.ScaleOut.Token)
 	for i := range c.HTTP.APIKeys {
 		add("http.apiKeys["+strconv.Itoa(i)+"].token", &c.HTTP.APIKeys[i].Token)
 	}

@@ -16,6 +16,7 @@ type Config struct {
 	Endpoints    []Endpoint    `yaml:"endpoints"`
 	WriterGroups []WriterGroup `yaml:"writerGroups"`
 	Sinks        Sinks         `yaml:"sinks"`
+	ScaleOut     ScaleOut      `yaml:"scaleOut"`
 }
 
 // Gateway holds settings of the process as a whole.
@@ -359,3 +360,52 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// ScaleOut shares the writer groups among several replicas of the gateway
+// through leases in a NATS JetStream key-value bucket (bridge/lease): each
+// writer group is served by the one replica that holds its lease; a replica
+// that stops renewing (it died, or lost NATS) stops serving before its leases
+// expire, and another takes the groups over the way a restart resumes them
+// (the upstream subscriptions transferred, what was not acknowledged
+// republished). Every replica runs the same configuration. Changing these
+// settings needs a restart.
+//
+//	scaleOut:
+//	  enabled: true
+//	  natsUrl: nats://nats-0:4222,nats://nats-1:4222,nats://nats-2:4222
+//	  bucket: uagate-leases   # default
+//	  leaseTTL: 10s           # default; at least 3s
+//	  replicaId: gateway-0    # default: the host name (a StatefulSet's pod name)
+//
+// Environment: UAGATE_SCALEOUT_ENABLED (true/false), UAGATE_SCALEOUT_NATS_URL,
+// UAGATE_SCALEOUT_BUCKET, UAGATE_SCALEOUT_LEASE_TTL, UAGATE_SCALEOUT_REPLICA_ID.
+type ScaleOut struct {
+	Enabled bool `yaml:"enabled"`
+	// NATSURL names the NATS server(s) of the bucket: nats://host:4222[,…]
+	// (tls:// for TLS); required when enabled.
+	NATSURL string `yaml:"natsUrl"`
+	// Credentials: at most one of username/password, token, credsFile,
+	// nkeyFile (as for a NATS sink).
+	Username  string `yaml:"username"`
+	Password  Secret `yaml:"password"`
+	Token     Secret `yaml:"token"`
+	CredsFile string `yaml:"credsFile"`
+	NKeyFile  string `yaml:"nkeyFile"`
+	TLS       *TLS   `yaml:"tls"`
+	// Bucket is the key-value bucket of the leases, created when missing
+	// (history 1); default "uagate-leases".
+	Bucket string `yaml:"bucket"`
+	// Replicas is the bucket's number of stream replicas when it is created:
+	// 0 (default) takes 3 when the NATS cluster has at least 3 servers, else
+	// 1.
+	Replicas int `yaml:"replicas"`
+	// LeaseTTL is how long a lease outlives its holder's last renewal; the
+	// holder renews every LeaseTTL/3 and stops serving after 2/3 of it
+	// without a renewal. A replica that dies has its groups taken over
+	// after about LeaseTTL × 1.2. Default 10s, at least 3s.
+	LeaseTTL Duration `yaml:"leaseTTL"`
+	// ReplicaID names this replica in the leases; unique among the replicas,
+	// and stable across restarts so that a restarted replica takes its own
+	// leases back at once. Default: the host name.
+	ReplicaID string `yaml:"replicaId"`
+}

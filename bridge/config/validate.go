@@ -92,7 +92,67 @@ func (c *Config) validate() (errs, warns []Issue) {
 		}
 	}
 	c.validateSinks(v)
+	c.ScaleOut.validate(v)
 	return v.errs, v.warns
+}
+
+// validate checks the scale-out settings (only when enabled: a disabled
+// section may be left half-filled).
+func (so *ScaleOut) validate(v *validator) {
+	if !so.Enabled {
+		return
+	}
+	const p = "scaleOut"
+	if strings.TrimSpace(so.NATSURL) == "" {
+		v.errorf(p+".natsUrl", "missing: the NATS server(s) that keep the leases (nats://host:4222[,…])")
+	} else {
+		for _, u := range strings.Split(so.NATSURL, ",") {
+			checkURL(v, p+".natsUrl", strings.TrimSpace(u), "a list of them", "nats", "tls", "ws", "wss")
+		}
+	}
+	if !validBucket(so.Bucket) {
+		v.errorf(p+".bucket", "%q: want letters, digits, - and _ only (a JetStream key-value bucket)", so.Bucket)
+	}
+	if so.Replicas < 0 || so.Replicas > 5 {
+		v.errorf(p+".replicas", "%d: want 0 (automatic) to 5", so.Replicas)
+	}
+	if so.LeaseTTL.D() < MinLeaseTTL {
+		v.errorf(p+".leaseTTL", "%v: at least %v (a holder renews every third of it)", so.LeaseTTL, Duration(MinLeaseTTL))
+	} else if so.LeaseTTL.D() > time.Hour {
+		v.errorf(p+".leaseTTL", "%v: at most 1h (a dead replica's groups wait that long)", so.LeaseTTL)
+	}
+	if so.ReplicaID == "" {
+		v.errorf(p+".replicaId", "missing, and the host name is unknown")
+	} else if i := strings.IndexFunc(so.ReplicaID, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		v.errorf(p+".replicaId", "%q: no white space or control characters", so.ReplicaID)
+	} else if len(so.ReplicaID) > 200 {
+		v.errorf(p+".replicaId", "%d bytes: at most 200", len(so.ReplicaID))
+	}
+	auth := 0
+	for _, set := range []bool{so.Username != "" || so.Password.IsSet(), so.Token.IsSet(), so.CredsFile != "", so.NKeyFile != ""} {
+		if set {
+			auth++
+		}
+	}
+	if auth > 1 {
+		v.errorf(p, "give one of username/password, token, credsFile, nkeyFile")
+	}
+	if so.Password.IsSet() && so.Username == "" {
+		v.errorf(p+".password", "a password needs a username")
+	}
+	checkTLS(v, p+".tls", so.TLS)
+}
+
+func validBucket(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Config) validateGateway(v *validator) {

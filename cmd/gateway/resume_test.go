@@ -83,15 +83,6 @@ func (g *gatewayChild) stop(t *testing.T) {
 	}
 }
 
-func (g *gatewayChild) exited() bool {
-	select {
-	case <-g.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // startCounterSim starts a simulation server whose Demo.Counter ticks every
 // rate, on addr ("" for a free port).
 func startCounterSim(t *testing.T, addr string, rate time.Duration) *server.Server {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
@@ -72,6 +74,11 @@ type runtime struct {
 	// resume keeps each writer group's resume state in the state directory
 	// (restart without loss, bridge/resume.go).
 	resume *lease.FileStore
+	// scale, with scaleOut enabled, decides which writer groups run here
+	// (scaleout.go); it is their ResumeStore.
+	scale     *lease.KV
+	scaleConn *nats.Conn
+	onState   func(m *client.ManagedSession, st client.State, err error)
 
 	mu     sync.Mutex
 	cfg    *config.Config // the running configuration (placeholders kept)
@@ -156,8 +163,12 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 	}
 	rt.pool = pool
 	onState := opts.onState
+	rt.onState = onState
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if cfg.ScaleOut.Enabled {
+		return rt, rt.startScaleOutLocked(cfg.ScaleOut)
+	}
 	for i := range cfg.WriterGroups {
 		if err := rt.addGroupLocked(&cfg.WriterGroups[i], onState); err != nil {
 			return rt, err
@@ -477,6 +488,9 @@ func (rt *runtime) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		Logger:      rt.log,
 		Resume:      rt.resume,
 	}
+	if rt.scale != nil {
+		opts.Resume = rt.scale
+	}
 	if pf != nil {
 		opts.FieldPayload = pf.Payload
 		opts.FieldNoRetain = pf.Retain != nil && !*pf.Retain
@@ -598,9 +612,15 @@ func (rt *runtime) apply(ctx context.Context, next *config.Config) (config.Chang
 		if _, running := rt.groups[wg.Name]; running {
 			continue
 		}
-		if err := rt.addGroupLocked(wg, nil); err != nil {
+		if rt.scale != nil && !rt.scale.Holds(wg.Name) {
+			continue // its holder (another replica, or this one once it takes the lease) starts it
+		}
+		if err := rt.addGroupLocked(wg, rt.onState); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if rt.scale != nil {
+		rt.scale.SetUnits(groupNames(next))
 	}
 	// Writers of groups that go on: in place.
 	touched := map[string]bool{}
@@ -672,6 +692,12 @@ func (rt *runtime) stop(ctx context.Context) {
 	if rt.cancel != nil {
 		rt.cancel()
 	}
+	if rt.scale != nil {
+		// The groups this replica holds stop keeping their subscriptions,
+		// and their leases are released: the others take them over at
+		// once. The sinks still run, so what they deliver is acknowledged.
+		_ = rt.scale.Close(ctx)
+	}
 	rt.mu.Lock()
 	groups := rt.groups
 	rt.groups = map[string]*runGroup{}
@@ -710,6 +736,9 @@ func (rt *runtime) stop(ctx context.Context) {
 		}
 	}
 	<-apiDone
+	if rt.scaleConn != nil {
+		rt.scaleConn.Close()
+	}
 	if rt.nats != nil {
 		rt.nats.Close()
 	}

@@ -235,6 +235,7 @@ type ManagedSession struct {
 	lastErr     error
 	closeOnce   sync.Once
 	closeResult error
+	detach      atomic.Bool // Detach: Close keeps the subscriptions at the server
 
 	stats struct {
 		connects, reactivations, transfers, recreations, faults atomic.Uint64
@@ -505,7 +506,11 @@ func (m *ManagedSession) Close(ctx context.Context) error {
 		// What answers the requests still out is of no interest now.
 		m.pub.bind(nil)
 		if c != nil && !c.closed.Load() {
-			m.closeResult = c.Close()
+			if m.detach.Load() {
+				m.closeResult = c.closeKeeping(ctx)
+			} else {
+				m.closeResult = c.Close()
+			}
 		}
 		m.pub.close()
 		m.setStateClosed()

@@ -328,3 +328,40 @@ func (p *publisher) resumeOn(ctx context.Context, c *Client, s *Subscription) (b
 	}
 	return true, nil
 }
+
+// Detach ends the session as Close does — no new Publish requests, the
+// responses still out delivered and acknowledged within ctx, the last
+// acknowledgements sent — but keeps its subscriptions at the server: the
+// session is closed with DeleteSubscriptions=false (or, when ctx has no time
+// left, only its channel is cut), so the server keeps each subscription, its
+// items and what it did not get acknowledged, for the subscription's
+// lifetime. Another session (another replica taking the work over, or this
+// process started again) resumes them with SubscriptionConfig.Resume. Take
+// the subscriptions' ResumeState after Detach returns: it then includes the
+// last acknowledgements. When Detach returns, no handler runs and none will.
+// Close or Detach after the first call return its result at once.
+func (m *ManagedSession) Detach(ctx context.Context) error {
+	m.detach.Store(true)
+	return m.Close(ctx)
+}
+
+// closeKeeping closes the session keeping its subscriptions, within what ctx
+// leaves (at most 2 s: the answer does not matter), then the channel. A
+// later Close does nothing: it must not delete what was kept.
+func (c *Client) closeKeeping(ctx context.Context) error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		if c.session != nil {
+			if d, ok := ctx.Deadline(); !ok || time.Until(d) > 50*time.Millisecond {
+				sctx, cancel := context.WithTimeout(ctx, min(c.cfg.RequestTimeout, 2*time.Second))
+				_, _ = c.send(sctx, &ua.CloseSessionRequest{DeleteSubscriptions: false}, &ua.CloseSessionResponse{}, c.session.authToken)
+				cancel()
+			}
+			clear(c.session.serverNonce)
+		}
+		err = c.conn.Close()
+		c.closeErr = err
+	})
+	return err
+}

@@ -1,0 +1,327 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/uastack/client"
+)
+
+// The lease tests run KVs of several replicas against Debian's nats-server
+// (JetStream) with a short TTL. The handler records who serves what; the
+// ledger checks that a unit is never served by two replicas at once.
+
+const testTTL = 1500 * time.Millisecond
+
+// ledger is who serves each unit now, shared by the replicas of a test.
+type ledger struct {
+	mu         sync.Mutex
+	serving    map[string]string // unit → replica
+	serves     map[string]int    // replica → Serve calls
+	violations []string
+	halts      map[string]int // unit → Halt calls
+}
+
+func newLedger() *ledger {
+	return &ledger{serving: map[string]string{}, serves: map[string]int{}, halts: map[string]int{}}
+}
+
+func (g *ledger) owners() map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]string{}
+	for u, r := range g.serving {
+		out[u] = r
+	}
+	return out
+}
+
+func (g *ledger) count(replica string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, r := range g.serving {
+		if r == replica {
+			n++
+		}
+	}
+	return n
+}
+
+// handler is one replica's Handler: it serves by writing the ledger.
+type handler struct {
+	id    string
+	g     *ledger
+	final map[string]*client.ResumeState // returned by Halt
+}
+
+func (h *handler) Serve(unit string) {
+	h.g.mu.Lock()
+	defer h.g.mu.Unlock()
+	if o, ok := h.g.serving[unit]; ok {
+		h.g.violations = append(h.g.violations, fmt.Sprintf("%s serves %s while %s does", h.id, unit, o))
+	}
+	h.g.serving[unit] = h.id
+	h.g.serves[h.id]++
+}
+
+func (h *handler) Halt(ctx context.Context, unit string) *client.ResumeState {
+	h.g.mu.Lock()
+	defer h.g.mu.Unlock()
+	if h.g.serving[unit] == h.id {
+		delete(h.g.serving, unit)
+	}
+	h.g.halts[unit]++
+	if _, ok := ctx.Deadline(); !ok {
+		h.g.violations = append(h.g.violations, "Halt without a deadline")
+	}
+	return h.final[unit]
+}
+
+type replica struct {
+	kv *KV
+	nc *nats.Conn
+	h  *handler
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("LEASE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startReplica(t *testing.T, url, id string, g *ledger, units []string) *replica {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handler{id: id, g: g, final: map[string]*client.ResumeState{}}
+	kv, err := NewKV(KVConfig{Conn: nc, Bucket: "leases", TTL: testTTL, ReplicaID: id, Logger: testLogger(t)}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.SetUnits(units)
+	kv.Start()
+	r := &replica{kv: kv, nc: nc, h: h}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = kv.Close(ctx)
+		nc.Close()
+	})
+	return r
+}
+
+// crash ends a replica the way a dead process does, seen from NATS: its
+// connection is gone and nothing is released. Its own loop fences.
+func (r *replica) crash() { r.nc.Close() }
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	brokertest.WaitFor(t, d, what, cond)
+	return time.Since(start)
+}
+
+func balanced(g *ledger, units int, ids ...string) func() bool {
+	return func() bool {
+		own := g.owners()
+		if len(own) != units {
+			return false
+		}
+		per := (units + len(ids) - 1) / len(ids)
+		for _, id := range ids {
+			n := g.count(id)
+			if n == 0 || n > per {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func (g *ledger) check(t *testing.T) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, v := range g.violations {
+		t.Error(v)
+	}
+}
+
+var fourUnits = []string{"g0", "g1", "g2", "g3"}
+
+// TestKVShareAndTakeOver: three replicas share four units (2/1/1); one dies
+// (its connection cut): it stops serving on its own (fencing) and the others
+// take its units over within a TTL and a bit, never two at once.
+func TestKVShareAndTakeOver(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	a := startReplica(t, ns.URL(), "a", g, fourUnits)
+	b := startReplica(t, ns.URL(), "b", g, fourUnits)
+	c := startReplica(t, ns.URL(), "c", g, fourUnits)
+	waitFor(t, 20*time.Second, "four units shared by three replicas", balanced(g, 4, "a", "b", "c"))
+	g.check(t)
+
+	victim := a
+	for _, r := range []*replica{a, b, c} {
+		if g.count(r.h.id) == 2 {
+			victim = r // the one with two: the others each take one
+		}
+	}
+	gone := victim.kv.Held()
+	victim.crash()
+	start := time.Now()
+	// The victim's loop fences: it stops serving by 2/3 TTL after its last
+	// renewal, before the lease expires.
+	waitFor(t, 2*testTTL, "the victim stops serving", func() bool { return g.count(victim.h.id) == 0 })
+	fenced := time.Since(start)
+	var rest []string
+	for _, r := range []*replica{a, b, c} {
+		if r != victim {
+			rest = append(rest, r.h.id)
+		}
+	}
+	waitFor(t, 4*testTTL, "the others take its units over", balanced(g, 4, rest...))
+	took := time.Since(start)
+	t.Logf("units %v of %s: fenced after %v, taken over after %v", gone, victim.h.id, fenced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if took < testTTL {
+		t.Errorf("taken over %v after the crash: before the lease could expire (TTL %v)", took, testTTL)
+	}
+	g.check(t)
+}
+
+// TestKVGracefulHandover: Close releases the leases with the final resume
+// state; another replica takes them at once (no expiry to wait for) and
+// loads that state.
+func TestKVGracefulHandover(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	a := startReplica(t, ns.URL(), "a", g, []string{"u"})
+	waitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
+	// The group saves its record; at the halt the final state (later
+	// acknowledgements) replaces its State.
+	rec := bridge.ResumeRecord{Fingerprint: "fp", ServerStart: 7, State: client.ResumeState{SubscriptionID: 5, LastAcked: 10, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}}
+	if err := a.kv.SaveResume("u", rec); err != nil {
+		t.Fatal(err)
+	}
+	a.h.final["u"] = &client.ResumeState{SubscriptionID: 5, LastAcked: 12, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}
+	b := startReplica(t, ns.URL(), "b", g, []string{"u"})
+	// b is a standby: a holds its share (1 unit, 2 replicas: target 1).
+	// Once b has settled (it counts a, and would take free units):
+	waitFor(t, 10*time.Second, "b counts a", func() bool {
+		b.kv.mu.Lock()
+		defer b.kv.mu.Unlock()
+		live, _ := b.kv.census(time.Now())
+		return live == 2 && !b.kv.synced.IsZero() && time.Since(b.kv.synced) > testTTL/3
+	})
+	if g.owners()["u"] != "a" {
+		t.Fatalf("owners %v", g.owners())
+	}
+	if _, ok, _ := b.kv.LoadResume("u"); ok {
+		t.Error("b has a resume record of a unit it does not hold")
+	}
+	if err := b.kv.SaveResume("u", rec); err == nil {
+		t.Error("b saved a record of a unit it does not hold")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := a.kv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close took %v", time.Since(start))
+	waitFor(t, 10*time.Second, "b takes u", func() bool { return g.owners()["u"] == "b" })
+	took := time.Since(start)
+	t.Logf("handed over in %v", took)
+	if took > testTTL/3 {
+		t.Errorf("handover took %v: it waited (TTL %v)", took, testTTL)
+	}
+	got, ok, err := b.kv.LoadResume("u")
+	if !ok || err != nil || got.Fingerprint != "fp" || got.ServerStart != 7 || got.State.SubscriptionID != 5 || got.State.LastAcked != 12 ||
+		len(got.State.Items) != 1 || got.State.Items[0].ServerID != 9 {
+		t.Errorf("resume record after the handover: %+v %v %v", got, ok, err)
+	}
+	if err := a.kv.SaveResume("u", rec); err == nil {
+		t.Error("a closed replica saved a record")
+	}
+	g.check(t)
+}
+
+// TestKVRebalanceAndRestart: one replica takes every unit; a second one
+// makes it release half, one every TTL/3 (bounded); the second restarts
+// under the same id and takes its leases back at once, before they expire.
+func TestKVRebalanceAndRestart(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	startReplica(t, ns.URL(), "a", g, fourUnits)
+	waitFor(t, 10*time.Second, "a serves all", func() bool { return g.count("a") == 4 })
+	b := startReplica(t, ns.URL(), "b", g, fourUnits)
+	took := waitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
+	t.Logf("rebalanced in %v", took)
+	if took < testTTL/3 {
+		t.Errorf("rebalanced in %v: faster than one release per TTL/3", took)
+	}
+	g.mu.Lock()
+	halts := 0
+	for _, n := range g.halts {
+		halts += n
+	}
+	g.mu.Unlock()
+	if halts != 2 {
+		t.Errorf("%d halts to go from 4/0 to 2/2, want 2", halts)
+	}
+	mine := b.kv.Held()
+	// b dies (no release) and comes back under the same id: it takes its
+	// own leases again without waiting for them to expire.
+	b.crash()
+	waitFor(t, 2*testTTL, "b fenced", func() bool { return g.count("b") == 0 })
+	restart := time.Now()
+	b2 := startReplica(t, ns.URL(), "b", g, fourUnits)
+	waitFor(t, 10*time.Second, "b serves its units again", func() bool {
+		h := b2.kv.Held()
+		sort.Strings(h)
+		return strings.Join(h, ",") == strings.Join(mine, ",")
+	})
+	if d := time.Since(restart); d > testTTL {
+		t.Errorf("the restarted replica took %v to take its leases back", d)
+	}
+	g.check(t)
+}
+
+// TestKVFencedUnitComesBack: a NATS outage shorter than anything else makes
+// the holder fence; when NATS is back, nobody else having written, it takes
+// its units back through the same revision check.
+func TestKVFencedUnitComesBack(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	startReplica(t, ns.URL(), "a", g, []string{"u"})
+	waitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
+	ns.Stop()
+	waitFor(t, 3*testTTL, "a fenced", func() bool { return g.count("a") == 0 })
+	ns.Start()
+	waitFor(t, 20*time.Second, "a serves u again", func() bool { return g.owners()["u"] == "a" })
+	g.check(t)
+}
+
+func TestKeyToken(t *testing.T) {
+	for in, want := range map[string]string{"line1": "line1", "a-b_c": "a-b_c", "a.b": "=YS5i", "ü": "=w7w", "": "="} {
+		if got := keyToken(in); got != want {
+			t.Errorf("keyToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

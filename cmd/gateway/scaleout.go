@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/lease"
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/uastack/client"
+)
+
+// Scale-out wiring (scaleOut.enabled): the runtime does not start its writer
+// groups itself; a lease.KV takes the leases of some of them in the NATS
+// bucket and calls scaleHandler to serve those (Serve: the group and its
+// session are made and started as without scale-out, with the KV as their
+// ResumeStore) and to stop them (Halt: the session is detached, keeping the
+// upstream subscription for the next holder, then the group stops). Every
+// replica runs the same configuration; a reload that adds, removes or changes
+// writer groups tells the KV the new list and recreates the changed groups
+// this replica holds.
+//
+// Whose messages are these? Every replica publishes with the configured
+// PublisherId (the logical publisher): a consumer that wants to check that a
+// writer group is served by one replica at a time follows the DataSetMessage
+// SequenceNumbers of its writers: a new holder starts them at 1, so two
+// holders at once would show two interleaved sequences. The holder of each
+// group is the lease's value in the bucket (nats kv get uagate-leases
+// group.<name>), and each replica logs what it acquires and releases.
+
+// scaleHandler is the runtime's lease.Handler.
+type scaleHandler struct{ rt *runtime }
+
+// Serve starts a writer group this replica now holds.
+func (h scaleHandler) Serve(name string) {
+	rt := h.rt
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.ctx.Err() != nil || rt.groups[name] != nil {
+		return
+	}
+	for i := range rt.cfg.WriterGroups {
+		if wg := &rt.cfg.WriterGroups[i]; wg.Name == name {
+			if err := rt.addGroupLocked(wg, rt.onState); err != nil {
+				rt.log.Error("writer group not started", "group", name, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// Halt stops a writer group whose lease this replica gives up (or lost),
+// keeping its subscription at the server, and returns the subscription's
+// final resume state.
+func (h scaleHandler) Halt(ctx context.Context, name string) *client.ResumeState {
+	rt := h.rt
+	rt.mu.Lock()
+	rg := rt.groups[name]
+	delete(rt.groups, name)
+	rt.mu.Unlock()
+	if rg == nil {
+		return nil
+	}
+	rg.cancel() // a Start still waiting for the session ends
+	subs := rg.m.Subscriptions()
+	// Detach first: Stop alone would delete the subscription at the server.
+	if err := rg.m.Detach(ctx); err != nil {
+		rt.log.Debug("session detach", "group", name, "err", err)
+	}
+	var final *client.ResumeState
+	if len(subs) == 1 {
+		if st, ok := subs[0].ResumeState(); ok {
+			final = &st
+		}
+	}
+	rt.mu.Lock()
+	g := rg.g // a group still being built stops itself (its context is done)
+	rt.mu.Unlock()
+	if g != nil {
+		if err := g.Stop(ctx); err != nil {
+			rt.log.Warn("writer group stop", "group", name, "err", err)
+		}
+	}
+	if err := rt.pool.Remove(ctx, rg.key); err != nil {
+		rt.log.Debug("session close", "group", name, "err", err)
+	}
+	return final
+}
+
+// startScaleOut connects to the lease bucket's NATS and starts the KV over
+// the configured writer groups; rt.mu held.
+func (rt *runtime) startScaleOutLocked(so config.ScaleOut) error {
+	nc, err := scaleOutConn(so, rt.log)
+	if err != nil {
+		return fmt.Errorf("scaleOut.natsUrl: %w", err)
+	}
+	kv, err := lease.NewKV(lease.KVConfig{
+		Conn: nc, Bucket: so.Bucket, Replicas: so.Replicas, TTL: so.LeaseTTL.D(), ReplicaID: so.ReplicaID,
+		Logger: rt.log.With("part", "scale-out"),
+	}, scaleHandler{rt})
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("scaleOut: %w", err)
+	}
+	rt.scaleConn, rt.scale = nc, kv
+	kv.SetUnits(groupNames(rt.cfg))
+	kv.Start()
+	rt.log.Info("scale-out: sharing the writer groups with the other replicas", "replica", so.ReplicaID, "bucket", so.Bucket,
+		"leaseTTL", so.LeaseTTL.D(), "groups", len(rt.cfg.WriterGroups))
+	return nil
+}
+
+func groupNames(c *config.Config) []string {
+	out := make([]string, len(c.WriterGroups))
+	for i := range c.WriterGroups {
+		out[i] = c.WriterGroups[i].Name
+	}
+	return out
+}
+
+// scaleOutConn connects to the NATS of the leases, reconnecting for ever
+// (also when no server answers yet: the KV serves nothing until one does).
+func scaleOutConn(so config.ScaleOut, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("uagate-leases-" + so.ReplicaID),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.Timeout(min(so.LeaseTTL.D()/3, 5*time.Second)),
+		nats.PingInterval(max(so.LeaseTTL.D()/3, time.Second)),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("scale-out: NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("scale-out: NATS reconnected", "server", c.ConnectedUrlRedacted()) }),
+	}
+	switch {
+	case so.Username != "":
+		opts = append(opts, nats.UserInfo(so.Username, so.Password.Reveal()))
+	case so.Token.IsSet():
+		opts = append(opts, nats.Token(so.Token.Reveal()))
+	case so.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(so.CredsFile))
+	case so.NKeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(so.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkeyFile: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if t := so.TLS; t != nil {
+		tc, err := (&sink.TLSOptions{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, InsecureSkipVerify: t.InsecureSkipVerify}).Config()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return nats.Connect(so.NATSURL, opts...)
+}

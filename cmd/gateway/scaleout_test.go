@@ -1,0 +1,555 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Scale-out on loopback: a 3-node JetStream cluster of Debian's nats-server
+// (each a process), the simulation server with a fast Counter in the test,
+// and three gateway processes (this test binary) sharing four writer groups
+// through leases in the cluster, each publishing at-least-once to a
+// 3-replica stream. One gateway is killed with SIGKILL: its groups resume on
+// the others within 15 s, through the restart path (TransferSubscriptions +
+// Republish). Then a NATS node is killed: everything goes on. At the end the
+// stream must hold every Counter value of every group (duplicates allowed),
+// and no group may have been served by two replicas at once: each holder's
+// writer numbers its DataSetMessages from 1, so two holders at once would
+// interleave two sequences.
+//
+// UAGATE_SCALEOUT_GROUPS=n runs n writer groups instead of 4.
+
+const scaleLeaseTTL = 5 * time.Second
+
+func scaleConfig(simURL, natsURL string, groups int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `gateway:
+  publisherId: gw
+  shutdownTimeout: 8s
+embedded:
+  sim: {enabled: false}
+  mqtt: {enabled: false}
+  nats: {enabled: false}
+http:
+  disabled: true
+endpoints:
+  - name: sim
+    url: %q
+    securityPolicy: None
+    securityMode: None
+    autoAccept: true
+sinks:
+  nats:
+    - name: js
+      url: %q
+      delivery: {guarantee: at-least-once, queueSize: 4096}
+      jetStream: {stream: UAGATE}
+writerGroups:
+`, simURL, natsURL)
+	for g := range groups {
+		// The server's queues must hold what the Counter makes while nobody
+		// serves the group (a takeover after a kill: about 1.2 TTL).
+		fmt.Fprintf(&b, `  - name: g%d
+    endpoint: sim
+    publishingInterval: 100ms
+    maxUnacked: 32
+    nodes: {samplingInterval: 0, queueSize: 1000}
+    writers:
+      - name: w
+        fields:
+          - {name: Counter, node: "ns=1;s=Demo.Counter"}
+          - {name: Sine, node: %q}
+`, g, demoNodes[0])
+	}
+	return b.String()
+}
+
+// streamMsg is a NetworkMessage of the stream, as the ownership check sees it.
+type streamMsg struct {
+	sinkMsg
+	Seq       uint64 // stream sequence
+	MessageID string
+	DSMs      []dsmSeq
+}
+
+type dsmSeq struct {
+	Type string // ua-keyframe, ua-deltaframe, ua-keepalive
+	Seq  uint32
+}
+
+// streamReader reads the stream's data messages one by one by sequence
+// (the stream leader answers; a consumer placed on a node that just died
+// would not), keeping what it read: each read fetches only what is new.
+type streamReader struct {
+	nc   *nats.Conn
+	st   jetstream.Stream
+	next uint64
+	msgs []streamMsg
+}
+
+func newStreamReader(t *testing.T, url string) *streamReader {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return &streamReader{nc: nc, next: 1}
+}
+
+// read returns every data message stored so far, in stream order.
+func (r *streamReader) read(t *testing.T) []streamMsg {
+	t.Helper()
+	js, _ := jetstream.New(r.nc)
+	deadline := time.Now().Add(30 * time.Second)
+	fail := func(err error) bool {
+		if time.Now().After(deadline) {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		pollPause()
+		return true
+	}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if r.st == nil {
+			st, err := js.Stream(ctx, "UAGATE")
+			if err != nil {
+				cancel()
+				fail(err)
+				continue
+			}
+			r.st = st
+		}
+		info, err := r.st.Info(ctx)
+		if err != nil {
+			cancel()
+			fail(err)
+			continue
+		}
+		last := info.State.LastSeq
+		for r.next <= last {
+			m, err := r.st.GetMsg(ctx, r.next)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				r.next++
+				continue
+			}
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(m.Subject, "opcua.json.data.") {
+				sm := parseStreamMsg(m.Data)
+				sm.At, sm.Seq = m.Time, m.Sequence
+				r.msgs = append(r.msgs, sm)
+			}
+			r.next++
+		}
+		cancel()
+		if r.next > last {
+			return r.msgs
+		}
+		fail(fmt.Errorf("stopped at sequence %d of %d", r.next, last))
+	}
+}
+
+func parseStreamMsg(data []byte) streamMsg {
+	sm := streamMsg{sinkMsg: parseSinkMsgQuiet(data)}
+	type dsm struct {
+		MessageType    string `json:"MessageType"`
+		SequenceNumber uint32 `json:"SequenceNumber"`
+	}
+	var nm struct {
+		MessageID string          `json:"MessageId"`
+		Messages  json.RawMessage `json:"Messages"`
+	}
+	_ = json.Unmarshal(data, &nm)
+	sm.MessageID = nm.MessageID
+	var dsms []dsm
+	if len(nm.Messages) > 0 && nm.Messages[0] == '[' {
+		_ = json.Unmarshal(nm.Messages, &dsms)
+	} else {
+		var one dsm
+		if json.Unmarshal(nm.Messages, &one) == nil {
+			dsms = append(dsms, one)
+		}
+	}
+	for _, d := range dsms {
+		sm.DSMs = append(sm.DSMs, dsmSeq{Type: d.MessageType, Seq: d.SequenceNumber})
+	}
+	return sm
+}
+
+// parseSinkMsgQuiet is parseSinkMsg for a reader without a *testing.T: a
+// message that is not JSON counts as carrying nothing.
+func parseSinkMsgQuiet(data []byte) sinkMsg {
+	var nm struct {
+		MessageID string `json:"MessageId"`
+	}
+	if json.Unmarshal(data, &nm) != nil {
+		return sinkMsg{}
+	}
+	return parseSinkMsg(nil, data)
+}
+
+// ownership walks a group's messages in stream order and returns where they
+// show two holders at once. Each holder's writer numbers its DataSetMessages
+// from 1: a data message with sequence 1 starts a holder's run. Within a
+// run a number appears once (a message stored twice by a retried publish has
+// the same MessageId and is skipped), and the numbers stay within
+// reorderWindow of the highest so far (a retried publish may be stored
+// after its successors). Another holder's messages interleaved would repeat
+// numbers, or be far from the run's. It also returns when each run began.
+func ownership(msgs []streamMsg, group string) (violations []string, runs []time.Time) {
+	const reorderWindow = 64 // beyond what the sink has in flight (MaxUnacked 32)
+	ids := map[string]bool{}
+	var seen map[uint32]bool // this run's data sequence numbers
+	top := uint32(0)         // the highest of them; 0: no run yet
+	for _, m := range msgs {
+		if m.Group != group || len(m.DSMs) == 0 || ids[m.MessageID] {
+			continue
+		}
+		ids[m.MessageID] = true
+		for _, d := range m.DSMs {
+			data := d.Type != "ua-keepalive"
+			if data && d.Seq == 1 {
+				runs = append(runs, m.At)
+				seen, top = map[uint32]bool{1: true}, 1
+				continue
+			}
+			switch {
+			case top == 0:
+				violations = append(violations, fmt.Sprintf("stream seq %d: the first message has sequence %d", m.Seq, d.Seq))
+				seen, top = map[uint32]bool{}, d.Seq
+			case d.Seq > top+reorderWindow || d.Seq+reorderWindow < top:
+				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d in a run at %d", m.Seq, m.At.Format("15:04:05.000"), d.Seq, top))
+			case data && seen[d.Seq]:
+				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d twice in a run", m.Seq, m.At.Format("15:04:05.000"), d.Seq))
+			}
+			if data {
+				seen[d.Seq] = true
+				top = max(top, d.Seq)
+			}
+		}
+	}
+	return violations, runs
+}
+
+type leaseView struct {
+	Replica  string    `json:"replica"`
+	Released bool      `json:"released"`
+	Acquired time.Time `json:"acquired"`
+}
+
+// holders reads who holds each group's lease.
+func holders(t *testing.T, url string, groups int) map[string]leaseView {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out := map[string]leaseView{}
+	kv, err := js.KeyValue(ctx, "uagate-leases")
+	if err != nil {
+		return out
+	}
+	for g := range groups {
+		name := "g" + strconv.Itoa(g)
+		e, err := kv.Get(ctx, "group."+name)
+		if err != nil {
+			continue
+		}
+		var v leaseView
+		if json.Unmarshal(e.Value(), &v) == nil && !v.Released {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+func TestScaleOut(t *testing.T) {
+	groups := 4
+	if s := os.Getenv("UAGATE_SCALEOUT_GROUPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 3 {
+			t.Fatalf("UAGATE_SCALEOUT_GROUPS=%q: want a number ≥ 3", s)
+		}
+		groups = n
+	}
+	t0 := time.Now()
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
+	nodes := startNATSCluster(t, 3)
+	phase("NATS cluster up")
+	url := clusterURL(nodes)
+	// The data stream, replicated on the three nodes (the sink does not
+	// create it: it would make it R1).
+	func() {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "UAGATE", Subjects: []string{"opcua.json.>"}, Replicas: 3, Storage: jetstream.FileStorage})
+			cancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("creating the stream: %v", err)
+			}
+			pollPause() // the cluster's meta leader is being elected
+		}
+	}()
+	phase("stream created")
+	srv := startCounterSim(t, "", 50*time.Millisecond)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(cfgPath, []byte(scaleConfig(srv.URL(), url, groups)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gws := map[string]*gatewayChild{}
+	ids := []string{"gw0", "gw1", "gw2"}
+	for _, id := range ids {
+		gws[id] = startGatewayChild(t, cfgPath,
+			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
+			"UAGATE_SCALEOUT_ENABLED=true",
+			"UAGATE_SCALEOUT_NATS_URL="+url,
+			"UAGATE_SCALEOUT_LEASE_TTL="+scaleLeaseTTL.String(),
+			"UAGATE_SCALEOUT_REPLICA_ID="+id)
+	}
+	logs := func() string {
+		var b strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&b, "=== %s\n%s\n", id, gws[id].stderr.String())
+		}
+		return b.String()
+	}
+	per := (groups + 2) / 3
+	balanced := func(live []string) (map[string][]string, bool) {
+		h := holders(t, url, groups)
+		by := map[string][]string{}
+		for g, v := range h {
+			by[v.Replica] = append(by[v.Replica], g)
+		}
+		if len(h) != groups {
+			return by, false
+		}
+		for _, id := range live {
+			if n := len(by[id]); n == 0 || n > (groups+len(live)-1)/len(live) {
+				return by, false
+			}
+		}
+		return by, len(by) == len(live)
+	}
+	var by map[string][]string
+	var ok bool
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if by, ok = balanced(ids); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the groups are not shared: %v\n%s", by, logs())
+		}
+		pollPause()
+	}
+	phase(fmt.Sprintf("shared: %v", by))
+	waitStream(t, url, uint64(groups*20), 30*time.Second, logs)
+	phase("streaming")
+	sr := newStreamReader(t, url)
+
+	// kill -9 the replica with the most groups.
+	victim := ids[0]
+	for _, id := range ids {
+		if len(by[id]) == per {
+			victim = id
+		}
+	}
+	lost := by[victim]
+	killed := time.Now()
+	gws[victim].kill()
+	var rest []string
+	for _, id := range ids {
+		if id != victim {
+			rest = append(rest, id)
+		}
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if by, ok = balanced(rest); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's groups %v not taken over: %v\n%s", victim, lost, by, logs())
+		}
+		pollPause()
+	}
+	// Resumed: the new holder's first message in the stream.
+	resumed := map[string]time.Duration{}
+	deadline = time.Now().Add(30 * time.Second)
+	phase("taken over")
+	for len(resumed) < len(lost) {
+		msgs := sr.read(t)
+		for _, g := range lost {
+			_, runs := ownership(msgs, g)
+			for _, r := range runs {
+				if r.After(killed) {
+					resumed[g] = r.Sub(killed)
+					break
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no message of a new holder of %v since the kill (resumed %v)\n%s", lost, resumed, logs())
+		}
+		if len(resumed) < len(lost) {
+			pollPause()
+		}
+	}
+	t.Logf("%s killed holding %v; resumed after %v; now %v", victim, lost, resumed, by)
+	for g, d := range resumed {
+		if d > 15*time.Second {
+			t.Errorf("group %s resumed %v after the kill, want within 15 s", g, d)
+		}
+	}
+
+	// A NATS node dies too: the leases and the stream have two of three.
+	phase("killing a NATS node")
+	nodes[0].kill()
+	nodeKilled := time.Now()
+	// Every group goes on through and after the lease writes' failover:
+	// 10 messages of each stored in the second before 2 TTL after the kill.
+	deadline = time.Now().Add(2*scaleLeaseTTL + 30*time.Second)
+	for {
+		msgs := sr.read(t)
+		from := nodeKilled.Add(2*scaleLeaseTTL - time.Second)
+		late := map[string]int{}
+		for _, m := range msgs {
+			if m.At.After(from) {
+				late[m.Group]++
+			}
+		}
+		ok := time.Since(nodeKilled) > 2*scaleLeaseTTL
+		for g := range groups {
+			ok = ok && late["g"+strconv.Itoa(g)] >= 10
+		}
+		if ok {
+			t.Logf("after the NATS node kill: %v messages per group since %v after it", late, from.Sub(nodeKilled))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the NATS node kill, messages per group %v\n%s", late, logs())
+		}
+		pollPause()
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		if by, ok = balanced(rest); ok || time.Now().After(deadline) {
+			break
+		}
+		pollPause()
+	}
+	if !ok {
+		t.Errorf("after the NATS node kill the groups are not served by the two replicas: %v", by)
+	}
+
+	phase("stopping")
+	for _, id := range rest {
+		gws[id].stop(t)
+	}
+	phase("stopped")
+	msgs := sr.read(t)
+	phase(fmt.Sprintf("read %d messages", len(msgs)))
+	t.Logf("stream: %d data messages", len(msgs))
+	plain := make([]sinkMsg, len(msgs))
+	for i := range msgs {
+		plain[i] = msgs[i].sinkMsg
+	}
+	for g := range groups {
+		name := "g" + strconv.Itoa(g)
+		c := checkCounter(plain, name, 0)
+		v, runs := ownership(msgs, name)
+		t.Logf("%s: counter %v … %v, %d values, %d duplicates (%d unmarked), %d holders in turn", name, c.min, c.max, c.distinct, c.duplicates, c.unmarked, len(runs))
+		if len(c.missing) > 0 {
+			t.Errorf("%s: counter values lost: %v", name, head(c.missing, 20))
+		}
+		if c.distinct < 100 {
+			t.Errorf("%s: only %d counter values", name, c.distinct)
+		}
+		if len(v) > 0 {
+			t.Errorf("%s: served by two replicas at once, or a message lost: %v", name, head(v, 10))
+		}
+	}
+	for _, id := range ids {
+		if strings.Contains(gws[id].stderr.String(), "DATA RACE") {
+			t.Errorf("data race in %s", id)
+		}
+	}
+	if t.Failed() || os.Getenv("UAGATE_SCALEOUT_LOGS") != "" {
+		t.Log(logs())
+	}
+}
+
+func head[T any](s []T, n int) []T {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// TestOwnershipCheck: the check TestScaleOut relies on tells one holder
+// (with publishes retried: stored twice, or after their successors) from two
+// at once.
+func TestOwnershipCheck(t *testing.T) {
+	msg := func(id string, seq uint32) streamMsg {
+		return streamMsg{sinkMsg: sinkMsg{Group: "g"}, MessageID: id, DSMs: []dsmSeq{{Type: "ua-deltaframe", Seq: seq}}}
+	}
+	run := func(holder string, from, to uint32) []streamMsg {
+		var out []streamMsg
+		for s := from; s <= to; s++ {
+			out = append(out, msg(holder+strconv.Itoa(int(s)), s))
+		}
+		return out
+	}
+	one := run("a", 1, 10)
+	one = append(one, msg("a5", 5))                                   // stored twice
+	one = append(one, msg("a12", 12), msg("a11", 11), msg("a13", 13)) // reordered
+	one = append(one, run("b", 1, 20)...)                             // handed over
+	if v, runs := ownership(one, "g"); len(v) != 0 || len(runs) != 2 {
+		t.Errorf("one holder at a time: violations %v, %d runs", v, len(runs))
+	}
+	// b takes over while a goes on at 200.
+	two := run("a", 1, 200)
+	for i := uint32(1); i <= 5; i++ {
+		two = append(two, msg("b"+strconv.Itoa(int(i)), i), msg("a"+strconv.Itoa(int(200+i)), 200+i))
+	}
+	if v, _ := ownership(two, "g"); len(v) == 0 {
+		t.Error("interleaved holders not detected")
+	}
+	// Both start at once.
+	var both []streamMsg
+	for i := uint32(1); i <= 5; i++ {
+		both = append(both, msg("a"+strconv.Itoa(int(i)), i), msg("b"+strconv.Itoa(int(i)), i))
+	}
+	if v, _ := ownership(both, "g"); len(v) == 0 {
+		t.Error("two holders starting together not detected")
+	}
+}
