@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/uagate/gateway/api/cli"
 )
@@ -103,9 +104,44 @@ Flags:
 			return fmt.Errorf("%w: nodes %s needs at least one node", errUsage, verb)
 		}
 		if verb == "add" {
-			return cli.NodesAdd(ctx, r.url, r.key(), *group, *writer, pos, stdout)
+			// The gateway answers once the monitored items exist: for many
+			// nodes that takes a while, so show that it is under way.
+			stop := showWaiting(stderr, len(pos))
+			err := cli.NodesAdd(ctx, r.url, r.key(), *group, *writer, pos, stdout)
+			stop()
+			return err
 		}
 		return cli.NodesRemove(ctx, r.url, r.key(), *group, *writer, pos, stdout)
 	}
 	return fmt.Errorf("%w: nodes %q: want list, add or remove", errUsage, verb)
 }
+
+// showWaiting shows, on a terminal and for at least waitingFrom nodes, how
+// long the gateway has been creating them; the returned func ends it.
+func showWaiting(stderr io.Writer, n int) (stop func()) {
+	p := newProgress(stderr)
+	if !p.tty || n < waitingFrom {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		t := time.NewTicker(progressRedraw)
+		defer t.Stop()
+		for {
+			p.update(false, "nodes add: %d nodes sent; the gateway is subscribing to them (%s)", n, time.Since(start).Round(time.Second))
+			select {
+			case <-done:
+				p.done("nodes add: %d nodes answered after %s", n, time.Since(start).Round(100*time.Millisecond))
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// waitingFrom is the number of nodes from which nodes add shows its wait.
+const waitingFrom = 1000
