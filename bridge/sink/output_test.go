@@ -94,13 +94,13 @@ func TestOutputMaxInFlight(t *testing.T) {
 	for i := range 10 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 2*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
+	waitFor(t, 10*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
 	if st := o.Stats(); st.InFlight != 3 || st.Queued != 7 {
 		t.Fatalf("in flight %d queued %d, want 3 and 7", st.InFlight, st.Queued)
 	}
 	for tr.settled() < 10 {
 		s.confirm(func(int) error { return nil })
-		waitFor(t, 2*time.Second, "next window", func() bool { return s.npending() > 0 || tr.settled() == 10 })
+		waitFor(t, 10*time.Second, "next window", func() bool { return s.npending() > 0 || tr.settled() == 10 })
 	}
 	if s.maxPending > 3 {
 		t.Fatalf("%d in flight, limit 3", s.maxPending)
@@ -122,7 +122,7 @@ func TestOutputRetriesFailedInOrder(t *testing.T) {
 	for i := range 10 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 2*time.Second, "10 in flight", func() bool { return s.npending() == 10 })
+	waitFor(t, 10*time.Second, "10 in flight", func() bool { return s.npending() == 10 })
 	for i := 10; i < 15; i++ {
 		o.Enqueue(counterMessage(tr, i))
 	}
@@ -135,16 +135,16 @@ func TestOutputRetriesFailedInOrder(t *testing.T) {
 	})
 	// The window spans 3..12 (10 slots, 7 and 9 settled): the 5 resends,
 	// then 3 new messages fit.
-	waitFor(t, 2*time.Second, "resends", func() bool { return s.npending() == 8 })
+	waitFor(t, 10*time.Second, "resends", func() bool { return s.npending() == 8 })
 	got := s.publishedCopy()[10:]
 	want := []int{3, 4, 5, 6, 8, 10, 11, 12}
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the failures published %v, want %v", got, want)
 	}
 	s.confirm(func(int) error { return nil })
-	waitFor(t, 2*time.Second, "13 and 14", func() bool { return s.npending() == 2 })
+	waitFor(t, 10*time.Second, "13 and 14", func() bool { return s.npending() == 2 })
 	s.confirm(func(int) error { return nil })
-	waitFor(t, 2*time.Second, "all settled", func() bool { return tr.settled() == 15 })
+	waitFor(t, 10*time.Second, "all settled", func() bool { return tr.settled() == 15 })
 	st := o.Stats()
 	if st.Retries != 5 || st.Errors != 5 || st.Confirmed != 15 || !strings.Contains(st.LastError, "broker said no") {
 		t.Fatalf("stats %+v", st)
@@ -166,19 +166,19 @@ func TestOutputResendAfterLostConnectionInOrder(t *testing.T) {
 	for i := range 8 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 2*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	waitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
 	s.mu.Lock()
 	s.notConnected = 1
 	s.mu.Unlock()
 	s.confirm(func(int) error { return ErrNotConnected })
-	waitFor(t, 2*time.Second, "resent window", func() bool { return s.npending() == 5 })
+	waitFor(t, 10*time.Second, "resent window", func() bool { return s.npending() == 5 })
 	if got := s.publishedCopy()[5:]; !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
 		t.Fatalf("resent %v, want 0..4 in order", got)
 	}
 	s.confirm(func(int) error { return nil })
-	waitFor(t, 2*time.Second, "the rest", func() bool { return s.npending() == 3 })
+	waitFor(t, 10*time.Second, "the rest", func() bool { return s.npending() == 3 })
 	s.confirm(func(int) error { return nil })
-	waitFor(t, 2*time.Second, "all settled", func() bool { return tr.settled() == 8 })
+	waitFor(t, 10*time.Second, "all settled", func() bool { return tr.settled() == 8 })
 	if st := o.Stats(); st.Reconnects != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -198,14 +198,14 @@ func TestOutputAtMostOnceCountsErrors(t *testing.T) {
 	for i := range 5 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 2*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	waitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
 	s.confirm(func(c int) error {
 		if c%2 == 0 {
 			return errors.New("lost")
 		}
 		return nil
 	})
-	waitFor(t, 2*time.Second, "settled", func() bool { return tr.settled() == 5 })
+	waitFor(t, 10*time.Second, "settled", func() bool { return tr.settled() == 5 })
 	if st := o.Stats(); st.Errors != 3 || st.Confirmed != 2 || st.Retries != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -227,7 +227,7 @@ func TestOutputReconnects(t *testing.T) {
 	o.Start()
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
-	waitFor(t, 2*time.Second, "first message", func() bool { return tr.settled() == 1 })
+	waitFor(t, 10*time.Second, "first message", func() bool { return tr.settled() == 1 })
 	st := o.Stats()
 	if st.ConnectFailures != 2 || st.Reconnects != 0 || !st.Connected || !strings.Contains(st.LastError, "refused the credentials") {
 		t.Fatalf("after 2 failed connects: %+v", st)
@@ -237,7 +237,7 @@ func TestOutputReconnects(t *testing.T) {
 	s.mu.Unlock()
 	o.Enqueue(counterMessage(tr, 1))
 	o.Enqueue(counterMessage(tr, 2))
-	waitFor(t, 2*time.Second, "after reconnect", func() bool { return tr.settled() == 3 })
+	waitFor(t, 10*time.Second, "after reconnect", func() bool { return tr.settled() == 3 })
 	if st = o.Stats(); st.Reconnects != 1 || st.ConnectFailures != 3 {
 		t.Fatalf("after a lost connection: %+v", st)
 	}
@@ -246,7 +246,7 @@ func TestOutputReconnects(t *testing.T) {
 	s.mu.Unlock()
 	o.Enqueue(counterMessage(tr, 3))
 	o.Enqueue(counterMessage(tr, 4))
-	waitFor(t, 2*time.Second, "refused", func() bool { return tr.settled() == 5 })
+	waitFor(t, 10*time.Second, "refused", func() bool { return tr.settled() == 5 })
 	if err := closeOutput(t, o, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestOutputBlockPolicy(t *testing.T) {
 		defer close(returned)
 		o.Enqueue(counterMessage(tr, 2))
 	}()
-	waitFor(t, 2*time.Second, "3 enqueued", func() bool { return o.Stats().Enqueued == 3 })
+	waitFor(t, 10*time.Second, "3 enqueued", func() bool { return o.Stats().Enqueued == 3 })
 	select {
 	case <-returned:
 		t.Fatal("Enqueue on a full blocking queue returned")
@@ -323,11 +323,11 @@ func TestOutputCloseDrains(t *testing.T) {
 	for i := range 6 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 2*time.Second, "2 in flight", func() bool { return s.npending() == 2 })
+	waitFor(t, 10*time.Second, "2 in flight", func() bool { return s.npending() == 2 })
 	closed := make(chan error, 1)
 	go func() { closed <- closeOutput(t, o, 5*time.Second) }()
 	for tr.settled() < 6 {
-		waitFor(t, 2*time.Second, "in flight", func() bool { return s.npending() > 0 })
+		waitFor(t, 10*time.Second, "in flight", func() bool { return s.npending() > 0 })
 		s.confirm(func(int) error { return nil })
 	}
 	if err := <-closed; err != nil {
@@ -346,7 +346,7 @@ func TestOutputCloseSettlesUnconfirmed(t *testing.T) {
 	for i := range 5 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 2*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
+	waitFor(t, 10*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
 	err := closeOutput(t, o, 30*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "5 messages undelivered") {
 		t.Fatalf("Close = %v", err)
