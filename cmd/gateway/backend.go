@@ -51,6 +51,11 @@ func (rt *runtime) ApplyConfig(ctx context.Context, change func(*config.Config) 
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("%w: %s", api.ErrInvalid, issuesText(err))
 	}
+	// What the running gateway cannot apply is refused before anything is
+	// saved: a refused change must not come back at the next start.
+	if ch := config.Diff(rt.Config(), next); ch.Settings || !ch.Sinks.Empty() {
+		return fmt.Errorf("%w: %v: the change touches gateway, embedded, http or sink settings:\n%s", api.ErrConflict, errNeedsRestart, ch.String())
+	}
 	if rt.persist.path != "" {
 		saved, err := config.Save(next, rt.persist.path, filepath.Join(next.Gateway.StateDir, "secrets"))
 		if err != nil {

@@ -164,3 +164,47 @@ func TestMetricsLatencies(t *testing.T) {
 			count(body, `uagate_sink_latency_seconds_count{sink="nats"}`) > 3
 	})
 }
+
+// TestAPIEndpointSaved: an endpoint added through the API is applied and
+// saved in the state directory. (The API has no route that changes what the
+// runtime cannot apply — gateway, http, sink settings —; ApplyConfig refuses
+// such a change before saving all the same.)
+func TestAPIEndpointSaved(t *testing.T) {
+	isolate(t)
+	addr := freeAddr(t)
+	t.Setenv("UAGATE_HTTP_LISTEN", addr)
+	state := os.Getenv("UAGATE_STATE_DIR")
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- cmdRunGateway(ctx, nil, io.Discard, &errOut) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	base := "http://" + addr
+	testutil.WaitFor(t, 20*time.Second, "the API", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	req, _ := http.NewRequest("POST", base+"/api/v1/endpoints", strings.NewReader(`{"name":"plc2","url":"opc.tcp://127.0.0.1:1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+		t.Fatalf("add endpoint: %d", resp.StatusCode)
+	}
+	saved, err := os.ReadFile(filepath.Join(state, stateConfigName))
+	if err != nil || !strings.Contains(string(saved), "plc2") {
+		t.Fatalf("the applied change was not saved: %v\n%s", err, saved)
+	}
+}
