@@ -94,7 +94,7 @@ func startManaged(t *testing.T, url string, cfg *ManagedConfig, clog *counterLog
 	if err != nil || res.Pending != 1+len(more) {
 		t.Fatalf("items before connecting: %+v %v", res, err)
 	}
-	clog.handle = res.FirstHandle
+	clog.setHandle(res.FirstHandle) // the handler may already run
 	if st := m.State(); st != StateDisconnected {
 		t.Fatalf("state before Start: %v", st)
 	}
@@ -248,7 +248,7 @@ func TestManagedKillRestart(t *testing.T) {
 	if err != nil || res.Created != 11 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	clog.handle = res.FirstHandle
+	clog.setHandle(res.FirstHandle) // the handler may already run
 	testutil.WaitFor(t, 10*time.Second, "counter values", func() bool { return clog.count() >= 5 })
 
 	// Kill, restart on the same port: a new process knows nothing of the

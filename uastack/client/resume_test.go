@@ -88,7 +88,7 @@ func resumeSession(t *testing.T, url string, l *resumeLog, resume *ResumeState) 
 	if err != nil || res.Created != 1 {
 		t.Fatalf("items: %+v %v", res, err)
 	}
-	l.handle = res.FirstHandle
+	l.setHandle(res.FirstHandle) // the handler may already run
 	return m, sub
 }
 

@@ -306,7 +306,7 @@ func TestManagedSimRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clog.handle = res.FirstHandle
+	clog.setHandle(res.FirstHandle) // the handler may already run
 	if _, err := m.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,13 @@ func (l *counterLog) onData(_ *Subscription, seq uint32, items []ua.MonitoredIte
 	}
 }
 
+// setHandle names the Counter's item; the handler reads it under l.mu.
+func (l *counterLog) setHandle(h uint32) {
+	l.mu.Lock()
+	l.handle = h
+	l.mu.Unlock()
+}
+
 func (l *counterLog) onGap(_ *Subscription, from, to uint32) {
 	l.mu.Lock()
 	l.gaps = append(l.gaps, [2]uint32{from, to})
@@ -167,7 +174,7 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log.handle = res.FirstHandle
+		log.setHandle(res.FirstHandle) // the handler may already run
 		if res.Created != len(items)-1 || res.Failed != 1 || res.Pending != 0 {
 			t.Fatalf("result %+v", res)
 		}
