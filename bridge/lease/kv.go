@@ -578,7 +578,9 @@ func (l *KV) renew(kv jetstream.KeyValue) {
 			continue
 		}
 		since := now.Sub(u.lastWrite)
-		if since >= l.ttl/3 || (u.recGen != u.wroteGen && since >= saveEvery) {
+		// The first resume record of a holding goes out at once: a replica
+		// that dies in its first second must leave a record to resume from.
+		if since >= l.ttl/3 || (u.recGen != u.wroteGen && (u.wroteGen == 0 || since >= saveEvery)) {
 			due = append(due, u)
 		}
 	}
