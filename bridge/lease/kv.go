@@ -1036,6 +1036,14 @@ func (l *KV) acquireOne(ctx context.Context, kv jetstream.KeyValue, u *unit, s *
 		l.warn("acquire", "lease: acquiring failed", "unit", u.name, "err", err)
 		return
 	}
+	// Settle, then check that the lease's latest value is still this one
+	// before serving: two replicas were once both told their takeover of a
+	// just-released unit succeeded (revisions 40 and 41 on the same base),
+	// and the loser transferred the subscription away from the winner within
+	// milliseconds. The later writer wins; the other backs off unserved.
+	if !l.settled(ctx, kv, u, term) {
+		return
+	}
 	l.mu.Lock()
 	if l.closed || u.state != stateFree {
 		// Close began meanwhile: give it back at once.
@@ -1075,4 +1083,37 @@ func keyToken(s string) string {
 		return s
 	}
 	return "=" + base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// acquireSettle bounds how long an acquisition waits (at most a third of
+// the loop's period) before it checks that its value is still the lease's
+// latest.
+const acquireSettle = 250 * time.Millisecond
+
+// settled waits acquireSettle and reports whether the lease of u still holds
+// the value this replica wrote with term (another replica's later write, or
+// an error reading it back, means no).
+func (l *KV) settled(_ context.Context, kv jetstream.KeyValue, u *unit, term uint64) bool {
+	// Its own deadlines: the acquisition round's context may be spent.
+	t := time.NewTimer(min(acquireSettle, l.tick/3))
+	select {
+	case <-t.C:
+	case <-l.ctx.Done():
+		t.Stop()
+		return false
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, max(l.tick, time.Second))
+	defer cancel()
+	e, err := kv.Get(ctx, u.key)
+	if err != nil {
+		l.warn("acquire", "lease: reading an acquired lease back failed; not serving it", "unit", u.name, "err", err)
+		return false
+	}
+	var cur leaseValue
+	if json.Unmarshal(e.Value(), &cur) != nil || cur.Instance != l.instance || cur.Term != term {
+		l.observe(e)
+		l.log.Info("lease: taken by another replica right after acquiring; not serving it", "unit", u.name, "holder", cur.Replica)
+		return false
+	}
+	return true
 }
