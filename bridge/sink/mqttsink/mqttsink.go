@@ -148,16 +148,7 @@ type Sink struct {
 // connection is one paho client; lost is closed once it is unusable.
 type connection struct {
 	client mqtt.Client
-	lost   chan struct{}
-	once   sync.Once
-	err    error // why it was lost; set before lost is closed
-}
-
-func (c *connection) markLost(err error) {
-	c.once.Do(func() {
-		c.err = err
-		close(c.lost)
-	})
+	lost   *sink.Lost // closed once it is unusable, with why
 }
 
 type entry struct {
@@ -223,7 +214,7 @@ func (s *Sink) Connected() bool {
 		return false
 	}
 	select {
-	case <-c.lost:
+	case <-c.lost.C():
 		return false
 	default:
 		return true
@@ -285,12 +276,12 @@ func (s *Sink) Connect(ctx context.Context) error {
 	if s.status != "" {
 		o.SetBinaryWill(s.status, s.willMsg, s.qos, true)
 	}
-	c := &connection{lost: make(chan struct{})}
+	c := &connection{lost: sink.NewLost()}
 	o.SetConnectionLostHandler(func(_ mqtt.Client, err error) {
 		// paho calls this after its writers stopped: the payloads of the
 		// failed publishes are no longer read.
 		s.log.Warn("mqtt connection lost", "err", err)
-		c.markLost(fmt.Errorf("mqttsink %s: connection lost: %w: %w", s.cfg.Name, sink.ErrNotConnected, err))
+		c.lost.Mark(fmt.Errorf("mqttsink %s: connection lost: %w: %w", s.cfg.Name, sink.ErrNotConnected, err))
 	})
 	c.client = mqtt.NewClient(o)
 	tok := c.client.Connect()
@@ -330,8 +321,8 @@ func (s *Sink) publishWait(ctx context.Context, c *connection, payload []byte) e
 	select {
 	case <-tok.Done():
 		return tok.Error()
-	case <-c.lost:
-		return c.err
+	case <-c.lost.C():
+		return c.lost.Err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -341,7 +332,7 @@ func (s *Sink) publishWait(ctx context.Context, c *connection, payload []byte) e
 // lost once paho's writers have stopped.
 func (s *Sink) drop(c *connection, why error) {
 	c.client.Disconnect(0)
-	c.markLost(why)
+	c.lost.Mark(why)
 }
 
 // Publish hands m to paho; the confirmer confirms it.
@@ -352,10 +343,8 @@ func (s *Sink) Publish(m *sink.Message, ack sink.Acker) error {
 	if closed || c == nil {
 		return sink.ErrNotConnected
 	}
-	select {
-	case <-c.lost:
+	if c.lost.Is() {
 		return sink.ErrNotConnected
-	default:
 	}
 	topic := s.topics.Topic(m.Kind, &m.Addr)
 	if topic == "" {
@@ -404,8 +393,8 @@ func (s *Sink) confirm(e entry, timer *time.Timer) {
 				err = fmt.Errorf("mqttsink %s: publish: %w", s.cfg.Name, err)
 			}
 		}
-	case <-e.conn.lost:
-		err = e.conn.err
+	case <-e.conn.lost.C():
+		err = e.conn.lost.Err()
 		select {
 		case <-e.tok.Done():
 			if e.tok.Error() == nil {
@@ -418,7 +407,7 @@ func (s *Sink) confirm(e entry, timer *time.Timer) {
 		// before the Output may free it.
 		s.log.Warn("mqtt publish not acknowledged in time, dropping the connection", "ackTimeout", s.cfg.AckTimeout)
 		s.drop(e.conn, fmt.Errorf("mqttsink %s: %w: %w", s.cfg.Name, sink.ErrNotConnected, ErrAckTimeout))
-		err = e.conn.err
+		err = e.conn.lost.Err()
 	}
 	timer.Stop()
 	s.outstanding.Add(-1)
@@ -446,7 +435,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-		case <-c.lost:
+		case <-c.lost.C():
 			c = nil // nothing more will be confirmed through it
 		}
 	}
@@ -458,7 +447,7 @@ func (s *Sink) Close(ctx context.Context) error {
 			}
 		}
 		c.client.Disconnect(250)
-		c.markLost(fmt.Errorf("mqttsink %s: closed: %w", s.cfg.Name, sink.ErrNotConnected))
+		c.lost.Mark(fmt.Errorf("mqttsink %s: closed: %w", s.cfg.Name, sink.ErrNotConnected))
 	}
 	close(s.quit)
 	<-s.cdone

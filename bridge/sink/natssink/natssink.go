@@ -149,16 +149,7 @@ type Sink struct {
 type connection struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	lost chan struct{}
-	once sync.Once
-	err  error
-}
-
-func (c *connection) markLost(err error) {
-	c.once.Do(func() {
-		c.err = err
-		close(c.lost)
-	})
+	lost *sink.Lost // closed once it is unusable, with why
 }
 
 type entry struct {
@@ -243,7 +234,7 @@ func (s *Sink) Connect(ctx context.Context) error {
 	if old != nil {
 		s.drop(old, fmt.Errorf("natssink %s: reconnecting: %w", s.cfg.Name, sink.ErrNotConnected))
 	}
-	c := &connection{lost: make(chan struct{})}
+	c := &connection{lost: sink.NewLost()}
 	opts := []nats.Option{
 		nats.Name("uagate " + s.cfg.Name),
 		nats.Timeout(s.cfg.ConnectTimeout),
@@ -252,10 +243,10 @@ func (s *Sink) Connect(ctx context.Context) error {
 			if err != nil {
 				s.log.Warn("nats connection lost", "err", err)
 			}
-			c.markLost(fmt.Errorf("natssink %s: connection lost: %w: %v", s.cfg.Name, sink.ErrNotConnected, err))
+			c.lost.Mark(fmt.Errorf("natssink %s: connection lost: %w: %v", s.cfg.Name, sink.ErrNotConnected, err))
 		}),
 		nats.ClosedHandler(func(*nats.Conn) {
-			c.markLost(fmt.Errorf("natssink %s: connection closed: %w", s.cfg.Name, sink.ErrNotConnected))
+			c.lost.Mark(fmt.Errorf("natssink %s: connection closed: %w", s.cfg.Name, sink.ErrNotConnected))
 		}),
 	}
 	switch {
@@ -350,7 +341,7 @@ func (s *Sink) setupJetStream(ctx context.Context, c *connection) error {
 // drop closes a connection; nats.go does not touch payloads afterwards.
 func (s *Sink) drop(c *connection, why error) {
 	c.nc.Close()
-	c.markLost(why)
+	c.lost.Mark(why)
 }
 
 // Publish hands m to nats.go: core publishes are confirmed at once,
@@ -362,10 +353,8 @@ func (s *Sink) Publish(m *sink.Message, ack sink.Acker) error {
 	if closed || c == nil {
 		return sink.ErrNotConnected
 	}
-	select {
-	case <-c.lost:
+	if c.lost.Is() {
 		return sink.ErrNotConnected
-	default:
 	}
 	subject := s.topics.Topic(m.Kind, &m.Addr)
 	if subject == "" {
@@ -425,10 +414,10 @@ func (s *Sink) confirm(e entry) {
 		} else {
 			err = fmt.Errorf("natssink %s: jetstream publish: %w", s.cfg.Name, ferr)
 		}
-	case <-e.conn.lost:
+	case <-e.conn.lost.C():
 		// nc is closed (a lost connection closes, NoReconnect): the future
 		// will not publish the payload again.
-		err = e.conn.err
+		err = e.conn.lost.Err()
 		select {
 		case <-e.f.Ok():
 			err = nil
@@ -459,14 +448,14 @@ func (s *Sink) Close(ctx context.Context) error {
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-			case <-c.lost:
+			case <-c.lost.C():
 			}
-			if isClosed(c.lost) {
+			if c.lost.Is() {
 				break
 			}
 		}
 		tick.Stop()
-		if ctx.Err() == nil && !isClosed(c.lost) {
+		if ctx.Err() == nil && !c.lost.Is() {
 			var ferr error
 			if _, ok := ctx.Deadline(); ok {
 				ferr = c.nc.FlushWithContext(ctx)
@@ -482,13 +471,4 @@ func (s *Sink) Close(ctx context.Context) error {
 	close(s.quit)
 	<-s.cdone
 	return err
-}
-
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
