@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,6 +153,7 @@ type KV struct {
 	released time.Time // the last release for balance
 	presence time.Time // the last presence write
 	presRev  uint64    // its revision
+	replicas int       // of the bucket, once open
 	closed   bool
 	warned   map[string]time.Time // throttled warnings by kind
 }
@@ -440,6 +442,10 @@ func (l *KV) step() {
 	if kv == nil {
 		var err error
 		if kv, err = l.open(); err != nil {
+			if errors.Is(err, ErrUnsafeServer) {
+				l.warn("unsafe", "lease: refusing the NATS server; serving nothing", "bucket", l.cfg.Bucket, "err", err)
+				return
+			}
 			l.warn("open", "lease: the lease bucket is not available yet; serving nothing", "bucket", l.cfg.Bucket, "err", err)
 			return
 		}
@@ -454,13 +460,83 @@ func (l *KV) step() {
 	l.writePresence(kv)
 	l.dropRemoved(kv)
 	l.balance(kv)
+	// The connection may have moved to another server of the cluster since
+	// the bucket was opened: take nothing through one that is not safe.
+	l.mu.Lock()
+	replicas := l.replicas
+	l.mu.Unlock()
+	if err := casSafe(l.cfg.Conn.ConnectedServerVersion(), replicas); err != nil {
+		l.warn("unsafe", "lease: taking no leases", "err", err)
+		return
+	}
 	l.acquire(kv)
 }
 
-// open opens the bucket, creating it when missing.
+// ErrUnsafeServer: the NATS server's compare-and-set is known to let two
+// writers with the same expected revision both succeed, so leases on it
+// could be granted twice.
+var ErrUnsafeServer = errors.New("lease: this nats-server version can grant a lease twice")
+
+// casSafe refuses the nats-server versions whose KV Update (a publish with
+// Nats-Expected-Last-Subject-Sequence) is not a compare-and-set:
+//   - before 2.9.21 on a clustered stream, the check ran before the Raft
+//     proposal and concurrent writers could all pass it (nats-server#4320;
+//     TestKVCompareAndSetClustered saw 279 of 300 rounds of three concurrent
+//     writers on Debian's 2.9.10 with more than one success);
+//   - 2.10.19 on a one-replica stream (nats-server#5840, fixed in 2.10.20).
+//
+// An empty or unparsable version (not connected) is not refused here: the
+// writes fail on their own then.
+func casSafe(version string, replicas int) error {
+	var major, minor, patch int
+	v := version
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	if _, err := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		return nil
+	}
+	below := func(a, b, c int) bool {
+		return major < a || major == a && (minor < b || minor == b && patch < c)
+	}
+	switch {
+	case replicas > 1 && below(2, 9, 21):
+		return fmt.Errorf("%w: nats-server %s lets concurrent compare-and-set writes on a clustered (%d-replica) bucket all succeed (nats-server#4320, fixed in 2.9.21); upgrade the NATS cluster to 2.10.20 or later", ErrUnsafeServer, version, replicas)
+	case major == 2 && minor == 10 && patch == 19:
+		return fmt.Errorf("%w: nats-server %s accepts compare-and-set writes with a stale revision on a one-replica bucket (nats-server#5840, fixed in 2.10.20); upgrade NATS to 2.10.20 or later", ErrUnsafeServer, version)
+	}
+	return nil
+}
+
+// open opens the bucket, creating it when missing, and refuses a server
+// whose compare-and-set cannot be trusted with it (casSafe).
 func (l *KV) open() (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, max(l.tick, 2*time.Second))
 	defer cancel()
+	kv, err := l.openOrCreate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the bucket's status: %w", err)
+	}
+	replicas := 1
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		replicas = bs.StreamInfo().Config.Replicas
+	}
+	version := l.cfg.Conn.ConnectedServerVersion()
+	if err := casSafe(version, replicas); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.replicas = replicas
+	l.mu.Unlock()
+	l.log.Info("lease: bucket open", "bucket", l.cfg.Bucket, "replicas", replicas, "natsServer", version)
+	return kv, nil
+}
+
+func (l *KV) openOrCreate(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := l.js.KeyValue(ctx, l.cfg.Bucket)
 	if err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return kv, err
@@ -1037,10 +1113,14 @@ func (l *KV) acquireOne(ctx context.Context, kv jetstream.KeyValue, u *unit, s *
 		return
 	}
 	// Settle, then check that the lease's latest value is still this one
-	// before serving: two replicas were once both told their takeover of a
-	// just-released unit succeeded (revisions 40 and 41 on the same base),
-	// and the loser transferred the subscription away from the winner within
-	// milliseconds. The later writer wins; the other backs off unserved.
+	// before serving. With a correct compare-and-set this always holds. It
+	// is kept as a second line for a cluster whose nodes run different
+	// versions (open checks only the server this connection talks to): on
+	// Debian's nats-server 2.9.10 two replicas were both told their takeover
+	// of a just-released unit succeeded (revisions 40 and 41 on the same
+	// base, nats-server#4320), and the loser transferred the subscription
+	// away from the winner. The later writer wins; the other backs off
+	// unserved.
 	if !l.settled(ctx, kv, u, term) {
 		return
 	}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -322,6 +323,34 @@ func TestKeyToken(t *testing.T) {
 	for in, want := range map[string]string{"line1": "line1", "a-b_c": "a-b_c", "a.b": "=YS5i", "ü": "=w7w", "": "="} {
 		if got := keyToken(in); got != want {
 			t.Errorf("keyToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCASSafe(t *testing.T) {
+	for _, c := range []struct {
+		version  string
+		replicas int
+		unsafe   bool
+	}{
+		{"2.9.10", 3, true},  // Debian bookworm's: nats-server#4320
+		{"2.9.20", 3, true},  // the last one before the fix
+		{"2.9.10", 1, false}, // one replica: the check and the write are one step
+		{"2.9.21", 3, false},
+		{"2.10.0", 3, false},
+		{"2.10.19", 1, true}, // nats-server#5840
+		{"2.10.19", 3, true},
+		{"2.10.20", 1, false},
+		{"2.11.0-RC.1", 3, false},
+		{"2.15.2", 3, false}, // the one this module builds in
+		{"", 3, false},       // not connected: the writes fail on their own
+	} {
+		err := casSafe(c.version, c.replicas)
+		if got := errors.Is(err, ErrUnsafeServer); got != c.unsafe {
+			t.Errorf("casSafe(%q, %d) = %v, want unsafe %v", c.version, c.replicas, err, c.unsafe)
+		}
+		if err != nil && !strings.Contains(err.Error(), c.version) {
+			t.Errorf("casSafe(%q, %d): %q does not name the version", c.version, c.replicas, err)
 		}
 	}
 }

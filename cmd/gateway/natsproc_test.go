@@ -11,10 +11,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
-// natsNode is a nats-server (Debian's binary) child process on a loopback
-// port, with JetStream; several form a cluster.
+// natsNode is a nats-server child process on a loopback port, with
+// JetStream; several form a cluster. The server is the one this module
+// builds in (github.com/nats-io/nats-server/v2, run by this test binary:
+// natsChildEnv), not Debian's 2.9.10: that version lets two concurrent
+// compare-and-set writes with the same expected revision both succeed on a
+// clustered stream (nats-server#4320, fixed in 2.9.21), which breaks every
+// lease built on KV Update — TestKVCompareAndSetClustered shows it.
+// UAGATE_TEST_NATS_SERVER=debian runs Debian's binary instead.
 type natsNode struct {
 	t       *testing.T
 	name    string
@@ -22,6 +30,7 @@ type natsNode struct {
 	cluster int
 	dir     string
 	conf    string
+	binary  string
 	cmd     *exec.Cmd
 	done    chan struct{}
 	out     *lockedBuffer
@@ -41,6 +50,16 @@ func freeTCPPort(t *testing.T) int {
 // cluster) and waits until each accepts connections.
 func startNATSCluster(t *testing.T, n int) []*natsNode {
 	t.Helper()
+	bin := os.Args[0]
+	if os.Getenv("UAGATE_TEST_NATS_SERVER") == "debian" {
+		bin = debianNATSServer(t)
+	}
+	return startNATSClusterOf(t, n, bin)
+}
+
+// debianNATSServer is the path of Debian's nats-server.
+func debianNATSServer(t *testing.T) string {
+	t.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		for _, p := range []string{"/usr/sbin/nats-server", "/usr/bin/nats-server"} {
@@ -52,6 +71,13 @@ func startNATSCluster(t *testing.T, n int) []*natsNode {
 	if err != nil {
 		t.Fatal("nats-server not installed (apt-get install nats-server; scripts/test.sh does)")
 	}
+	return bin
+}
+
+// startNATSClusterOf is startNATSCluster with the server binary given
+// (os.Args[0]: the built-in one).
+func startNATSClusterOf(t *testing.T, n int, bin string) []*natsNode {
+	t.Helper()
 	nodes := make([]*natsNode, n)
 	for i := range nodes {
 		nodes[i] = &natsNode{t: t, name: fmt.Sprintf("n%d", i), port: freeTCPPort(t), cluster: freeTCPPort(t), dir: t.TempDir()}
@@ -83,13 +109,14 @@ func startNATSCluster(t *testing.T, n int) []*natsNode {
 	return nodes
 }
 
-var natsBin string
-
-func (nd *natsNode) bin(b string) { natsBin = b }
+func (nd *natsNode) bin(b string) { nd.binary = b }
 
 func (nd *natsNode) start() {
 	nd.out = &lockedBuffer{}
-	nd.cmd = exec.Command(natsBin, "-c", nd.conf)
+	nd.cmd = exec.Command(nd.binary, "-c", nd.conf)
+	if nd.binary == os.Args[0] {
+		nd.cmd.Env = append(os.Environ(), natsChildEnv+"="+nd.conf)
+	}
 	nd.cmd.Stdout, nd.cmd.Stderr = nd.out, nd.out
 	nd.done = make(chan struct{})
 	if err := nd.cmd.Start(); err != nil {
@@ -147,4 +174,32 @@ func clusterURL(nodes []*natsNode) string {
 		u = append(u, n.URL())
 	}
 	return strings.Join(u, ",")
+}
+
+// natsChildEnv makes this test binary a nats-server: TestMain runs the
+// built-in server with the configuration file it names (the nats-server
+// file format) until the process is killed.
+const natsChildEnv = "UAGATE_TEST_NATS_CONF"
+
+// runNATSChild is the child's whole life; it returns only on an error.
+func runNATSChild(conf string) int {
+	opts, err := natsserver.ProcessConfigFile(conf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nats child:", err)
+		return 2
+	}
+	opts.NoSigs = true
+	s, err := natsserver.NewServer(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nats child:", err)
+		return 2
+	}
+	s.ConfigureLogger()
+	s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		fmt.Fprintln(os.Stderr, "nats child: not ready in 20 s")
+		return 1
+	}
+	s.WaitForShutdown()
+	return 0
 }

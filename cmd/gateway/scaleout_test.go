@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Scale-out on loopback: a 3-node JetStream cluster of Debian's nats-server
+// Scale-out on loopback: a 3-node JetStream cluster of nats-server (natsNode)
 // (each a process), the simulation server with a fast Counter in the test,
 // and three gateway processes (this test binary) sharing four writer groups
 // through leases in the cluster, each publishing at-least-once to a
