@@ -93,6 +93,25 @@ type Stats struct {
 	Sinks       []SinkStats
 	Pools       []PoolStats
 	BufferPools []BufferPoolStats
+	// ScaleOut is nil unless scale-out is enabled.
+	ScaleOut *ScaleOutStatus
+}
+
+// ScaleOutStatus is this replica's view of the writer groups' leases.
+type ScaleOutStatus struct {
+	ReplicaID string `json:"replicaId"`
+	// Groups lists every configured writer group with the replica holding
+	// its lease ("" while nobody does), as the lease bucket's watcher last
+	// saw it.
+	Groups []LeaseHolder `json:"groups"`
+}
+
+// LeaseHolder is one writer group's lease.
+type LeaseHolder struct {
+	Group  string `json:"name"`
+	Holder string `json:"holder"`
+	// Local: this replica serves the group.
+	Local bool `json:"local"`
 }
 
 // GroupStats are one writer group's counters.

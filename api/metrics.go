@@ -34,7 +34,7 @@ type collector struct {
 	buildInfo,
 	epState, epConnected, epReconnects, epConnects, epReactivations, epTransfers, epRecreations,
 	subMessages, subKeepAlives, subDataChanges, subEvents, subRepublished, subLost, subDuplicates, subItems, subFailedItems,
-	grpIn, grpOut, grpMessages, grpBytes, grpErrors, grpUnacked,
+	grpIn, grpOut, grpMessages, grpBytes, grpErrors, grpUnacked, leaseHeld,
 	sinkEnqueued, sinkSent, sinkConfirmed, sinkRetries, sinkErrors, sinkDropped, sinkUndelivered,
 	sinkReconnects, sinkConnectFailures, sinkQueue, sinkInFlight, sinkConnected, sinkBytes,
 	poolHits, poolMisses, poolDrops, poolIdle, poolCapacity, poolHitRatio,
@@ -75,6 +75,7 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 	c.grpBytes = d("uagate_group_bytes_total", "Bytes of the NetworkMessages the writer group produced.", g, ep)
 	c.grpErrors = d("uagate_group_errors_total", "Notifications the writer group could not encode or deliver.", g, ep)
 	c.grpUnacked = d("uagate_group_unacked_sequence_numbers", "Notification messages not yet acknowledged upstream (waiting for at-least-once sinks).", g, ep)
+	c.leaseHeld = d("uagate_scaleout_lease_held", "1 while this replica holds the writer group's lease and serves it (scale-out only).", g)
 	k, kind := "sink", "kind"
 	c.sinkEnqueued = d("uagate_sink_enqueued_messages_total", "Messages handed to the sink's queue.", k, kind)
 	c.sinkSent = d("uagate_sink_sent_messages_total", "Messages the sink took (resends included).", k, kind)
@@ -177,6 +178,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.grpBytes, g.Bytes, g.Name, g.Endpoint)
 		counter(c.grpErrors, g.Errors, g.Name, g.Endpoint)
 		gauge(c.grpUnacked, float64(g.Unacked), g.Name, g.Endpoint)
+	}
+	if st.ScaleOut != nil {
+		for _, h := range st.ScaleOut.Groups {
+			gauge(c.leaseHeld, b2f(h.Local), h.Group)
+		}
 	}
 	for _, s := range st.Sinks {
 		o, l := &s.Output, []string{s.Output.Name, s.Kind}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -44,6 +45,8 @@ func TestMetrics(t *testing.T) {
 			Dropped: 1, Queued: 2, InFlight: 1, Connected: true}}},
 		Pools:       []PoolStats{{Name: "datavalue", Stats: pool.Stats()}},
 		BufferPools: []BufferPoolStats{{Name: "chunks", Stats: bp.Stats()}},
+		ScaleOut: &ScaleOutStatus{ReplicaID: "gw-0", Groups: []LeaseHolder{
+			{Group: "line1", Holder: "gw-0", Local: true}, {Group: "line2", Holder: "gw-1"}}},
 	}
 	h := NewHistograms()
 	rt := h.PublishRoundTrip("sim")
@@ -83,6 +86,8 @@ func TestMetrics(t *testing.T) {
 		`uagate_publish_round_trip_seconds_count{endpoint="sim"} 2`,
 		`uagate_sink_latency_seconds_bucket{sink="broker",le="1"} 0`,
 		`uagate_sink_latency_seconds_bucket{sink="broker",le="2.5"} 1`,
+		`uagate_scaleout_lease_held{group="line1"} 1`,
+		`uagate_scaleout_lease_held{group="line2"} 0`,
 		"go_goroutines ",
 		"process_resident_memory_bytes ",
 	} {
@@ -106,6 +111,16 @@ func TestMetrics(t *testing.T) {
 		if !regexp.MustCompile(`^uagate_[a-z]+_[a-z_]+[{ ]`).MatchString(line) {
 			t.Errorf("name: %s", line)
 		}
+	}
+	// The status names the holders.
+	var st struct {
+		ScaleOut *ScaleOutStatus `json:"scaleOut"`
+	}
+	if r := do(t, ts, "GET", "/api/v1/status", "", nil); r.status != 200 || json.Unmarshal(r.body, &st) != nil {
+		t.Fatalf("status: %d %s", r.status, r.body)
+	}
+	if so := st.ScaleOut; so == nil || so.ReplicaID != "gw-0" || len(so.Groups) != 2 || so.Groups[1] != (LeaseHolder{Group: "line2", Holder: "gw-1"}) {
+		t.Errorf("status scaleOut: %+v", st.ScaleOut)
 	}
 	// With keys, /metrics needs the read role unless it is public.
 	_, ts2 := newTestServer(t, b, Options{Keys: []Key{{Name: "r", Token: readToken, Role: RoleRead}}})

@@ -16,6 +16,8 @@ type Status struct {
 	Writers      int               `json:"writers"`
 	Fields       int               `json:"fields"`
 	Sinks        []SinkSummary     `json:"sinks"`
+	// ScaleOut, with scale-out enabled: who holds which writer group.
+	ScaleOut *ScaleOutStatus `json:"scaleOut,omitempty"`
 }
 
 // EndpointSummary is an endpoint in the overview.
@@ -57,7 +59,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 			out.Fields += len(w.Fields)
 		}
 	}
-	for _, k := range s.b.Stats().Sinks {
+	st := s.b.Stats()
+	out.ScaleOut = st.ScaleOut
+	for _, k := range st.Sinks {
 		o := &k.Output
 		out.Sinks = append(out.Sinks, SinkSummary{Name: o.Name, Kind: k.Kind, Connected: o.Connected, Queued: o.Queued,
 			Sent: o.Sent, Dropped: o.Dropped, Errors: o.Errors, LastError: o.LastError})

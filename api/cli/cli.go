@@ -149,6 +149,20 @@ func (c *Client) Status(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%s\n", k.Name, k.Connected, k.Queued, k.Sent, k.Dropped, oneLine(k.LastError))
 		}
 	}
+	if so := st.ScaleOut; so != nil {
+		fmt.Fprintln(tw, "\t\t\t\t\t")
+		fmt.Fprintf(tw, "WRITER GROUP\tLEASE HOLDER (this replica: %s)\t\t\t\t\n", so.ReplicaID)
+		for _, g := range so.Groups {
+			holder := g.Holder
+			switch {
+			case g.Local:
+				holder += " (here)"
+			case holder == "":
+				holder = "nobody"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\n", g.Group, holder)
+		}
+	}
 	return tw.Flush()
 }
 

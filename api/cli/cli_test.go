@@ -62,7 +62,8 @@ func (b *backend) Store(string) (*pki.Store, error) {
 	return nil, fmt.Errorf("none: %w", api.ErrNotFound)
 }
 func (b *backend) Stats() api.Stats {
-	return api.Stats{Sinks: []api.SinkStats{{Kind: "mqtt", Output: sink.OutputStats{Name: "broker", Connected: true, Sent: 12, Queued: 1}}}}
+	return api.Stats{Sinks: []api.SinkStats{{Kind: "mqtt", Output: sink.OutputStats{Name: "broker", Connected: true, Sent: 12, Queued: 1}}},
+		ScaleOut: &api.ScaleOutStatus{ReplicaID: "gw-0", Groups: []api.LeaseHolder{{Group: "line1", Holder: "gw-0", Local: true}, {Group: "line2"}}}}
 }
 
 const token = "cli-admin-token-0123456789"
@@ -91,7 +92,8 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"gateway 9.9.9", "NOT READY", "1 writer groups, 1 dataset writers, 1 fields",
-		"plc1", "Disconnected", "dial tcp: connection refused", "broker", "true"} {
+		"plc1", "Disconnected", "dial tcp: connection refused", "broker", "true",
+		"LEASE HOLDER (this replica: gw-0)", "gw-0 (here)", "nobody"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}

@@ -314,6 +314,42 @@ func (l *KV) Holds(name string) bool {
 	return u != nil && u.state == stateHeld
 }
 
+// Holding is a unit and who holds its lease, as this replica sees it.
+type Holding struct {
+	Unit string
+	// Holder is the replica id of the holder; "" when nobody holds it
+	// (never taken, released, or expired unrenewed).
+	Holder string
+	// Local: this replica serves it.
+	Local bool
+}
+
+// Holders lists every configured unit with its holder, in configured order:
+// this replica's own state for those it serves, the watched bucket for the
+// others (as fresh as the watcher).
+func (l *KV) Holders() []Holding {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Holding, 0, len(l.order))
+	for _, n := range l.order {
+		u := l.units[n]
+		h := Holding{Unit: n}
+		switch s := l.view[u.key]; {
+		case u.state == stateHeld:
+			h.Holder, h.Local = l.cfg.ReplicaID, true
+		case s == nil || s.deleted || s.bad || s.val.Released || l.expired(s, now):
+		case s.val.Replica == l.cfg.ReplicaID && s.val.Instance == l.instance:
+			// Written by this process and not served (halting, or just
+			// acquired and settling): not serving is what counts.
+		default:
+			h.Holder = s.val.Replica
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
 // LoadResume implements bridge.ResumeStore: the record that came with the
 // lease (the previous holder's last one) or saved since.
 func (l *KV) LoadResume(name string) (bridge.ResumeRecord, bool, error) {

@@ -177,6 +177,23 @@ func TestKVShareAndTakeOver(t *testing.T) {
 	c := startReplica(t, ns.URL(), "c", g, fourUnits)
 	waitFor(t, 20*time.Second, "four units shared by three replicas", balanced(g, 4, "a", "b", "c"))
 	g.check(t)
+	// Every replica's Holders agrees with who serves (once its watcher saw
+	// the last acquisitions).
+	for _, r := range []*replica{a, b, c} {
+		waitFor(t, 5*time.Second, r.h.id+"'s Holders to match the ledger", func() bool {
+			own := g.owners()
+			hs := r.kv.Holders()
+			if len(hs) != len(fourUnits) {
+				return false
+			}
+			for i, h := range hs {
+				if h.Unit != fourUnits[i] || h.Holder != own[h.Unit] || h.Local != (own[h.Unit] == r.h.id) {
+					return false
+				}
+			}
+			return true
+		})
+	}
 
 	victim := a
 	for _, r := range []*replica{a, b, c} {
@@ -199,6 +216,11 @@ func TestKVShareAndTakeOver(t *testing.T) {
 	}
 	waitFor(t, 4*testTTL, "the others take its units over", balanced(g, 4, rest...))
 	took := time.Since(start)
+	for _, h := range b.kv.Holders() {
+		if h.Holder == victim.h.id && victim != b {
+			t.Errorf("b still sees %s held by the dead %s", h.Unit, h.Holder)
+		}
+	}
 	t.Logf("units %v of %s: fenced after %v, taken over after %v", gone, victim.h.id, fenced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	if took < testTTL {
 		t.Errorf("taken over %v after the crash: before the lease could expire (TTL %v)", took, testTTL)

@@ -277,6 +277,13 @@ func (rt *runtime) Stats() api.Stats {
 		})
 	}
 	st.BufferPools = append(st.BufferPools, api.BufferPoolStats{Name: "buffers", Stats: pooling.Buffers.Stats()})
+	if rt.scale != nil {
+		so := &api.ScaleOutStatus{ReplicaID: rt.scale.ReplicaID(), Groups: []api.LeaseHolder{}}
+		for _, h := range rt.scale.Holders() {
+			so.Groups = append(so.Groups, api.LeaseHolder{Group: h.Unit, Holder: h.Holder, Local: h.Local})
+		}
+		st.ScaleOut = so
+	}
 	return st
 }
 
