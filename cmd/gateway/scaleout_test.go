@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/uagate/gateway/internal/testutil"
 )
 
 // Scale-out on loopback: a 3-node JetStream cluster of nats-server (natsNode)
@@ -34,6 +36,15 @@ import (
 const scaleLeaseTTL = 5 * time.Second
 
 func scaleConfig(simURL, natsURL string, groups int) string {
+	var names []string
+	for g := range groups {
+		names = append(names, "g"+strconv.Itoa(g))
+	}
+	return scaleConfigOf(simURL, natsURL, names)
+}
+
+// scaleConfigOf is scaleConfig with the writer groups named.
+func scaleConfigOf(simURL, natsURL string, groups []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `gateway:
   publisherId: gw
@@ -58,10 +69,10 @@ sinks:
       jetStream: {stream: UAGATE}
 writerGroups:
 `, simURL, natsURL)
-	for g := range groups {
+	for _, g := range groups {
 		// The server's queues must hold what the Counter makes while nobody
 		// serves the group (a takeover after a kill: about 1.2 TTL).
-		fmt.Fprintf(&b, `  - name: g%d
+		fmt.Fprintf(&b, `  - name: %s
     endpoint: sim
     publishingInterval: 100ms
     maxUnacked: 32
@@ -551,5 +562,111 @@ func TestOwnershipCheck(t *testing.T) {
 	}
 	if v, _ := ownership(both, "g"); len(v) == 0 {
 		t.Error("two holders starting together not detected")
+	}
+}
+
+// TestScaleOutReload: a configuration change reaches every replica of a
+// scaled-out gateway (each watches the same file): a writer group added is
+// leased by one replica and streams; a group removed stops, and its lease is
+// deleted, while the others go on. One NATS node, two gateway processes.
+func TestScaleOutReload(t *testing.T) {
+	nodes := startNATSCluster(t, 1)
+	url := nodes[0].URL()
+	func() {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		testutil.WaitFor(t, 30*time.Second, "the stream created", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "UAGATE", Subjects: []string{"opcua.json.>"}, Storage: jetstream.FileStorage})
+			return err == nil
+		})
+	}()
+	srv := startCounterSim(t, "", 50*time.Millisecond)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gateway.yaml")
+	write := func(groups ...string) {
+		t.Helper()
+		tmp := cfgPath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(scaleConfigOf(srv.URL(), url, groups)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfgPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("g0", "g1")
+	ids := []string{"gw0", "gw1"}
+	gws := map[string]*gatewayChild{}
+	for _, id := range ids {
+		gws[id] = startGatewayChild(t, cfgPath,
+			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
+			"UAGATE_SCALEOUT_ENABLED=true",
+			"UAGATE_SCALEOUT_NATS_URL="+url,
+			"UAGATE_SCALEOUT_LEASE_TTL="+scaleLeaseTTL.String(),
+			"UAGATE_SCALEOUT_REPLICA_ID="+id)
+	}
+	logs := func() string {
+		var b strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&b, "=== %s\n%s\n", id, gws[id].stderr.String())
+		}
+		return b.String()
+	}
+	sr := newStreamReader(t, url)
+	// count is the number of g's data messages in the stream so far.
+	count := func(g string) int {
+		n := 0
+		for _, m := range sr.read(t) {
+			if m.Group == g && len(m.DSMs) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	waitReplica := func(what string, cond func() bool) {
+		t.Helper()
+		if !testutil.Eventually(45*time.Second, cond) {
+			t.Fatalf("timed out waiting for %s\n%s", what, logs())
+		}
+	}
+	waitReplica("g0 and g1 leased and streaming", func() bool {
+		return len(holders(t, url, 2)) == 2 && count("g0") > 0 && count("g1") > 0
+	})
+
+	// Added: one replica takes it and it streams.
+	write("g0", "g1", "g2")
+	waitReplica("g2 leased and streaming", func() bool {
+		_, held := holders(t, url, 3)["g2"]
+		return held && count("g2") >= 5
+	})
+
+	// Removed: its lease goes, its messages stop, the others go on.
+	write("g1", "g2")
+	waitReplica("g0's lease deleted", func() bool {
+		_, held := holders(t, url, 3)["g0"]
+		return !held
+	})
+	if v, ok := holders(t, url, 3)["g0"]; ok {
+		t.Fatalf("g0 still leased to %s", v.Replica)
+	}
+	g0, g1 := count("g0"), count("g1")
+	waitReplica("g1 going on", func() bool { return count("g1") >= g1+10 })
+	if n := count("g0"); n != g0 {
+		t.Errorf("g0 went on after its removal: %d data messages, %d when its lease was gone", n, g0)
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if _, ok := holders(t, url, 3)[g]; !ok {
+			t.Errorf("%s not leased after the reload", g)
+		}
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if v, _ := ownership(sr.read(t), g); len(v) > 0 {
+			t.Errorf("%s served twice at once: %v", g, v)
+		}
 	}
 }
