@@ -29,6 +29,12 @@ type Gateway struct {
 	StateDir string `yaml:"stateDir"`
 	// ShutdownTimeout bounds the drain at shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+	// DeleteSubscriptionsOnStop deletes the upstream subscriptions at a
+	// graceful stop. By default they are kept at the server (the session
+	// closed with DeleteSubscriptions=false) for a restart within their
+	// lifetime to resume them, as after a kill; the server drops them at
+	// the end of their lifetime when no restart comes.
+	DeleteSubscriptionsOnStop bool `yaml:"deleteSubscriptionsOnStop"`
 }
 
 // Embedded switches the embedded parts on or off. Each is on when the

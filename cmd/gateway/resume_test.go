@@ -359,6 +359,13 @@ func waitStream(t *testing.T, natsURL string, n uint64, d time.Duration, why fun
 }
 
 func TestRestartWithoutLoss(t *testing.T) {
+	t.Run("kill", func(t *testing.T) { testRestartWithoutLoss(t, false) })
+	// A graceful stop (SIGTERM: a rolling upgrade) keeps the subscription
+	// at the server too (gateway.keepSubscriptionsOnStop, the default).
+	t.Run("sigterm", func(t *testing.T) { testRestartWithoutLoss(t, true) })
+}
+
+func testRestartWithoutLoss(t *testing.T, graceful bool) {
 	srv := startCounterSim(t, "", 20*time.Millisecond)
 	ns := startNATSCluster(t, 1)[0]
 	dir := t.TempDir()
@@ -368,7 +375,14 @@ func TestRestartWithoutLoss(t *testing.T) {
 	}
 	first := startGatewayChild(t, cfgPath)
 	waitStream(t, ns.URL(), 30, 30*time.Second, first.stderr.String)
-	first.kill() // SIGKILL mid-stream: no drain, no CloseSession
+	if graceful {
+		first.stop(t)
+		if log1 := first.stderr.String(); !strings.Contains(log1, "subscription kept at the server") {
+			t.Errorf("the graceful stop did not keep the subscription:\n%s", log1)
+		}
+	} else {
+		first.kill() // SIGKILL mid-stream: no drain, no CloseSession
+	}
 	if _, err := os.Stat(filepath.Join(dir, "state", "resume", "g0.json")); err != nil {
 		t.Fatalf("no resume state after the first run: %v", err)
 	}
@@ -392,7 +406,7 @@ func TestRestartWithoutLoss(t *testing.T) {
 	c := checkCounter(msgs, "g0", 0)
 	t.Logf("counter %v … %v: %d values, %d duplicates (%d unmarked), missing %v", c.min, c.max, c.distinct, c.duplicates, c.unmarked, c.missing)
 	if len(c.missing) > 0 {
-		t.Errorf("counter values lost across the kill: %v", c.missing)
+		t.Errorf("counter values lost across the restart: %v", c.missing)
 	}
 	if c.unmarked > 0 {
 		t.Errorf("%d duplicates in messages not marked redelivered", c.unmarked)

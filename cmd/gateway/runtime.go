@@ -703,6 +703,9 @@ func (rt *runtime) stop(ctx context.Context) {
 	rt.groups = map[string]*runGroup{}
 	rt.mu.Unlock()
 	rt.starts.Wait()
+	rt.mu.Lock()
+	keep := !rt.cfg.Gateway.DeleteSubscriptionsOnStop
+	rt.mu.Unlock()
 	var wg sync.WaitGroup
 	for name, rg := range groups {
 		if rg.g == nil {
@@ -711,6 +714,13 @@ func (rt *runtime) stop(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if keep {
+				// A restart within the subscription's lifetime takes it back
+				// with what the server queued meanwhile (a rolling upgrade
+				// loses nothing, as a kill -9 does not).
+				rt.keepResumeState(name, rt.detachGroup(ctx, name, rg))
+				return
+			}
 			if err := rg.g.Stop(ctx); err != nil {
 				rt.log.Warn("writer group stop", "group", name, "err", err)
 			}
@@ -748,6 +758,61 @@ func (rt *runtime) stop(ctx context.Context) {
 	if rt.sim != nil {
 		rt.sim.Close()
 	}
+}
+
+// detachGroup stops a writer group keeping its subscription at the server
+// (client.ManagedSession.Detach) and returns the subscription's final resume
+// state (nil when it has none). rg is no longer in rt.groups.
+func (rt *runtime) detachGroup(ctx context.Context, name string, rg *runGroup) *client.ResumeState {
+	rg.cancel() // a Start still waiting for the session ends
+	subs := rg.m.Subscriptions()
+	// Detach first: Stop alone would delete the subscription at the server.
+	if err := rg.m.Detach(ctx); err != nil {
+		rt.log.Debug("session detach", "group", name, "err", err)
+	}
+	var final *client.ResumeState
+	if len(subs) == 1 {
+		if st, ok := subs[0].ResumeState(); ok {
+			final = &st
+		}
+	}
+	rt.mu.Lock()
+	g := rg.g // a group still being built stops itself (its context is done)
+	rt.mu.Unlock()
+	if g != nil {
+		if err := g.Stop(ctx); err != nil {
+			rt.log.Warn("writer group stop", "group", name, "err", err)
+		}
+	}
+	if err := rt.pool.Remove(ctx, rg.key); err != nil {
+		rt.log.Debug("session close", "group", name, "err", err)
+	}
+	return final
+}
+
+// keepResumeState writes a detached group's final state (its last
+// acknowledgements included) into its resume record in the state directory.
+func (rt *runtime) keepResumeState(name string, final *client.ResumeState) {
+	if final == nil || rt.resume == nil {
+		return
+	}
+	rec, ok, err := rt.resume.LoadResume(name)
+	if err != nil || !ok || rec.State.SubscriptionID != final.SubscriptionID {
+		// No record of this subscription (it never got its items): a
+		// restart subscribes anew, the server drops the kept one at the
+		// end of its lifetime.
+		rt.log.Info("writer group stopped; its subscription has no resume record", "group", name, "subscription", final.SubscriptionID)
+		return
+	}
+	rec.State = *final
+	rec.State.Items = slices.Clone(final.Items)
+	rec.Saved = time.Now()
+	if err := rt.resume.SaveResume(name, rec); err != nil {
+		rt.log.Warn("writer group stopped; saving its resume state failed", "group", name, "err", err)
+		return
+	}
+	rt.log.Info("writer group stopped; subscription kept at the server for a restart", "group", name,
+		"subscription", final.SubscriptionID, "lastAcked", final.LastAcked)
 }
 
 // hints prints where to look at the data of a default run.

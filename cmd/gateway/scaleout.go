@@ -65,30 +65,7 @@ func (h scaleHandler) Halt(ctx context.Context, name string) *client.ResumeState
 	if rg == nil {
 		return nil
 	}
-	rg.cancel() // a Start still waiting for the session ends
-	subs := rg.m.Subscriptions()
-	// Detach first: Stop alone would delete the subscription at the server.
-	if err := rg.m.Detach(ctx); err != nil {
-		rt.log.Debug("session detach", "group", name, "err", err)
-	}
-	var final *client.ResumeState
-	if len(subs) == 1 {
-		if st, ok := subs[0].ResumeState(); ok {
-			final = &st
-		}
-	}
-	rt.mu.Lock()
-	g := rg.g // a group still being built stops itself (its context is done)
-	rt.mu.Unlock()
-	if g != nil {
-		if err := g.Stop(ctx); err != nil {
-			rt.log.Warn("writer group stop", "group", name, "err", err)
-		}
-	}
-	if err := rt.pool.Remove(ctx, rg.key); err != nil {
-		rt.log.Debug("session close", "group", name, "err", err)
-	}
-	return final
+	return rt.detachGroup(ctx, name, rg)
 }
 
 // startScaleOut connects to the lease bucket's NATS and starts the KV over
