@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"syscall"
 )
 
 // TLSOptions of a broker connection.
@@ -55,4 +57,29 @@ func (o *TLSOptions) Config() (*tls.Config, error) {
 		return nil, errors.New("tls: certFile and keyFile go together")
 	}
 	return c, nil
+}
+
+// ErrTLSRefused marks a connection the broker ended during or right after
+// the TLS handshake: with TLS 1.3 a broker that refuses the client's
+// certificate (or wants one) closes the connection after the handshake, and
+// the client sees only a reset or a TLS alert.
+var ErrTLSRefused = errors.New("the broker ended the TLS session (does it require a client certificate — tls.certFile and tls.keyFile — from a CA it trusts?)")
+
+// ExplainTLS wraps a connect error of a TLS connection with ErrTLSRefused
+// when it has the marks of a broker that refused the client's certificate;
+// other errors (an unknown CA, a wrong name) say what they are already.
+func ExplainTLS(err error, o *TLSOptions) error {
+	if err == nil || o == nil {
+		return err
+	}
+	var alert tls.AlertError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &alert),
+		errors.Is(err, syscall.ECONNRESET),
+		strings.Contains(msg, "remote error: tls:"),
+		strings.Contains(msg, "connection reset by peer"):
+		return fmt.Errorf("%w: %w", ErrTLSRefused, err)
+	}
+	return err
 }

@@ -17,6 +17,10 @@ type MosquittoOptions struct {
 	// Persistence keeps sessions and queued messages across Stop/Start in
 	// the test's directory (written at Stop; Kill loses what came since).
 	Persistence bool
+	// TLS makes the listener TLS only (URL ssl://…) with these files; with
+	// RequireClientCert a client must present a certificate of TLS.CA.
+	TLS               *TLSFiles
+	RequireClientCert bool
 }
 
 // Mosquitto is a mosquitto broker on a loopback port.
@@ -38,6 +42,13 @@ func StartMosquitto(t testing.TB, opts MosquittoOptions) *Mosquitto {
 	conf := filepath.Join(m.dir, "mosquitto.conf")
 	var b strings.Builder
 	fmt.Fprintf(&b, "listener %d 127.0.0.1\n", port)
+	if opts.TLS != nil {
+		fmt.Fprintf(&b, "cafile %s\ncertfile %s\nkeyfile %s\n", opts.TLS.CA, opts.TLS.ServerCert, opts.TLS.ServerKey)
+		if opts.RequireClientCert {
+			// The client certificate's CN becomes the user name.
+			b.WriteString("require_certificate true\nuse_identity_as_username true\n")
+		}
+	}
 	if u, err := user.Current(); err == nil {
 		// Started as root, mosquitto switches to the user "mosquitto", which
 		// cannot read the test's directory: stay who we are.
@@ -62,8 +73,13 @@ func StartMosquitto(t testing.TB, opts MosquittoOptions) *Mosquitto {
 	return m
 }
 
-// URL is tcp://127.0.0.1:port.
-func (m *Mosquitto) URL() string { return "tcp://" + m.Addr() }
+// URL is tcp://127.0.0.1:port, or ssl://127.0.0.1:port with TLS.
+func (m *Mosquitto) URL() string {
+	if m.opts.TLS != nil {
+		return "ssl://" + m.Addr()
+	}
+	return "tcp://" + m.Addr()
+}
 
 func (m *Mosquitto) writeUsers(t testing.TB, users map[string]string) {
 	t.Helper()

@@ -296,7 +296,7 @@ func (s *Sink) Connect(ctx context.Context) error {
 		if errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword) || errors.Is(err, packets.ErrorRefusedNotAuthorised) {
 			return fmt.Errorf("mqttsink %s: connect %s as %q: %w: %w", s.cfg.Name, s.cfg.URL, s.cfg.Username, sink.ErrUnauthorized, err)
 		}
-		return fmt.Errorf("mqttsink %s: connect %s: %w", s.cfg.Name, s.cfg.URL, err)
+		return fmt.Errorf("mqttsink %s: connect %s: %w", s.cfg.Name, s.cfg.URL, sink.ExplainTLS(err, s.cfg.TLS))
 	}
 	if s.status != "" {
 		if err := s.publishWait(ctx, c, s.statusPayload(ua.PubSubStateOperational)); err != nil {

@@ -2,6 +2,7 @@ package mqttsink
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +92,12 @@ type subscriber struct {
 
 func subscribe(t *testing.T, url, clientID string, clean bool, filter string) *subscriber {
 	t.Helper()
+	return subscribeTLS(t, url, clientID, clean, filter, nil)
+}
+
+// subscribeTLS is subscribe over TLS with tc (nil: plain).
+func subscribeTLS(t *testing.T, url, clientID string, clean bool, filter string, tc *tls.Config) *subscriber {
+	t.Helper()
 	s := &subscriber{t: t, counters: map[int]int{}}
 	o := mqtt.NewClientOptions().AddBroker(url).SetClientID(clientID).SetCleanSession(clean).
 		SetAutoReconnect(true).SetMaxReconnectInterval(200 * time.Millisecond).SetConnectRetry(true).
@@ -110,6 +117,9 @@ func subscribe(t *testing.T, url, clientID string, clean bool, filter string) *s
 			}
 			s.mu.Unlock()
 		})
+	if tc != nil {
+		o.SetTLSConfig(tc)
+	}
 	s.client = mqtt.NewClient(o)
 	tok := s.client.Connect()
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -408,5 +418,56 @@ func TestMQTTConfig(t *testing.T) {
 	}
 	if _, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: sink.AtLeastOnce}); err == nil {
 		t.Fatal("at-least-once output over QoS 0 accepted")
+	}
+}
+
+// TestMQTTTLSClientCert: mosquitto with a TLS-only listener that requires a
+// client certificate of its CA (Debian's mosquitto): the sink connects with
+// the CA and a client certificate and its messages arrive, at QoS 1; without
+// a certificate, with one of another CA, or without the CA to check the
+// broker, it is refused and says why.
+func TestMQTTTLSClientCert(t *testing.T) {
+	tf := brokertest.NewTLSFiles(t)
+	b := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{TLS: tf, RequireClientCert: true})
+	subTLS, err := (&sink.TLSOptions{CAFile: tf.CA, CertFile: tf.ClientCert, KeyFile: tf.ClientKey}).Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := subscribeTLS(t, b.URL(), "tls-sub", true, "opcua/#", subTLS)
+
+	good := &sink.TLSOptions{CAFile: tf.CA, CertFile: tf.ClientCert, KeyFile: tf.ClientKey}
+	_, o := newOutput(t, Config{URL: b.URL(), QoS: 1, CleanSession: true, TLS: good, Logger: testLogger(t)},
+		sink.OutputOptions{Guarantee: sink.AtLeastOnce})
+	tr := newTracker()
+	for i := range 5 {
+		o.Enqueue(counterMessage(tr, i, sink.KindData, addr))
+	}
+	brokertest.WaitFor(t, 10*time.Second, "five confirmed", func() bool { return tr.settled() == 5 })
+	tr.checkAll(t, 5)
+	brokertest.WaitFor(t, 10*time.Second, "five received over TLS", func() bool { return sub.distinct() == 5 })
+
+	for _, c := range []struct {
+		name string
+		tls  *sink.TLSOptions
+		why  string
+	}{
+		{"no client certificate", &sink.TLSOptions{CAFile: tf.CA}, "require a client certificate"},
+		{"a certificate of another CA", &sink.TLSOptions{CAFile: tf.CA, CertFile: tf.OtherCert, KeyFile: tf.OtherKey}, "require a client certificate"},
+		{"no CA for the broker", &sink.TLSOptions{CertFile: tf.ClientCert, KeyFile: tf.ClientKey}, "certificate signed by unknown authority"},
+	} {
+		s, err := New(Config{URL: b.URL(), QoS: 1, CleanSession: true, TLS: c.tls, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = s.Connect(ctx)
+		cancel()
+		_ = s.Close(context.Background())
+		t.Logf("%s: %v", c.name, err)
+		if err == nil {
+			t.Errorf("%s: connected", c.name)
+		} else if !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s: %v, want it to say %q", c.name, err, c.why)
+		}
 	}
 }

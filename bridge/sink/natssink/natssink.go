@@ -276,7 +276,7 @@ func (s *Sink) Connect(ctx context.Context) error {
 			strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 			return fmt.Errorf("natssink %s: connect %s%s: %w: %w", s.cfg.Name, s.cfg.URL, s.who(), sink.ErrUnauthorized, err)
 		}
-		return fmt.Errorf("natssink %s: connect %s: %w", s.cfg.Name, s.cfg.URL, err)
+		return fmt.Errorf("natssink %s: connect %s: %w", s.cfg.Name, s.cfg.URL, sink.ExplainTLS(err, s.cfg.TLS))
 	}
 	c.nc = nc
 	if s.js != nil {

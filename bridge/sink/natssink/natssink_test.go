@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/brokertest"
@@ -361,4 +365,171 @@ func TestNATSConfig(t *testing.T) {
 			_ = s.Close(context.Background())
 		}
 	}
+}
+
+// publishOne sends counter 0 through an Output of c and waits until a
+// subscriber (sub) receives it.
+func publishOne(t *testing.T, c Config, sub *nats.Conn) {
+	t.Helper()
+	got := make(chan *nats.Msg, 4)
+	if _, err := sub.ChanSubscribe("opcua.json.>", got); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_, o := newOutput(t, c, sink.OutputOptions{})
+	tr := newTracker()
+	o.Enqueue(counterMessage(tr, 0, sink.KindData, addr))
+	select {
+	case m := <-got:
+		if counterOf(t, m.Data) != 0 {
+			t.Fatalf("got %s", m.Data)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("nothing delivered: %+v", o.Stats())
+	}
+	brokertest.WaitFor(t, 10*time.Second, "settled", func() bool { return tr.settled() == 1 })
+	tr.checkAll(t, 1)
+	if st := o.Stats(); st.ConnectFailures != 0 || !st.Connected {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// refused checks that a sink of c cannot connect and says why.
+func refused(t *testing.T, c Config, why ...string) {
+	t.Helper()
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = s.Connect(ctx)
+	_ = s.Close(context.Background())
+	if err == nil {
+		t.Fatalf("%+v connected", c)
+	}
+	t.Logf("refused: %v", err)
+	for _, w := range why {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Connect = %v, want it to say %q", err, w)
+		}
+	}
+}
+
+// TestNATSTLSClientCert: a server that requires TLS and verifies client
+// certificates (Debian's nats-server) takes the sink with the CA and a
+// client certificate; without the certificate, with one of another CA, or
+// without the CA to check the server, the sink is refused with the reason.
+func TestNATSTLSClientCert(t *testing.T) {
+	tf := brokertest.NewTLSFiles(t)
+	b := brokertest.StartNATS(t, brokertest.NATSOptions{TLS: tf, VerifyClients: true})
+	good := &sink.TLSOptions{CAFile: tf.CA, CertFile: tf.ClientCert, KeyFile: tf.ClientKey}
+	sub := connect(t, b.URL(), nats.RootCAs(tf.CA), nats.ClientCert(tf.ClientCert, tf.ClientKey))
+	publishOne(t, Config{URL: b.URL(), TLS: good, Logger: testLogger(t)}, sub)
+
+	refused(t, Config{URL: b.URL(), TLS: &sink.TLSOptions{CAFile: tf.CA}, Logger: testLogger(t)}, "require a client certificate")
+	refused(t, Config{URL: b.URL(), TLS: &sink.TLSOptions{CAFile: tf.CA, CertFile: tf.OtherCert, KeyFile: tf.OtherKey}, Logger: testLogger(t)}, "require a client certificate")
+	refused(t, Config{URL: b.URL(), TLS: &sink.TLSOptions{CertFile: tf.ClientCert, KeyFile: tf.ClientKey}, Logger: testLogger(t)},
+		"certificate signed by unknown authority")
+	// A plain connection to a TLS-only server.
+	refused(t, Config{URL: strings.Replace(b.URL(), "tls://", "nats://", 1), Logger: testLogger(t)})
+}
+
+// TestNATSNKey: nkey authentication with a seed file.
+func TestNATSNKey(t *testing.T) {
+	dir := t.TempDir()
+	seedFile := func(name string) (string, string) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		p := filepath.Join(dir, name+".nk")
+		if err := os.WriteFile(p, seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p, pub
+	}
+	gwSeed, gwPub := seedFile("gateway")
+	subSeed, subPub := seedFile("subscriber")
+	strangerSeed, _ := seedFile("stranger")
+	b := brokertest.StartNATS(t, brokertest.NATSOptions{NKeys: []string{gwPub, subPub}})
+	opt, err := nats.NkeyOptionFromSeed(subSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := connect(t, b.URL(), opt)
+	publishOne(t, Config{URL: b.URL(), NKeyFile: gwSeed, Logger: testLogger(t)}, sub)
+
+	s, err := New(Config{URL: b.URL(), NKeyFile: strangerSeed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(context.Background()); !errors.Is(err, sink.ErrUnauthorized) || !strings.Contains(err.Error(), "stranger.nk") {
+		t.Fatalf("an unknown nkey: %v, want ErrUnauthorized naming the file", err)
+	}
+	_ = s.Close(context.Background())
+	refused(t, Config{URL: b.URL(), NKeyFile: filepath.Join(dir, "missing.nk")}, "missing.nk")
+}
+
+// TestNATSCreds: a .creds file (user JWT and seed) against a server in
+// operator mode, as NGS or a decentralized-auth NATS deployment runs.
+func TestNATSCreds(t *testing.T) {
+	dir := t.TempDir()
+	op, _ := nkeys.CreateOperator()
+	opPub, _ := op.PublicKey()
+	opJWT, err := jwt.NewOperatorClaims(opPub).Encode(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, _ := nkeys.CreateAccount()
+	acctPub, _ := acct.PublicKey()
+	acctJWT, err := jwt.NewAccountClaims(acctPub).Encode(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := func(name string, signer nkeys.KeyPair) string {
+		u, _ := nkeys.CreateUser()
+		pub, _ := u.PublicKey()
+		seed, _ := u.Seed()
+		uc := jwt.NewUserClaims(pub)
+		uc.Name = name
+		ujwt, err := uc.Encode(signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := jwt.FormatUserConfig(ujwt, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name+".creds")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gw := creds("gateway", acct)
+	subCreds := creds("subscriber", acct)
+	other, _ := nkeys.CreateAccount() // an account the server does not know
+	stranger := creds("stranger", other)
+	opFile := filepath.Join(dir, "operator.jwt")
+	if err := os.WriteFile(opFile, []byte(opJWT), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.StartNATS(t, brokertest.NATSOptions{Operator: &brokertest.Operator{
+		JWTFile: opFile, Accounts: map[string]string{acctPub: acctJWT}}})
+	sub := connect(t, b.URL(), nats.UserCredentials(subCreds))
+	publishOne(t, Config{URL: b.URL(), CredsFile: gw, Logger: testLogger(t)}, sub)
+
+	s, err := New(Config{URL: b.URL(), CredsFile: stranger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(context.Background()); !errors.Is(err, sink.ErrUnauthorized) || !strings.Contains(err.Error(), "stranger.creds") {
+		t.Fatalf("a user of an unknown account: %v, want ErrUnauthorized naming the file", err)
+	}
+	_ = s.Close(context.Background())
 }
