@@ -97,7 +97,7 @@ func TestGatewayItemMemory(t *testing.T) {
 	const perFolder = 1000
 	folders := 100
 	if benchRaceEnabled {
-		folders = 20 // the race detector's shadow memory is not on the heap, but it is slow
+		folders = 20 // 100,000 items take 45 s under the race detector
 	}
 	items := folders * perFolder
 	url := startSimChild(t, "-folders", fmt.Sprint(folders), "-variables", fmt.Sprint(perFolder),
@@ -174,14 +174,15 @@ writerGroups:
 	t.Logf("%d items in %d groups subscribed in %v; heap %.1f MB → %.1f MB: %.0f B/item live; at the release: mapped %.1f MB → %.1f MB, live %.1f MB",
 		items, len(cfg.WriterGroups), setup.Round(time.Millisecond), float64(before.HeapAlloc)/1e6, float64(after.HeapAlloc)/1e6, per,
 		float64(rel[0].HeapSys-rel[0].HeapReleased)/1e6, float64(rel[1].HeapSys-rel[1].HeapReleased)/1e6, float64(rel[1].HeapAlloc)/1e6)
-	// Measured on the 2-core machine: 326 B/item at 100,000 items (the
-	// pooled message buffers and the encoders' scratch, a few MB, are part
-	// of it), 370 B before the node ids were kept once (the client's copy)
-	// and the item pages were allocated at their size: the bound catches
-	// that regression.
-	const bound = 355
+	// Measured on the 2-core machine: 314–326 B/item at 100,000 items, 370
+	// before the node ids were kept once (the client's copy) and the item
+	// pages were allocated at their size, which the bound catches. About
+	// 2 MB do not grow with the items (pooled message buffers, the
+	// encoders' scratch): they weigh more per item at the race detector's
+	// 20,000.
+	bound := 330 + float64(2<<20)/float64(items)
 	if per > bound {
-		t.Errorf("%.0f bytes of live heap per monitored item, want ≤ %d", per, bound)
+		t.Errorf("%.0f bytes of live heap per monitored item, want ≤ %.0f", per, bound)
 	}
 	if mapped, live := rel[1].HeapSys-rel[1].HeapReleased, rel[1].HeapAlloc; float64(mapped) > 1.25*float64(live)+16<<20 {
 		t.Errorf("after the release %d bytes of heap stay mapped for %d live", mapped, live)
