@@ -135,9 +135,11 @@ type writer struct {
 	stats       writerCounters
 	lastPublish atomic.Int64
 	heartbeats  []heartbeat // its fields with a heartbeat; g.mu
-	// nodes are its fields' node ids as configured. cfg.Fields is needed
-	// only until its monitored items are asked for (prepare) and is dropped
-	// then, so that a large writer does not keep its configuration twice.
+	// nodes are its fields' node ids as configured, until their monitored
+	// items are in the client's table (g.vmu; nil then: the client's item
+	// is the one copy of a node id, see fieldNode). cfg.Fields is needed
+	// only until the items are asked for (prepare) and is dropped then, so
+	// that a large writer does not keep its configuration twice.
 	nodes []string
 }
 
@@ -808,13 +810,16 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	g.wireAck(sub)
 	if len(reqs) > 0 {
 		res, err := sub.CreateMonitoredItems(ctx, reqs, nil)
+		g.mu.Lock()
+		g.vmu.Lock()
 		if res.FirstHandle != 1 && res.FirstHandle != 0 {
-			g.mu.Lock()
-			g.vmu.Lock()
 			g.base = res.FirstHandle
-			g.vmu.Unlock()
-			g.mu.Unlock()
 		}
+		if res.FirstHandle != 0 {
+			g.dropNodes(g.writers)
+		}
+		g.vmu.Unlock()
+		g.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("bridge: writer group %s: creating %d monitored items: %w", g.cfg.Name, len(reqs), err)
 		}
@@ -954,6 +959,36 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 	return nil
 }
 
+// dropNodes forgets the configured node ids of writers whose monitored items
+// are now in the client's table (g.vmu held): from then on fieldNode reads
+// them from there, and a million items keep one copy of their node ids, not
+// two.
+func (g *WriterGroup) dropNodes(ws []*writer) {
+	for _, w := range ws {
+		w.nodes = nil
+	}
+}
+
+// fieldNode returns the node id of slot s of w as configured (g.vmu held):
+// the configuration's text until the items are created, then the client's
+// item written back in the same form (nsu= when it was given so).
+func (g *WriterGroup) fieldNode(w *writer, s int32) string {
+	if w.nodes != nil {
+		return w.nodes[s-w.first]
+	}
+	if g.sub == nil {
+		return ""
+	}
+	it, ok := g.sub.Item(g.base + uint32(s))
+	if !ok {
+		return ""
+	}
+	if it.NamespaceURI != "" {
+		return ua.ExpandedNodeID{NodeID: it.NodeID, NamespaceURI: it.NamespaceURI}.String()
+	}
+	return it.NodeID.String()
+}
+
 // AddWriter adds a dataset writer to a running group (a configuration
 // reload): its fields are monitored in one batched call, its metadata is
 // sent; the other writers are not disturbed.
@@ -1012,6 +1047,11 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 	g.publishSnapshot()
 	g.mu.Unlock()
 	res, err := g.sub.CreateMonitoredItems(ctx, reqs, nil)
+	if len(reqs) > 0 && res.FirstHandle == predicted {
+		g.vmu.Lock()
+		g.dropNodes([]*writer{w})
+		g.vmu.Unlock()
+	}
 	if len(reqs) > 0 && res.FirstHandle != predicted {
 		// Only this group adds items to its subscription, so handles follow
 		// one another; anything else is a bug worth a loud log.

@@ -141,7 +141,7 @@ func (g *WriterGroup) Stats() GroupStats {
 type FieldValue struct {
 	Writer string
 	Field  string
-	Node   string // as configured
+	Node   string // as configured (in its canonical text form once its item exists)
 	Handle uint32 // client handle of its monitored item
 	// Status is its monitored item's status: Good once created (or not yet
 	// tried), the server's refusal otherwise (BadNodeIdUnknown …).
@@ -158,7 +158,7 @@ func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
 	return FieldValue{
 		Writer:      w.name,
 		Field:       f.name,
-		Node:        w.nodes[s-w.first],
+		Node:        g.fieldNode(w, s),
 		Handle:      g.base + uint32(s),
 		Status:      f.status,
 		HasValue:    f.flags&fieldHasValue != 0,

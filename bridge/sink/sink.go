@@ -122,11 +122,26 @@ type Message struct {
 
 var messages = pooling.NewPool[Message](4096, func(m *Message) { *m = Message{} })
 
+// messageBuffers holds the payloads of messages. A message lives from its
+// encoding until the last output published it, so a class must keep as many
+// buffers idle as are in flight at a burst (every writer group publishing in
+// the same tick, key frames of thousands of fields in 128–256 KiB messages):
+// with the shared pool's 8 MB per class (32 buffers of 256 KiB) the rest were
+// allocated anew and dropped again, some 90 MB/s of garbage at a million
+// items, which the heap's growth room turned into RSS (BENCHMARKS.md, issue
+// 10). A class keeps up to MessageClassBytes; what is kept idle never exceeds
+// what was once in flight, which the outputs' queues bound.
+var messageBuffers = pooling.NewBufferPool(pooling.BufferPoolConfig{ClassBytes: MessageClassBytes})
+
+// MessageClassBytes bounds the idle payload bytes each size class of the
+// message buffer pool keeps.
+const MessageClassBytes = 32 << 20
+
 // NewMessage returns a message with one reference, owned by the caller, and
-// an empty payload with room for at least n bytes from pooling.Buffers.
+// an empty payload with room for at least n bytes from the message buffer pool.
 func NewMessage(n int) *Message {
 	m := messages.Get()
-	m.buf = pooling.Buffers.Get(max(n, pooling.MinBufferSize))
+	m.buf = messageBuffers.Get(max(n, pooling.MinBufferSize))
 	m.buf.B = m.buf.B[:0]
 	m.refs.Store(1)
 	return m
@@ -139,8 +154,8 @@ func (m *Message) Payload() []byte { return m.buf.B }
 // needed). Only the sole holder may call it, before handing the message on.
 func (m *Message) SetPayload(p []byte) {
 	if cap(m.buf.B) < len(p) {
-		pooling.Buffers.Put(m.buf)
-		m.buf = pooling.Buffers.Get(len(p))
+		messageBuffers.Put(m.buf)
+		m.buf = messageBuffers.Get(len(p))
 	}
 	m.buf.B = append(m.buf.B[:0], p...)
 }
@@ -168,7 +183,7 @@ func (m *Message) Done(delivered bool) {
 	if m.Tracker != nil {
 		m.Tracker.Settled(m.Token, !m.failed.Load())
 	}
-	pooling.Buffers.Put(m.buf)
+	messageBuffers.Put(m.buf)
 	messages.Put(m)
 }
 

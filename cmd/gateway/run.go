@@ -107,6 +107,16 @@ Flags:
 		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
 	logger := slog.New(handler)
+	if addr := debugPprofAddr(); addr != "" {
+		pctx, cancel := context.WithCancel(ctx)
+		wait, err := startDebugPprof(pctx, addr, logger)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		defer wait()
+		defer cancel()
+	}
 
 	var (
 		cfg   *config.Config

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -84,6 +85,7 @@ type runtime struct {
 	cfg    *config.Config // the running configuration (placeholders kept)
 	groups map[string]*runGroup
 	starts sync.WaitGroup // group starts in flight
+	mem    *memReleaser   // gives setup memory back after the starts (memory.go)
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -118,6 +120,9 @@ type runtimeOptions struct {
 	savePath string
 	// onState is told of every session state change besides the log.
 	onState func(m *client.ManagedSession, st client.State, err error)
+	// onMemReleased, when set (tests), is told after the setup memory was
+	// given back (memory.go).
+	onMemReleased func(before, after goruntime.MemStats)
 }
 
 // startRuntime starts everything cfg (defaults applied, validated) asks for.
@@ -133,6 +138,9 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 	rt.persist.path = opts.savePath
 	rt.hist = api.NewHistograms()
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	rt.mem = newMemReleaser()
+	rt.mem.released = opts.onMemReleased
+	rt.mem.run(rt.ctx, rt.log.Info)
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -463,6 +471,7 @@ func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.M
 		if err := g.Start(gctx); err != nil && gctx.Err() == nil {
 			rt.log.Error("writer group did not start", "group", cfg.Name, "err", err)
 		}
+		rt.mem.started()
 	}()
 	return nil
 }
@@ -703,6 +712,9 @@ func (rt *runtime) stop(ctx context.Context) {
 	rt.groups = map[string]*runGroup{}
 	rt.mu.Unlock()
 	rt.starts.Wait()
+	if rt.mem != nil {
+		rt.mem.wait() // rt.ctx is cancelled
+	}
 	rt.mu.Lock()
 	keep := !rt.cfg.Gateway.DeleteSubscriptionsOnStop
 	rt.mu.Unlock()

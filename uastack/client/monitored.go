@@ -285,6 +285,7 @@ type itemTable struct {
 	uris     []string // namespace URIs of the items' nodes (item.nsu - 1 indexes it)
 	defaults *itemTemplate
 	retryAt  time.Time
+	reserved int // items announced by reserve and not pushed yet
 }
 
 // uriIndex returns item.nsu for uri, adding it; t.mu must be held.
@@ -315,10 +316,32 @@ func (t *itemTable) lastOf(h uint32) *lastValue {
 
 func (t *itemTable) valid(h uint32) bool { return h >= 1 && int(h) <= t.n }
 
+// reserve announces n more items, so that pushing a large batch fills pages
+// allocated once at their final size instead of growing each by doubling
+// (garbage of the table's own size, which the runtime does not give back
+// soon); a small batch gets no more than it needs.
+func (t *itemTable) reserve(n int) {
+	t.reserved = n
+	if len(t.pages) == 0 {
+		return
+	}
+	last := len(t.pages) - 1
+	if l := len(t.pages[last]); l < itemPageSize {
+		if more := min(n, itemPageSize-l); l+more > cap(t.pages[last]) {
+			t.pages[last] = slices.Grow(t.pages[last], more)
+			t.last[last] = slices.Grow(t.last[last], more)
+		}
+	}
+}
+
 func (t *itemTable) push(it item) uint32 {
 	if len(t.pages) == 0 || len(t.pages[len(t.pages)-1]) == itemPageSize {
-		t.pages = append(t.pages, nil)
-		t.last = append(t.last, nil)
+		c := min(max(t.reserved, 1), itemPageSize)
+		t.pages = append(t.pages, make([]item, 0, c))
+		t.last = append(t.last, make([]lastValue, 0, c))
+	}
+	if t.reserved > 0 {
+		t.reserved--
 	}
 	last := &t.pages[len(t.pages)-1]
 	*last = append(*last, it)
@@ -473,6 +496,7 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 	t := &s.items
 	t.mu.Lock()
 	first := uint32(t.n + 1)
+	t.reserve(len(items))
 	for i := range items {
 		r := &items[i]
 		tm := t.defaults
@@ -492,6 +516,10 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 				it.nsu = nsu
 			}
 		}
+		// The item keeps a copy of its own: a node id is usually a
+		// substring of a longer one (a configuration's "nsu=…;s=…", a
+		// decoded response), and a million items must not pin those.
+		it.node.Text = strings.Clone(it.node.Text)
 		if it.attr == 0 {
 			it.attr = AttributeValue
 			if tm.event {
