@@ -77,8 +77,11 @@ func ExplainTLS(err error, o *TLSOptions) error {
 	switch {
 	case errors.As(err, &alert),
 		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
 		strings.Contains(msg, "remote error: tls:"),
-		strings.Contains(msg, "connection reset by peer"):
+		strings.Contains(msg, "closed by remote after TLS handshake"),
+		strings.Contains(msg, "connection reset by peer"),
+		strings.Contains(msg, "broken pipe"):
 		return fmt.Errorf("%w: %w", ErrTLSRefused, err)
 	}
 	return err
