@@ -256,6 +256,29 @@ func ownership(msgs []streamMsg, group string) (violations []string, runs []time
 	return violations, runs
 }
 
+// startReplicas starts a scaled-out gateway process per id over the
+// configuration file, with its leases in the NATS at url and its state under
+// dir; logs returns their output.
+func startReplicas(t *testing.T, cfgPath, url, dir string, ids []string) (gws map[string]*gatewayChild, logs func() string) {
+	t.Helper()
+	gws = map[string]*gatewayChild{}
+	for _, id := range ids {
+		gws[id] = startGatewayChild(t, cfgPath,
+			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
+			"UAGATE_SCALEOUT_ENABLED=true",
+			"UAGATE_SCALEOUT_NATS_URL="+url,
+			"UAGATE_SCALEOUT_LEASE_TTL="+scaleLeaseTTL.String(),
+			"UAGATE_SCALEOUT_REPLICA_ID="+id)
+	}
+	return gws, func() string {
+		var b strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&b, "=== %s\n%s\n", id, gws[id].stderr.String())
+		}
+		return b.String()
+	}
+}
+
 type leaseView struct {
 	Replica  string    `json:"replica"`
 	Released bool      `json:"released"`
@@ -336,23 +359,8 @@ func TestScaleOut(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(scaleConfig(srv.URL(), url, groups)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gws := map[string]*gatewayChild{}
 	ids := []string{"gw0", "gw1", "gw2"}
-	for _, id := range ids {
-		gws[id] = startGatewayChild(t, cfgPath,
-			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
-			"UAGATE_SCALEOUT_ENABLED=true",
-			"UAGATE_SCALEOUT_NATS_URL="+url,
-			"UAGATE_SCALEOUT_LEASE_TTL="+scaleLeaseTTL.String(),
-			"UAGATE_SCALEOUT_REPLICA_ID="+id)
-	}
-	logs := func() string {
-		var b strings.Builder
-		for _, id := range ids {
-			fmt.Fprintf(&b, "=== %s\n%s\n", id, gws[id].stderr.String())
-		}
-		return b.String()
-	}
+	gws, logs := startReplicas(t, cfgPath, url, dir, ids)
 	per := (groups + 2) / 3
 	balanced := func(live []string) (map[string][]string, bool) {
 		h := holders(t, url, groups)
@@ -600,23 +608,7 @@ func TestScaleOutReload(t *testing.T) {
 		}
 	}
 	write("g0", "g1")
-	ids := []string{"gw0", "gw1"}
-	gws := map[string]*gatewayChild{}
-	for _, id := range ids {
-		gws[id] = startGatewayChild(t, cfgPath,
-			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
-			"UAGATE_SCALEOUT_ENABLED=true",
-			"UAGATE_SCALEOUT_NATS_URL="+url,
-			"UAGATE_SCALEOUT_LEASE_TTL="+scaleLeaseTTL.String(),
-			"UAGATE_SCALEOUT_REPLICA_ID="+id)
-	}
-	logs := func() string {
-		var b strings.Builder
-		for _, id := range ids {
-			fmt.Fprintf(&b, "=== %s\n%s\n", id, gws[id].stderr.String())
-		}
-		return b.String()
-	}
+	_, logs := startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
 	sr := newStreamReader(t, url)
 	// count is the number of g's data messages in the stream so far.
 	count := func(g string) int {
