@@ -136,8 +136,8 @@ writerGroups:
 	var cs *countSink
 	var lastRelease atomic.Pointer[[2]goruntime.MemStats]
 	rt, err := startRuntime(context.Background(), cfg, runtimeOptions{
-		logger:     quietLogger(),
-		stderr:     io.Discard,
+		logger: quietLogger(),
+		stderr: io.Discard,
 		wrapSink: func(s sink.Sink) sink.Sink {
 			cs = &countSink{Sink: s}
 			return cs
