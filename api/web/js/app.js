@@ -155,6 +155,15 @@ function renderEndpoints() {
 }
 
 // ---- writer groups ---------------------------------------------------------
+// leasePill says, with scale-out, which replica serves a group.
+function leasePill(name) {
+  const so = status?.scaleOut;
+  const h = so?.groups?.find((x) => x.name === name);
+  if (!h) return "";
+  if (h.local) return ` <span class="pill good plain" title="This replica (${esc(so.replicaId)}) holds its lease and serves it">here</span>`;
+  if (h.holder) return ` <span class="pill plain" title="Served by replica ${esc(h.holder)}">${esc(h.holder)}</span>`;
+  return ' <span class="pill warn plain" title="Nobody holds its lease now">unheld</span>';
+}
 function renderGroups(now = performance.now(), countRates = false) {
   $("wg-count").textContent = groups.length ? `${groups.length} group${groups.length > 1 ? "s" : ""}` : "";
   if (!groups.length) { $("wg-body").innerHTML = '<tr class="empty"><td colspan="10">No writer groups.</td></tr>'; return; }
@@ -165,7 +174,7 @@ function renderGroups(now = performance.now(), countRates = false) {
     const fields = (g.writers || []).reduce((a, w) => a + (w.fields || []).length, 0);
     const b = s.bytes || !s.messages ? bytes(g._r.bytes) : ["—", ""]; // a runtime that does not count bytes reports 0
     return `<tr class="clickable${selectedGroup === g.name ? " selected" : ""}" data-group="${esc(g.name)}" title="Show its values">
-      <td class="name">${esc(g.name)}</td><td>${esc(g.endpoint)}</td>
+      <td class="name">${esc(g.name)}${leasePill(g.name)}</td><td>${esc(g.endpoint)}</td>
       <td class="num">${esc(g.publishingInterval || "1s")}</td>
       <td class="num">${(g.writers || []).length}</td><td class="num">${fields.toLocaleString()}</td>
       <td class="num">${rate(g._r.notificationsIn)}</td><td class="num">${rate(g._r.messages)}</td>
