@@ -52,6 +52,7 @@ type benchOptions struct {
 	baselineBin      string
 	workDir          string
 	keep             bool
+	stagger          bool
 }
 
 const benchUsage = `Usage: gateway bench [flags]
@@ -72,6 +73,15 @@ and with -bridge both a last line ratio_cpu=<baseline/gateway>.
                          (the gopcua baseline on its line) per notification
   p50_ms p99_ms          receive time − SourceTimestamp (the generator's tick),
                          so it includes the sampling delay (up to -sampling)
+  sample_ up_ down_p50_ms/p99_ms
+                         the latency's stages, from the timestamps in the
+                         messages: tick → ServerTimestamp (sampled, sample_) →
+                         DataSetMessage Timestamp (the gateway began writing,
+                         up_) → received (down_); only the gateway's messages
+                         carry them
+  sub_queue_p50_ms sub_queue_p99_ms
+                         a message's wait for the subscriber's parser after it
+                         was received (not in the latency)
   lost                   counter values that never arrived (gaps), in the window
   rss_mb bytes_per_item  the bridge's RSS at the end of the window, and RSS/items:
                          an upper bound, the runtime's fixed memory included
@@ -97,6 +107,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.sampling, "sampling", 0, "sampling interval of the monitored items (default: rate/2, at most 20ms)")
 	fs.DurationVar(&o.publishing, "publishing", 20*time.Millisecond, "publishing interval of the subscriptions")
 	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items")
+	fs.BoolVar(&o.stagger, "stagger", false, "spread the counters' ticks evenly over -rate (gateway sim -stagger); off, all change at once")
 	fs.IntVar(&o.perGroup, "per-group", 10000, "monitored items per writer group (gateway) or subscription (baseline)")
 	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\nthe YAML of 100,000 fields takes seconds and half a GB to load, which shows in rss_mb)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window")
@@ -248,10 +259,14 @@ func (o *benchOptions) foldersPerGroup() int { return max(1, o.perGroup/o.perFol
 // simCommand is the simulation server's command line: counters only, no
 // alarms, security None.
 func simCommand(o *benchOptions) []string {
-	return []string{o.gatewayBin, "sim", "-addr", "127.0.0.1:0",
+	cmd := []string{o.gatewayBin, "sim", "-addr", "127.0.0.1:0",
 		"-folders", strconv.Itoa(o.folders()), "-variables", strconv.Itoa(o.perFolder()),
 		"-rates", o.rate.String(), "-types", o.typ, "-generators", "counter",
 		"-alarm-sources", "-1", "-policies", "None"}
+	if o.stagger {
+		cmd = append(cmd, "-stagger")
+	}
+	return cmd
 }
 
 // gatewayCommand is the command line of the gateway under test.
@@ -417,6 +432,10 @@ func (r benchResult) line() string {
 		float64(r.subCPU.Microseconds())/max(float64(n), 1), cores(r.simCPU))
 	if r.natsMeasured {
 		fmt.Fprintf(&b, " nats_cores=%.2f", cores(r.natsCPU))
+	}
+	if st := r.b.Stages; st != (stageStats{}) {
+		fmt.Fprintf(&b, " sample_p50_ms=%.1f sample_p99_ms=%.1f up_p50_ms=%.1f up_p99_ms=%.1f down_p50_ms=%.1f down_p99_ms=%.1f sub_queue_p50_ms=%.1f sub_queue_p99_ms=%.1f",
+			st.SampleP50, st.SampleP99, st.UpP50, st.UpP99, st.DownP50, st.DownP99, st.QueueP50, st.QueueP99)
 	}
 	fmt.Fprintf(&b, " msgs=%d bytes_per_msg=%.0f setup_s=%.1f", r.b.Msgs-r.a.Msgs,
 		float64(r.b.Bytes-r.a.Bytes)/max(float64(r.b.Msgs-r.a.Msgs), 1), r.setup.Seconds())
