@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -107,6 +108,29 @@ func TestBenchEndToEnd(t *testing.T) {
 			}
 			t.Log(strings.TrimSpace(out.String()))
 		})
+	}
+}
+
+// TestBenchSimCommand: the counters' ticks are staggered unless
+// -stagger=false.
+func TestBenchSimCommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"-stagger=false"}, false}} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		stagger := fs.Bool("stagger", true, "")
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		o := benchOptions{items: 2000, variables: 1000, typ: "Int32", rate: 100 * time.Millisecond, stagger: *stagger, gatewayBin: "gw"}
+		cmd := strings.Join(simCommand(&o), " ")
+		if got := strings.Contains(cmd, " -stagger"); got != c.want {
+			t.Errorf("%q: %s, want -stagger %v", c.args, cmd, c.want)
+		}
+		if !strings.Contains(cmd, "-folders 2 -variables 1000 -rates 100ms") {
+			t.Errorf("%s", cmd)
+		}
 	}
 }
 
