@@ -437,10 +437,13 @@ func (r benchResult) line() string {
 	if r.natsMeasured {
 		fmt.Fprintf(&b, " nats_cores=%.2f", cores(r.natsCPU))
 	}
-	if st := r.b.Stages; st != (stageStats{}) {
-		fmt.Fprintf(&b, " sample_p50_ms=%.1f sample_p99_ms=%.1f up_p50_ms=%.1f up_p99_ms=%.1f down_p50_ms=%.1f down_p99_ms=%.1f sub_queue_p50_ms=%.1f sub_queue_p99_ms=%.1f",
-			st.SampleP50, st.SampleP99, st.UpP50, st.UpP99, st.DownP50, st.DownP99, st.QueueP50, st.QueueP99)
+	st := r.b.Stages
+	if st.SampleP99 != 0 || st.UpP99 != 0 || st.DownP99 != 0 {
+		// Only messages with every timestamp (the gateway's) have stages.
+		fmt.Fprintf(&b, " sample_p50_ms=%.1f sample_p99_ms=%.1f up_p50_ms=%.1f up_p99_ms=%.1f down_p50_ms=%.1f down_p99_ms=%.1f",
+			st.SampleP50, st.SampleP99, st.UpP50, st.UpP99, st.DownP50, st.DownP99)
 	}
+	fmt.Fprintf(&b, " sub_queue_p50_ms=%.1f sub_queue_p99_ms=%.1f", st.QueueP50, st.QueueP99)
 	fmt.Fprintf(&b, " msgs=%d bytes_per_msg=%.0f setup_s=%.1f", r.b.Msgs-r.a.Msgs,
 		float64(r.b.Bytes-r.a.Bytes)/max(float64(r.b.Msgs-r.a.Msgs), 1), r.setup.Seconds())
 	return b.String()

@@ -59,7 +59,9 @@ func (s *Server) publish(sess *session, ch *channel, r *uasc.Request, m *ua.Publ
 	parked := len(sess.publishQ) > 0
 	sess.mu.Unlock()
 	if parked && pp.deadline > 0 {
-		s.sweepSoon(sess) // let the sweep see the deadline
+		// Let the next sweep see the deadline (seconds away, as a rule: no
+		// need to wake it for every parked request).
+		sess.nextDue.Store(0)
 	}
 	s.send(out)
 }
@@ -224,14 +226,21 @@ func (s *Server) publishLoop() {
 	t := time.NewTimer(res)
 	defer t.Stop()
 	var list []*session
+	last := s.now()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.sweepKick:
-			t.Stop() // (Go ≥ 1.23: no stale tick after Stop or Reset)
+			// (Go ≥ 1.23: no stale tick after Stop or Reset.)
+			if since := time.Duration(s.now() - last); since < minPublishWait {
+				t.Reset(minPublishWait - since)
+				continue
+			}
+			t.Stop()
 		case <-t.C:
 		}
+		last = s.now()
 		var next int64
 		list, next = s.sweep(list[:0])
 		wait := res
@@ -242,8 +251,9 @@ func (s *Server) publishLoop() {
 	}
 }
 
-// sweepSoon makes the next publishing sweep look at sess, and runs it now:
-// something changed its due time (a subscription, a deadline).
+// sweepSoon makes the next publishing sweep look at sess, and runs it now
+// (or a millisecond after the last one): something changed its due time (a
+// subscription, its items, an activation).
 func (s *Server) sweepSoon(sess *session) {
 	sess.nextDue.Store(0)
 	select {
