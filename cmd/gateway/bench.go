@@ -52,6 +52,7 @@ type benchOptions struct {
 	baselineBin      string
 	workDir          string
 	keep             bool
+	stagger          bool
 }
 
 const benchUsage = `Usage: gateway bench [flags]
@@ -72,6 +73,15 @@ and with -bridge both a last line ratio_cpu=<baseline/gateway>.
                          (the gopcua baseline on its line) per notification
   p50_ms p99_ms          receive time − SourceTimestamp (the generator's tick),
                          so it includes the sampling delay (up to -sampling)
+  sample_ up_ down_p50_ms/p99_ms
+                         the latency's stages, from the timestamps in the
+                         messages: tick → ServerTimestamp (sampled, sample_) →
+                         DataSetMessage Timestamp (the gateway began writing,
+                         up_) → received (down_); only the gateway's messages
+                         carry them
+  sub_queue_p50_ms sub_queue_p99_ms
+                         a message's wait for the subscriber's parser after it
+                         was received (not in the latency)
   lost                   counter values that never arrived (gaps), in the window
   rss_mb bytes_per_item  the bridge's RSS at the end of the window, and RSS/items:
                          an upper bound, the runtime's fixed memory included
@@ -95,8 +105,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.typ, "type", "Int32", "built-in type of the counters: Int32 or Double")
 	fs.DurationVar(&o.rate, "rate", 100*time.Millisecond, "generator period of the counters: items/rate notifications per second")
 	fs.DurationVar(&o.sampling, "sampling", 0, "sampling interval of the monitored items (default: rate/2, at most 20ms)")
-	fs.DurationVar(&o.publishing, "publishing", 20*time.Millisecond, "publishing interval of the subscriptions")
+	fs.DurationVar(&o.publishing, "publishing", 10*time.Millisecond, "publishing interval of the subscriptions (it adds up to itself to the latency)")
 	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items")
+	fs.BoolVar(&o.stagger, "stagger", true, "spread the counters' ticks evenly over -rate, folder by folder (gateway sim -stagger);\n-stagger=false: all change at the same instant, a burst of -items every -rate")
 	fs.IntVar(&o.perGroup, "per-group", 10000, "monitored items per writer group (gateway) or subscription (baseline)")
 	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\nthe YAML of 100,000 fields takes seconds and half a GB to load, which shows in rss_mb)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window")
@@ -153,8 +164,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "gateway bench: %d items (%d folders × %d) changing every %v: %.0f notifications/s offered; sampling %v, publishing %v; window %v after %v warm-up\n",
-		o.items, o.folders(), o.perFolder(), o.rate, o.offered(), o.sampling, o.publishing, o.duration, o.warmup)
+	ticks := "folder by folder, spread over the period"
+	if !o.stagger {
+		ticks = "all at the same instant"
+	}
+	fmt.Fprintf(stderr, "gateway bench: %d items (%d folders × %d) changing every %v (%s): %.0f notifications/s offered; sampling %v, publishing %v; window %v after %v warm-up\n",
+		o.items, o.folders(), o.perFolder(), o.rate, ticks, o.offered(), o.sampling, o.publishing, o.duration, o.warmup)
 
 	results := map[string]benchResult{}
 	for _, b := range o.bridges {
@@ -248,10 +263,14 @@ func (o *benchOptions) foldersPerGroup() int { return max(1, o.perGroup/o.perFol
 // simCommand is the simulation server's command line: counters only, no
 // alarms, security None.
 func simCommand(o *benchOptions) []string {
-	return []string{o.gatewayBin, "sim", "-addr", "127.0.0.1:0",
+	cmd := []string{o.gatewayBin, "sim", "-addr", "127.0.0.1:0",
 		"-folders", strconv.Itoa(o.folders()), "-variables", strconv.Itoa(o.perFolder()),
 		"-rates", o.rate.String(), "-types", o.typ, "-generators", "counter",
 		"-alarm-sources", "-1", "-policies", "None"}
+	if o.stagger {
+		cmd = append(cmd, "-stagger")
+	}
+	return cmd
 }
 
 // gatewayCommand is the command line of the gateway under test.
@@ -418,6 +437,13 @@ func (r benchResult) line() string {
 	if r.natsMeasured {
 		fmt.Fprintf(&b, " nats_cores=%.2f", cores(r.natsCPU))
 	}
+	st := r.b.Stages
+	if st.SampleP99 != 0 || st.UpP99 != 0 || st.DownP99 != 0 {
+		// Only messages with every timestamp (the gateway's) have stages.
+		fmt.Fprintf(&b, " sample_p50_ms=%.1f sample_p99_ms=%.1f up_p50_ms=%.1f up_p99_ms=%.1f down_p50_ms=%.1f down_p99_ms=%.1f",
+			st.SampleP50, st.SampleP99, st.UpP50, st.UpP99, st.DownP50, st.DownP99)
+	}
+	fmt.Fprintf(&b, " sub_queue_p50_ms=%.1f sub_queue_p99_ms=%.1f", st.QueueP50, st.QueueP99)
 	fmt.Fprintf(&b, " msgs=%d bytes_per_msg=%.0f setup_s=%.1f", r.b.Msgs-r.a.Msgs,
 		float64(r.b.Bytes-r.a.Bytes)/max(float64(r.b.Msgs-r.a.Msgs), 1), r.setup.Seconds())
 	return b.String()

@@ -53,12 +53,41 @@ type subStats struct {
 	// Dropped are messages nats.go dropped because this process fell behind
 	// (slow consumer): they show as lost as well.
 	Dropped int64 `json:"dropped"`
+	// Backlog is how many received messages waited for the parser when
+	// the snapshot was taken.
+	Backlog int64 `json:"backlog"`
 	// Latency (receive time − SourceTimestamp) of the window: count, p50,
 	// p99 and max in milliseconds.
 	LatN  int64   `json:"lat_n"`
 	P50ms float64 `json:"p50_ms"`
 	P99ms float64 `json:"p99_ms"`
 	MaxMs float64 `json:"max_ms"`
+	// Stages splits the latency of the same samples by the timestamps the
+	// messages carry (fields with all of them only).
+	Stages stageStats `json:"stages"`
+}
+
+// stageStats is where the latency goes, p50 and p99 of each stage in ms:
+//
+//	Sample  ServerTimestamp − SourceTimestamp: the generator's tick until
+//	        the server sampled it into the item's queue
+//	Up      DataSetMessage Timestamp − ServerTimestamp: the server's queue,
+//	        publishing interval and Publish response, the wire and the
+//	        gateway's decode, until the gateway's writer group began the
+//	        message (its Timestamp is that instant)
+//	Down    receive − DataSetMessage Timestamp: encoding, the sink's queue,
+//	        NATS, until the subscriber's socket reader handed it over
+//	Queue   parse − receive, per message: how long a message waited for
+//	        this process's parser (not part of the latency)
+type stageStats struct {
+	SampleP50 float64 `json:"sample_p50_ms"`
+	SampleP99 float64 `json:"sample_p99_ms"`
+	UpP50     float64 `json:"up_p50_ms"`
+	UpP99     float64 `json:"up_p99_ms"`
+	DownP50   float64 `json:"down_p50_ms"`
+	DownP99   float64 `json:"down_p99_ms"`
+	QueueP50  float64 `json:"queue_p50_ms"`
+	QueueP99  float64 `json:"queue_p99_ms"`
 }
 
 func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -86,7 +115,36 @@ func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, std
 		return fmt.Errorf("nats: %w", err)
 	}
 	defer nc.Close()
-	sub, err := nc.Subscribe(*subject, func(m *nats.Msg) { c.message(m.Data, time.Now().UnixNano()) })
+	// The latency is taken on receive: nats.go's delivery goroutine stamps
+	// each message and hands it to the parser, which may lag behind a burst
+	// (every counter of a rate ticks at once) without that wait counting as
+	// the bridge's (it shows as sub_queue_ms). The parser ends when stop is
+	// closed, after the subscription.
+	rx := make(chan rxMessage, rxQueue)
+	stop := make(chan struct{})
+	var parser sync.WaitGroup
+	parser.Add(1)
+	go func() {
+		defer parser.Done()
+		for {
+			select {
+			case m := <-rx:
+				c.message(m.b, m.at)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer parser.Wait()
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
+	defer halt()
+	sub, err := nc.Subscribe(*subject, func(m *nats.Msg) {
+		select {
+		case rx <- rxMessage{b: m.Data, at: time.Now().UnixNano()}:
+		case <-stop:
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("nats subscribe: %w", err)
 	}
@@ -101,6 +159,7 @@ func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, std
 	w := bufio.NewWriter(stdout)
 	reply := func(window bool) error {
 		st := c.snapshot(window)
+		st.Backlog = int64(len(rx))
 		if d, err := sub.Dropped(); err == nil {
 			st.Dropped = int64(d)
 		}
@@ -133,10 +192,14 @@ func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, std
 		select {
 		case <-ctx.Done():
 			_ = sub.Unsubscribe()
+			halt()
+			parser.Wait()
 			return reply(true)
 		case cmd, ok := <-cmds:
 			if !ok {
 				_ = sub.Unsubscribe()
+				halt()
+				parser.Wait()
 				return reply(true)
 			}
 			switch cmd {
@@ -154,6 +217,17 @@ func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, std
 	}
 }
 
+// rxMessage is a message's payload and the instant it was received.
+type rxMessage struct {
+	b  []byte
+	at int64 // Unix ns
+}
+
+// rxQueue bounds the messages received and not yet parsed: at ~100 KB each,
+// a few seconds of a million notifications per second. Beyond it nats.go's
+// own pending limits apply (and a slow consumer shows as dropped).
+const rxQueue = 1 << 14
+
 // benchCounter counts the notifications of the Load counters. Node i is
 // variable i%variables of folder i/variables; its last value is last[i]
 // (unseenValue before the first).
@@ -163,6 +237,9 @@ type benchCounter struct {
 	last      []int64
 	st        subStats
 	lat       latencyHist
+	// Stage histograms (stageStats): sample, up, down, and the parser's
+	// queue per message.
+	sample, up, down, queue latencyHist
 }
 
 const unseenValue = math.MinInt64
@@ -179,6 +256,7 @@ func newBenchCounter(items, variables int) *benchCounter {
 func (c *benchCounter) message(b []byte, now int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.queue.add(time.Now().UnixNano() - now)
 	c.st.Msgs++
 	c.st.Bytes += int64(len(b))
 	s := benchScan{b: b, c: c, now: now}
@@ -187,8 +265,14 @@ func (c *benchCounter) message(b []byte, now int64) {
 	}
 }
 
-// field counts one field's value of the node of folder f, variable v.
-func (c *benchCounter) field(f, v int, value int64, ts int64, now int64) {
+// fieldTimes are the timestamps of one field's value (Unix ns, 0 when
+// absent): its SourceTimestamp and ServerTimestamp, and the Timestamp of its
+// DataSetMessage.
+type fieldTimes struct{ src, srv, dsm int64 }
+
+// field counts one field's value of the node of folder f, variable v,
+// received at now.
+func (c *benchCounter) field(f, v int, value int64, t fieldTimes, now int64) {
 	c.st.Fields++
 	i := f*c.variables + v
 	if f < 0 || v < 0 || v >= c.variables || i >= len(c.last) {
@@ -213,10 +297,15 @@ func (c *benchCounter) field(f, v int, value int64, ts int64, now int64) {
 		return
 	}
 	c.last[i] = value
-	if ts == 0 {
+	if t.src == 0 {
 		c.st.NoTS++
-	} else {
-		c.lat.add(now - ts)
+		return
+	}
+	c.lat.add(now - t.src)
+	if t.srv != 0 && t.dsm != 0 {
+		c.sample.add(t.srv - t.src)
+		c.up.add(t.dsm - t.srv)
+		c.down.add(now - t.dsm)
 	}
 }
 
@@ -230,8 +319,15 @@ func (c *benchCounter) snapshot(window bool) subStats {
 	st.P50ms = float64(c.lat.quantile(0.50)) / 1e3
 	st.P99ms = float64(c.lat.quantile(0.99)) / 1e3
 	st.MaxMs = float64(c.lat.max) / 1e3
+	ms := func(h *latencyHist, q float64) float64 { return float64(h.quantile(q)) / 1e3 }
+	st.Stages = stageStats{
+		SampleP50: ms(&c.sample, 0.5), SampleP99: ms(&c.sample, 0.99),
+		UpP50: ms(&c.up, 0.5), UpP99: ms(&c.up, 0.99),
+		DownP50: ms(&c.down, 0.5), DownP99: ms(&c.down, 0.99),
+		QueueP50: ms(&c.queue, 0.5), QueueP99: ms(&c.queue, 0.99),
+	}
 	if window {
-		c.lat = latencyHist{}
+		c.lat, c.sample, c.up, c.down, c.queue = latencyHist{}, latencyHist{}, latencyHist{}, latencyHist{}, latencyHist{}
 	}
 	return st
 }
@@ -438,6 +534,7 @@ func (s *benchScan) top() bool {
 func (s *benchScan) dataSetMessage() bool {
 	writerID, writerName := -1, -1
 	payload := -1
+	var stamp int64
 	ok := s.object(func(k []byte) bool {
 		switch string(k) {
 		case "Messages":
@@ -458,6 +555,12 @@ func (s *benchScan) dataSetMessage() bool {
 		case "Payload":
 			payload = s.i
 			return s.skip()
+		case "Timestamp":
+			t, ok := s.str()
+			if ok {
+				stamp = parseUTCTimestamp(t)
+			}
+			return ok
 		}
 		return s.skip()
 	})
@@ -470,16 +573,18 @@ func (s *benchScan) dataSetMessage() bool {
 	}
 	end := s.i
 	s.i = payload
-	ok = s.payload(folder)
+	ok = s.payload(folder, stamp)
 	s.i = end
 	return ok
 }
 
-// payload reads the fields of a DataSetMessage of Load folder folder.
-func (s *benchScan) payload(folder int) bool {
+// payload reads the fields of a DataSetMessage of Load folder folder whose
+// Timestamp is stamp (Unix ns, 0 when it has none).
+func (s *benchScan) payload(folder int, stamp int64) bool {
 	return s.object(func(name []byte) bool {
 		f, v := nodeOfField(name, folder)
-		var value, ts int64
+		var value int64
+		t := fieldTimes{dsm: stamp}
 		var ok bool
 		valid := true // a missing Value is the default, 0 (Compact)
 		if s.peek() == '{' {
@@ -488,10 +593,14 @@ func (s *benchScan) payload(folder int) bool {
 				case "Value", "Body":
 					value, valid = s.value()
 					return valid || s.skip()
-				case "SourceTimestamp":
-					t, ok := s.str()
+				case "SourceTimestamp", "ServerTimestamp":
+					b, ok := s.str()
 					if ok {
-						ts = parseUTCTimestamp(t)
+						if k[1] == 'o' {
+							t.src = parseUTCTimestamp(b)
+						} else {
+							t.srv = parseUTCTimestamp(b)
+						}
 					}
 					return ok
 				}
@@ -505,7 +614,7 @@ func (s *benchScan) payload(folder int) bool {
 			if !valid {
 				f = -1 // not a counter: counted as unknown
 			}
-			s.c.field(f, v, value, ts, s.now)
+			s.c.field(f, v, value, t, s.now)
 		}
 		return ok
 	})

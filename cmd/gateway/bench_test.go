@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -96,8 +97,43 @@ func TestBenchEndToEnd(t *testing.T) {
 			if p50, p99 := kv["p50_ms"], kv["p99_ms"]; p50 <= 0 || p99 < p50 || p99 > 2000 {
 				t.Errorf("p50_ms=%v p99_ms=%v", p50, p99)
 			}
+			if bridge == "gateway" {
+				// The stages add up to the latency: the gateway's messages
+				// carry every timestamp.
+				for _, k := range []string{"sample_p50_ms", "up_p50_ms", "down_p50_ms", "sub_queue_p50_ms"} {
+					if _, ok := kv[k]; !ok {
+						t.Errorf("no %s in the line", k)
+					}
+				}
+				if sum := kv["sample_p50_ms"] + kv["up_p50_ms"] + kv["down_p50_ms"]; sum <= 0 || kv["up_p50_ms"] <= 0 || kv["down_p50_ms"] <= 0 {
+					t.Errorf("stages sample %v up %v down %v ms, want positive", kv["sample_p50_ms"], kv["up_p50_ms"], kv["down_p50_ms"])
+				}
+			}
 			t.Log(strings.TrimSpace(out.String()))
 		})
+	}
+}
+
+// TestBenchSimCommand: the counters' ticks are staggered unless
+// -stagger=false.
+func TestBenchSimCommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"-stagger=false"}, false}} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		stagger := fs.Bool("stagger", true, "")
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		o := benchOptions{items: 2000, variables: 1000, typ: "Int32", rate: 100 * time.Millisecond, stagger: *stagger, gatewayBin: "gw"}
+		cmd := strings.Join(simCommand(&o), " ")
+		if got := strings.Contains(cmd, " -stagger"); got != c.want {
+			t.Errorf("%q: %s, want -stagger %v", c.args, cmd, c.want)
+		}
+		if !strings.Contains(cmd, "-folders 2 -variables 1000 -rates 100ms") {
+			t.Errorf("%s", cmd)
+		}
 	}
 }
 
@@ -318,7 +354,7 @@ func TestBenchScanJSONEnc(t *testing.T) {
 					want.LatN = 3 * n
 				}
 				got := st
-				got.TimeNs, got.P50ms, got.P99ms, got.MaxMs = 0, 0, 0, 0
+				got.TimeNs, got.P50ms, got.P99ms, got.MaxMs, got.Stages = 0, 0, 0, 0, stageStats{}
 				if got != want {
 					t.Errorf("%s:\n got %+v\nwant %+v\n%s", name, got, want, encodeCounters(t, mode, fm, layout, round(5), src)[0])
 				}
@@ -489,4 +525,39 @@ func BenchmarkBenchScan(b *testing.B) {
 		c.message(m, 0)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/notification")
+}
+
+// TestBenchStages: the subscriber splits each new value's latency at the
+// ServerTimestamp and the DataSetMessage's Timestamp, and measures a
+// message's wait for the parser apart; repeats and values without the
+// timestamps are not staged.
+func TestBenchStages(t *testing.T) {
+	c := newBenchCounter(10, 10)
+	recv := time.Date(2024, 5, 1, 10, 15, 30, 500_000_000, time.UTC).UnixNano()
+	// Tick at .400, sampled at .410, the gateway began at .430, received at .500.
+	m := `{"Messages":[{"DataSetWriterId":1,"Timestamp":"2024-05-01T10:15:30.43Z","Payload":{` +
+		`"V00000":{"Value":1,"SourceTimestamp":"2024-05-01T10:15:30.4Z","ServerTimestamp":"2024-05-01T10:15:30.41Z"},` +
+		`"V00001":{"Value":1,"ServerTimestamp":"2024-05-01T10:15:30.41Z","SourceTimestamp":"2024-05-01T10:15:30.4Z"},` +
+		`"V00002":{"Value":1,"SourceTimestamp":"2024-05-01T10:15:30.4Z"}}}]}`
+	c.message([]byte(m), recv)
+	// The same values again (a key frame): repeats, no samples.
+	c.message([]byte(m), recv+int64(time.Second))
+	st := c.snapshot(true)
+	if st.New != 3 || st.Repeat != 3 || st.LatN != 3 {
+		t.Fatalf("%+v", st)
+	}
+	near := func(got, want float64) bool { return got > want*0.98 && got < want*1.02 }
+	if !near(st.P50ms, 100) || !near(st.MaxMs, 100) {
+		t.Errorf("latency p50 %v max %v, want 100 ms", st.P50ms, st.MaxMs)
+	}
+	s := st.Stages
+	if !near(s.SampleP50, 10) || !near(s.SampleP99, 10) || !near(s.UpP50, 20) || !near(s.UpP99, 20) ||
+		!near(s.DownP50, 70) || !near(s.DownP99, 70) {
+		t.Errorf("stages %+v, want sample 10, up 20, down 70 ms", s)
+	}
+	// Parsed now, received 50 ms ago: the parser's queue.
+	c.message([]byte(`{"Payload":{}}`), time.Now().Add(-50*time.Millisecond).UnixNano())
+	if q := c.snapshot(true).Stages.QueueP50; q < 49 || q > 1000 {
+		t.Errorf("queue p50 %v ms, want ≥ 50", q)
+	}
 }

@@ -35,6 +35,7 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rates := fs.String("rates", "1s", "generator periods of the Load folders, comma-separated, assigned in turn (e.g. 1s,100ms,10ms)")
 	types := fs.String("types", "all", "built-in types of the Load variables, comma-separated (e.g. Double,Int32,String), or all")
 	gens := fs.String("generators", "counter,sine,random,step", "generators of the Load variables, comma-separated")
+	stagger := fs.Bool("stagger", false, "spread the ticks of the Load folders evenly over their period (default: all of a rate tick at once)")
 	demoRate := fs.Duration("demo-rate", 100*time.Millisecond, "generator period of the Demo variables")
 	alarmSources := fs.Int("alarm-sources", 3, "`number` of simulated alarm sources (-1: none)")
 	alarmInterval := fs.Duration("alarm-interval", 2*time.Second, "period of the simulated alarm events (negative: only on demand)")
@@ -81,7 +82,7 @@ Flags:
 		Logger:               logger,
 		Sim: server.SimConfig{
 			DemoRate: *demoRate, Folders: *folders, Variables: *variables,
-			AlarmSources: *alarmSources, AlarmInterval: *alarmInterval,
+			AlarmSources: *alarmSources, AlarmInterval: *alarmInterval, Stagger: *stagger,
 		},
 	}
 	if *port >= 0 {

@@ -156,8 +156,10 @@ type Config struct {
 	// MaxKeepAliveCount and MaxLifetimeCount bound the revised counts.
 	MaxKeepAliveCount uint32
 	MaxLifetimeCount  uint32
-	// PublishResolution is the period of the publishing sweep; publishing
-	// intervals are multiples of it in effect. Default 10 ms.
+	// PublishResolution is the longest wait between two publishing sweeps;
+	// a sweep also runs when a session's next publishing timer or deadline
+	// falls due (at most one per millisecond), so publishing intervals need
+	// not be multiples of it. Default 10 ms.
 	PublishResolution time.Duration
 
 	// MinWorkers and MaxWorkers bound the goroutines that process requests

@@ -27,7 +27,9 @@
 //     methods;
 //   - subscription.go, publish.go: subscriptions, the retransmission queue,
 //     Republish, TransferSubscriptions, and the publishing sweep: one goroutine
-//     serves every session (fanned out over the cores from 256 sessions on);
+//     serves every session (fanned out over the cores from 256 sessions on),
+//     waking when the next session falls due (at most every
+//     PublishResolution, at least 1 ms apart) or when one changed;
 //     a Publish request is handled on its channel's reader, without a worker,
 //     and parks in its session until there is something to send; each
 //     channel's Publish responses are written by a sender of its own, so that
@@ -38,7 +40,8 @@
 //     SetMonitoringMode, DeleteMonitoredItems, GetMonitoredItems, and the
 //     items' parameters and registration with the sampler;
 //     sampling.go: the sampling sweep: one goroutine per sampling rate (on a
-//     fixed ladder of rates), not one per item;
+//     fixed ladder of rates), not one per item; a sweep of 8192 items or
+//     more is split by subscription over GOMAXPROCS goroutines;
 //     filter.go: DataChangeFilter (trigger, absolute and percent deadband);
 //     queue.go: the items' queues with their discard policies;
 //     notification.go: collecting queued notifications into a message within
@@ -48,7 +51,8 @@
 //     reference types, and the configurable simulation (SimConfig): Demo with
 //     named nodes of every built-in type, arrays and matrices, bad, uncertain
 //     and flapping qualities, methods; Alarms; Load with folders × variables
-//     moved by counter, sine, random and step generators.
+//     moved by counter, sine, random and step generators (every folder of a
+//     rate ticking at the same instant, or staggered over the period).
 //
 // # Cheap sampling
 //

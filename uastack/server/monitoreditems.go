@@ -44,7 +44,7 @@ func (s *Server) createMonitoredItems(sess *session, ch *channel, r *uasc.Reques
 		}
 		results[i] = res
 	}
-	sess.nextDue.Store(0)
+	s.sweepSoon(sess)
 	s.respond(ch, r, &ua.CreateMonitoredItemsResponse{Results: results})
 }
 

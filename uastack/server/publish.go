@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -58,7 +59,9 @@ func (s *Server) publish(sess *session, ch *channel, r *uasc.Request, m *ua.Publ
 	parked := len(sess.publishQ) > 0
 	sess.mu.Unlock()
 	if parked && pp.deadline > 0 {
-		sess.nextDue.Store(0) // let the sweep see the deadline
+		// Let the next sweep see the deadline (seconds away, as a rule: no
+		// need to wake it for every parked request).
+		sess.nextDue.Store(0)
 	}
 	s.send(out)
 }
@@ -208,26 +211,74 @@ func (s *Server) drainSender(ch *channel) {
 	}
 }
 
-// publishLoop runs the publishing sweep every PublishResolution.
+// minPublishWait is the shortest wait between two publishing sweeps: it
+// bounds their rate when many subscriptions fall due at different instants.
+const minPublishWait = time.Millisecond
+
+// publishLoop runs the publishing sweep when the next session falls due,
+// at least every PublishResolution. A fixed tick would run a subscription's
+// timer late by up to a tick (on average half of one), which is latency
+// added to every notification. A session whose due time changed asks for a
+// sweep at once (sweepSoon).
 func (s *Server) publishLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.PublishResolution)
+	res := s.cfg.PublishResolution
+	t := time.NewTimer(res)
 	defer t.Stop()
 	var list []*session
+	last := s.now()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-s.sweepKick:
+			// (Go ≥ 1.23: no stale tick after Stop or Reset.)
+			if since := time.Duration(s.now() - last); since < minPublishWait {
+				t.Reset(minPublishWait - since)
+				continue
+			}
+			t.Stop()
 		case <-t.C:
-			list = s.sweep(list[:0])
 		}
+		last = s.now()
+		var next int64
+		list, next = s.sweep(list[:0])
+		wait := res
+		if next > 0 {
+			wait = publishWait(time.Duration(next-s.now()), res)
+		}
+		t.Reset(wait)
 	}
+}
+
+// sweepSoon makes the next publishing sweep look at sess, and runs it now
+// (or a millisecond after the last one): something changed its due time (a
+// subscription, its items, an activation).
+func (s *Server) sweepSoon(sess *session) {
+	sess.nextDue.Store(0)
+	select {
+	case s.sweepKick <- struct{}{}:
+	default:
+	}
+}
+
+// publishWait is the wait until the next sweep, d being the time until the
+// earliest session falls due (≤ 0: it passed during the sweep).
+func publishWait(d, res time.Duration) time.Duration {
+	switch {
+	case d > res:
+		return res
+	case d < minPublishWait:
+		return minPublishWait
+	}
+	return d
 }
 
 // sweep runs the publishing timers of every session, answers the Publish
 // requests that became answerable, expires Publish requests, subscriptions
-// and sessions. Many sessions are swept in parallel.
-func (s *Server) sweep(list []*session) []*session {
+// and sessions. Many sessions are swept in parallel. It returns the earliest
+// time (Server.now) after now a session falls due, 0 when none does.
+func (s *Server) sweep(list []*session) ([]*session, int64) {
 	now := s.now()
 	dt := ua.Now()
 	s.sessMu.RLock()
@@ -257,8 +308,22 @@ func (s *Server) sweep(list []*session) []*session {
 		}
 	}
 	s.sweepOrphans(now)
+	next := int64(math.MaxInt64)
+	for _, sess := range list {
+		if sess.closed.Load() {
+			continue
+		}
+		// One due already (waiting for a Publish request, or changed) is
+		// swept within the resolution anyway.
+		if due := sess.nextDue.Load(); due > now {
+			next = min(next, due)
+		}
+	}
+	if next == math.MaxInt64 {
+		next = 0
+	}
 	clear(list)
-	return list
+	return list, next
 }
 
 // sweepSession runs one session's part of the sweep. out is scratch space.

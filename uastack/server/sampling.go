@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -64,12 +65,58 @@ func (g *rateGroup) run(s *Server) {
 	}
 }
 
-// sweep samples every item of the group.
+// parallelSampleItems is the size of a sweep from which its buckets are
+// sampled on GOMAXPROCS goroutines: a sweep of 100,000 changed items takes
+// milliseconds on one, and every value waits for it (its subscription
+// cannot publish meanwhile, and the ServerTimestamp is the sweep's start).
+const parallelSampleItems = 8192
+
+// sweep samples every item of the group. A large sweep is split by buckets
+// (subscriptions) over GOMAXPROCS goroutines that it waits for; each bucket
+// is sampled under its subscription's lock, as on one goroutine.
 func (g *rateGroup) sweep(now time.Time) {
 	c := sampleClock{ns: now.UnixNano()}
 	c.dt = unixToDateTime(c.ns)
 	g.mu.RLock()
-	for _, b := range g.buckets {
+	defer g.mu.RUnlock()
+	w := runtime.GOMAXPROCS(0)
+	total := 0
+	if w > 1 && len(g.buckets) > 1 {
+		for _, b := range g.buckets {
+			total += len(b.items)
+		}
+	}
+	if total < parallelSampleItems {
+		sampleBuckets(g.buckets, c)
+		return
+	}
+	// Parts of about total/w items; the last runs here.
+	per := (total + w - 1) / w
+	var wg sync.WaitGroup
+	start, n := 0, 0
+	for i, b := range g.buckets {
+		n += len(b.items)
+		if i == len(g.buckets)-1 {
+			sampleBuckets(g.buckets[start:], c)
+			break
+		}
+		if n >= per {
+			part := g.buckets[start : i+1]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sampleBuckets(part, c)
+			}()
+			start, n = i+1, 0
+		}
+	}
+	wg.Wait()
+}
+
+// sampleBuckets samples the items of buckets at c (a copy per goroutine: it
+// caches the tick of the generators' period).
+func sampleBuckets(buckets []*bucket, c sampleClock) {
+	for _, b := range buckets {
 		sub := b.sub
 		sub.mu.Lock()
 		if !sub.closed {
@@ -79,7 +126,6 @@ func (g *rateGroup) sweep(now time.Time) {
 		}
 		sub.mu.Unlock()
 	}
-	g.mu.RUnlock()
 }
 
 // sampleClock is the time of a sweep, with the tick of the last generator

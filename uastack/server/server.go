@@ -38,6 +38,9 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// sweepKick wakes the publishing sweep early (sweepSoon).
+	sweepKick chan struct{}
+
 	mu      sync.Mutex // guards ln, url, started, closed
 	ln      *uacp.Listener
 	url     string
@@ -150,14 +153,15 @@ func New(cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      c,
-		log:      c.Logger,
-		start:    time.Now(),
-		channels: map[*channel]struct{}{},
-		sessions: map[ua.NodeID]*session{},
-		subs:     map[uint32]*subscription{},
-		orphans:  map[*subscription]struct{}{},
-		queue:    make(chan job, c.MaxQueuedRequests),
+		cfg:       c,
+		log:       c.Logger,
+		start:     time.Now(),
+		channels:  map[*channel]struct{}{},
+		sweepKick: make(chan struct{}, 1),
+		sessions:  map[ua.NodeID]*session{},
+		subs:      map[uint32]*subscription{},
+		orphans:   map[*subscription]struct{}{},
+		queue:     make(chan job, c.MaxQueuedRequests),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.state.Store(int32(ua.ServerStateRunning))

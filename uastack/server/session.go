@@ -215,7 +215,7 @@ func (s *Server) activateSession(ch *channel, r *uasc.Request, m *ua.ActivateSes
 	sess.activated.Store(true)
 	sess.mu.Unlock()
 	sess.lastSeen.Store(s.now())
-	sess.nextDue.Store(0)
+	s.sweepSoon(sess)
 	if old != ch {
 		if old != nil {
 			old.mu.Lock()

@@ -84,6 +84,12 @@ type SimConfig struct {
 	// the GenerateEvent method).
 	AlarmSources  int
 	AlarmInterval time.Duration
+	// Stagger spreads the ticks of the Load folders over their period:
+	// folder f's generators start f/Folders of a period later, so that the
+	// values of a rate change evenly through it instead of all at one
+	// instant (SourceTimestamp is still each value's tick). Off, every
+	// Load variable of a rate changes at the same instant: a burst.
+	Stagger bool
 }
 
 func (c *SimConfig) resolve() error {
@@ -598,10 +604,17 @@ func (s *Server) buildSim(b *builder) {
 			fid := fmt.Sprintf("Load.F%03d", f)
 			folder := b.folder(load, sid(fid), fmt.Sprintf("F%03d", f))
 			period := cfg.Rates[f%len(cfg.Rates)]
+			offset := int64(0)
+			if cfg.Stagger && f > 0 {
+				// Tick 0 began before the start, never after: no value
+				// carries a SourceTimestamp in the future.
+				offset = int64(period)*int64(f)/int64(cfg.Folders) - int64(period)
+			}
 			for v := 0; v < cfg.Variables; v++ {
 				t := cfg.Types[v%len(cfg.Types)]
 				kind := cfg.Generators[(v/len(cfg.Types))%len(cfg.Generators)]
-				genVar(folder, fmt.Sprintf("%s.V%05d", fid, v), fmt.Sprintf("V%05d", v), kind, t, period, 0, nil)
+				n := genVar(folder, fmt.Sprintf("%s.V%05d", fid, v), fmt.Sprintf("V%05d", v), kind, t, period, 0, nil)
+				n.gen.start += offset
 			}
 		}
 	}

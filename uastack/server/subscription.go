@@ -147,7 +147,7 @@ func (s *Server) createSubscription(sess *session, ch *channel, r *uasc.Request,
 	sub.sess, sub.owner = sess, sess.identity
 	sess.subs = append(sess.subs, sub)
 	sess.mu.Unlock()
-	sess.nextDue.Store(0)
+	s.sweepSoon(sess)
 
 	s.respond(ch, r, &ua.CreateSubscriptionResponse{
 		SubscriptionID:            sub.id,
@@ -185,7 +185,7 @@ func (s *Server) modifySubscription(sess *session, ch *channel, r *uasc.Request,
 	sub.maxNotif = s.reviseMaxNotifications(m.MaxNotificationsPerPublish)
 	sub.priority = m.Priority
 	sub.mu.Unlock()
-	sess.nextDue.Store(0)
+	s.sweepSoon(sess)
 	s.respond(ch, r, &ua.ModifySubscriptionResponse{
 		RevisedPublishingInterval: float64(interval) / float64(time.Millisecond),
 		RevisedLifetimeCount:      lifetime,
@@ -338,7 +338,7 @@ func (s *Server) transferSubscriptions(sess *session, ch *channel, r *uasc.Reque
 				sub.mu.Unlock()
 				old.statusQ = append(old.statusQ, statusMessage{subID: sub.id, seq: seq, status: ua.StatusGoodSubscriptionTransferred})
 				old.mu.Unlock()
-				old.nextDue.Store(0)
+				s.sweepSoon(old)
 			}
 			s.subsMu.Lock()
 			delete(s.orphans, sub)
@@ -360,7 +360,7 @@ func (s *Server) transferSubscriptions(sess *session, ch *channel, r *uasc.Reque
 		}
 		results[i].AvailableSequenceNumbers = sub.available()
 		sub.mu.Unlock()
-		sess.nextDue.Store(0)
+		s.sweepSoon(sess)
 	}
 	s.respond(ch, r, &ua.TransferSubscriptionsResponse{Results: results})
 }

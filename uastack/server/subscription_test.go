@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -595,6 +596,53 @@ func TestFilterSemantics(t *testing.T) {
 	} {
 		if got := changed(tc.db, tc.last, tc.cur); got != tc.want {
 			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPublishOnTime: the publishing sweep runs when a subscription falls
+// due, not only every PublishResolution: with a resolution of a second, a
+// 30 ms subscription of a value changing every 10 ms still sends about 33
+// messages a second (a fixed tick would send one).
+func TestPublishOnTime(t *testing.T) {
+	s := startServer(t, func(c *Config) {
+		c.PublishResolution = time.Second
+		c.Sim = SimConfig{Folders: 1, Variables: 1, Rates: []time.Duration{10 * time.Millisecond},
+			Types: []ua.TypeID{ua.TypeInt32}, Generators: []Generator{GeneratorCounter}, AlarmInterval: -1}
+	})
+	ctx := testContext(t, time.Minute)
+	ts := mustSession(t, ctx, s, dialOpts{})
+	sub, err := ts.createSubscription(ctx, 30*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.monitor(ctx, sub.SubscriptionID, 10, 10, nil, LoadNode(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var data atomic.Int32
+	p := ts.startPublishing(3, func(r *ua.PublishResponse) {
+		if len(r.NotificationMessage.NotificationData) > 0 {
+			data.Add(1)
+		}
+	})
+	defer p.halt()
+	start := time.Now()
+	testutil.WaitFor(t, 10*time.Second, "10 data messages", func() bool { return data.Load() >= 10 })
+	// 10 messages take 300 ms on time; a loaded machine gets a margin, a
+	// once-a-second sweep would take 10 s.
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("10 data messages of a 30 ms subscription took %v", el)
+	}
+}
+
+func TestPublishWait(t *testing.T) {
+	const res = 10 * time.Millisecond
+	for _, c := range []struct{ d, want time.Duration }{
+		{-time.Millisecond, minPublishWait}, {0, minPublishWait}, {100 * time.Microsecond, minPublishWait},
+		{3 * time.Millisecond, 3 * time.Millisecond}, {res, res}, {time.Hour, res},
+	} {
+		if got := publishWait(c.d, res); got != c.want {
+			t.Errorf("publishWait(%v): %v, want %v", c.d, got, c.want)
 		}
 	}
 }
