@@ -135,7 +135,17 @@ var messageBuffers = pooling.NewBufferPool(pooling.BufferPoolConfig{ClassBytes: 
 
 // MessageClassBytes bounds the idle payload bytes each size class of the
 // message buffer pool keeps.
-const MessageClassBytes = 32 << 20
+const MessageClassBytes = 256 << 20
+
+// MessageBufferStats is a snapshot of the message buffer pool's counters,
+// for metrics.
+func MessageBufferStats() pooling.BufferPoolStats { return messageBuffers.Stats() }
+
+// DrainMessageBuffers lets go of the idle message buffers and returns their
+// bytes: after a burst that is not the steady state (the first key frames of
+// a large configuration), so that what the burst left idle is not kept for
+// good. The pool fills again up to what the steady state has in flight.
+func DrainMessageBuffers() int { return messageBuffers.Drain() }
 
 // NewMessage returns a message with one reference, owned by the caller, and
 // an empty payload with room for at least n bytes from the message buffer pool.
