@@ -136,8 +136,8 @@ writerGroups:
 	var cs *countSink
 	var lastRelease atomic.Pointer[[2]goruntime.MemStats]
 	rt, err := startRuntime(context.Background(), cfg, runtimeOptions{
-		logger:     quietLogger(),
-		stderr:     io.Discard,
+		logger: quietLogger(),
+		stderr: io.Discard,
 		wrapSink: func(s sink.Sink) sink.Sink {
 			cs = &countSink{Sink: s}
 			return cs
@@ -189,5 +189,56 @@ writerGroups:
 	}
 	if cs.data.Load() == 0 {
 		t.Error("no ua-data message reached the sink")
+	}
+}
+
+// TestMemoryLimit: $UAGATE_MEMORY_LIMIT (the container's limit, from the
+// Helm chart) becomes the runtime's soft limit at 90%; an explicit
+// GOMEMLIMIT wins; a value that is not a byte count is refused.
+func TestMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		value string
+		want  int64
+	}{
+		{"536870912", 483183820},
+		{"512Mi", 483183820},
+		{"2Gi", 1932735283},
+		{"1G", 900000000},
+		{"64k", 57600},
+	} {
+		got, err := applyMemoryLimit(env(memoryLimitEnv, tc.value))
+		if err != nil || got != tc.want {
+			t.Errorf("%s=%s: limit %d, %v; want %d", memoryLimitEnv, tc.value, got, err, tc.want)
+		}
+		if cur := debug.SetMemoryLimit(-1); cur != tc.want {
+			t.Errorf("%s=%s: the runtime's limit is %d, want %d", memoryLimitEnv, tc.value, cur, tc.want)
+		}
+	}
+	debug.SetMemoryLimit(old)
+	if got, err := applyMemoryLimit(env(memoryLimitEnv, "512Mi", "GOMEMLIMIT", "100MiB")); got != 0 || err != nil || debug.SetMemoryLimit(-1) != old {
+		t.Errorf("with GOMEMLIMIT set: limit %d, %v; the runtime's must stay as GOMEMLIMIT made it", got, err)
+	}
+	if got, err := applyMemoryLimit(env()); got != 0 || err != nil {
+		t.Errorf("unset: %d, %v", got, err)
+	}
+	for _, bad := range []string{"lots", "512MiB", "-1", "0", "1.5Gi", "99999999999Ti"} {
+		if _, err := applyMemoryLimit(env(memoryLimitEnv, bad)); err == nil || !strings.Contains(err.Error(), memoryLimitEnv) {
+			t.Errorf("%s=%q: error %v, want one that names the variable", memoryLimitEnv, bad, err)
+		}
+	}
+	if cur := debug.SetMemoryLimit(-1); cur != old {
+		t.Errorf("a refused value changed the runtime's limit to %d", cur)
 	}
 }
