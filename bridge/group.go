@@ -195,7 +195,7 @@ type WriterGroup struct {
 	serverStart int64  // the server's StartTime at Start, 0 when unknown
 	saved       struct {
 		SubscriptionID, LastAcked uint32
-		Items                     int
+		Items                     []client.ResumeItem // the client's shared list (ResumeState)
 	} // the last record saved; resume loop (or Start before it runs)
 	redeliver bool // g.mu: the message being written was redelivered after a resume
 

@@ -53,7 +53,9 @@ type ResumeRecord struct {
 
 // ResumeStore keeps writer groups' resume records: a state file (a restart),
 // or a lease in a shared store (another replica takes over). Its methods may
-// be called from any goroutine; Save must not keep r.
+// be called from any goroutine. Save may keep r, but must not modify
+// r.State.Items: the slice is the client's, shared by every record saved
+// while the items stay as they are (client.Subscription.ResumeState).
 type ResumeStore interface {
 	LoadResume(group string) (ResumeRecord, bool, error)
 	SaveResume(group string, r ResumeRecord) error
@@ -146,7 +148,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	if !ok {
 		return false
 	}
-	if !force && st.SubscriptionID == g.saved.SubscriptionID && st.LastAcked == g.saved.LastAcked && len(st.Items) == g.saved.Items {
+	if !force && st.SubscriptionID == g.saved.SubscriptionID && st.LastAcked == g.saved.LastAcked && sameItems(st.Items, g.saved.Items) {
 		return false
 	}
 	rec := ResumeRecord{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
@@ -157,8 +159,15 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		}
 		return false
 	}
-	g.saved.SubscriptionID, g.saved.LastAcked, g.saved.Items = st.SubscriptionID, st.LastAcked, len(st.Items)
+	g.saved.SubscriptionID, g.saved.LastAcked, g.saved.Items = st.SubscriptionID, st.LastAcked, st.Items
 	return true
+}
+
+// sameItems reports whether a and b are the same list: the client hands out
+// one shared slice while its items do not change (ResumeState), so the
+// check is one comparison, not one per item.
+func sameItems(a, b []client.ResumeItem) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // resumeLoop saves the resume record every interval while it changes; at

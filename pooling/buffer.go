@@ -200,6 +200,16 @@ func (bp *BufferPool) put(b *Buffer, scrub bool) {
 	}
 }
 
+// Drain empties every class and returns the bytes of the buffers it let go
+// (see Pool.Drain).
+func (bp *BufferPool) Drain() int {
+	n := 0
+	for i, p := range bp.classes {
+		n += p.Drain() * (MinBufferSize << i)
+	}
+	return n
+}
+
 // Stats returns a snapshot of the counters of every class. It allocates and
 // is meant for metrics, not for the hot path.
 func (bp *BufferPool) Stats() BufferPoolStats {

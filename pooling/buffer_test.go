@@ -275,3 +275,23 @@ func fill(b []byte, v byte) {
 		b[i] = v
 	}
 }
+
+// TestBufferPoolDrain: Drain empties every class and reports the bytes it let go.
+func TestBufferPoolDrain(t *testing.T) {
+	bp := pooling.NewBufferPool(pooling.BufferPoolConfig{})
+	a, b, c := bp.Get(100), bp.Get(4000), bp.Get(5000)
+	bp.Put(a)
+	bp.Put(b)
+	bp.Put(c)
+	if n, want := bp.Drain(), pooling.MinBufferSize+4096+8192; n != want {
+		t.Fatalf("Drain = %d bytes, want %d", n, want)
+	}
+	for _, cl := range bp.Stats().Classes {
+		if cl.Idle != 0 {
+			t.Errorf("class %d keeps %d after Drain", cl.Size, cl.Idle)
+		}
+	}
+	if bp.Drain() != 0 {
+		t.Error("a second Drain found buffers")
+	}
+}

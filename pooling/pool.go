@@ -48,7 +48,7 @@ type Pooled interface {
 
 // PoolStats is a snapshot of a pool's counters. Counters are read one at a
 // time while the pool is in use, so a snapshot may be off by the operations
-// in flight; at rest Hits == Puts - Idle.
+// in flight; at rest Hits == Puts - Idle - Drained.
 type PoolStats struct {
 	Capacity   int    // most idle objects the pool keeps
 	Idle       int    // objects waiting in the pool now
@@ -57,6 +57,7 @@ type PoolStats struct {
 	Puts       uint64 // objects taken back and kept
 	Drops      uint64 // objects given back while the pool was full, left to the GC
 	DoublePuts uint64 // Puts of an object that was already returned, ignored
+	Drained    uint64 // idle objects Drain let go
 }
 
 // Pool is a bounded, lock-free pool of *T. Unlike sync.Pool it never empties
@@ -85,6 +86,7 @@ type Pool[T any, P interface {
 	puts       atomic.Uint64
 	drops      atomic.Uint64
 	doublePuts atomic.Uint64
+	drained    atomic.Uint64
 	_          cacheLinePad
 }
 
@@ -244,6 +246,24 @@ func (p *Pool[T, P]) fill(i int, x *T) bool {
 	return false
 }
 
+// Drain empties the pool and returns how many idle objects it let go (to
+// the GC). It is for giving back memory a burst left idle (a process that
+// just finished a large setup), not for the steady path; Gets and Puts may
+// run meanwhile.
+func (p *Pool[T, P]) Drain() int {
+	n := 0
+	if x := p.fast.Load(); x != nil && p.fast.CompareAndSwap(x, nil) {
+		n++
+	}
+	for i := range p.slots {
+		if p.take(i) != nil {
+			n++
+		}
+	}
+	p.drained.Add(uint64(n))
+	return n
+}
+
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool[T, P]) Stats() PoolStats {
 	// The count trails the slots by a moment, so it can dip below zero
@@ -260,5 +280,6 @@ func (p *Pool[T, P]) Stats() PoolStats {
 		Puts:       p.puts.Load(),
 		Drops:      p.drops.Load(),
 		DoublePuts: p.doublePuts.Load(),
+		Drained:    p.drained.Load(),
 	}
 }

@@ -289,3 +289,34 @@ func TestPoolZeroAllocs(t *testing.T) {
 		t.Fatalf("Get+Put allocates %.1f times per run, want 0", allocs)
 	}
 }
+
+// TestPoolDrain: Drain lets go of every idle object (counted), the next Get
+// allocates, and a Put after it is kept again.
+func TestPoolDrain(t *testing.T) {
+	const capacity = 4
+	p := pooling.NewPool[item](capacity, resetItem)
+	var objs []*item
+	for range capacity {
+		objs = append(objs, p.Get())
+	}
+	for _, o := range objs {
+		p.Put(o)
+	}
+	if n := p.Drain(); n != capacity {
+		t.Fatalf("Drain = %d, want %d", n, capacity)
+	}
+	s := p.Stats()
+	if s.Idle != 0 || s.Drained != capacity || s.Hits != s.Puts-uint64(s.Idle)-s.Drained {
+		t.Fatalf("after Drain: %+v", s)
+	}
+	o := p.Get()
+	for _, x := range objs {
+		if o == x {
+			t.Fatal("Get after Drain handed out a drained object")
+		}
+	}
+	p.Put(o)
+	if s := p.Stats(); s.Idle != 1 || p.Drain() != 1 {
+		t.Fatalf("a Put after Drain was not kept: %+v", s)
+	}
+}

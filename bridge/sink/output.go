@@ -15,6 +15,11 @@ import (
 const (
 	DefaultQueueSize   = 1024
 	DefaultMaxInFlight = 256
+	// DefaultQueueBytes bounds the payload bytes waiting in a queue: 1024
+	// key frames of 128–256 KiB held 200 MB at a million items, most of the
+	// gateway's memory (BENCHMARKS.md, issue 10), while 32 MiB is a quarter
+	// of a second of what one NATS connection takes at that rate.
+	DefaultQueueBytes = 32 << 20
 	// dropLogInterval throttles the drop-oldest log line.
 	dropLogInterval = 10 * time.Second
 )
@@ -27,6 +32,11 @@ type OutputOptions struct {
 	// QueueSize bounds the messages waiting to be published; default
 	// DefaultQueueSize.
 	QueueSize int
+	// QueueBytes bounds their payload bytes; default DefaultQueueBytes. The
+	// queue is full when either bound is reached (a message larger than
+	// QueueBytes is taken when the queue is empty): a Block queue makes the
+	// producer wait, a DropOldest queue drops the oldest until it fits.
+	QueueBytes int
 	// MaxInFlight bounds the messages handed to the sink and not yet
 	// confirmed; default DefaultMaxInFlight.
 	MaxInFlight int
@@ -66,6 +76,8 @@ func (o *OutputOptions) Validate() error {
 		return fmt.Errorf("sink: OutputOptions.Policy %d is unknown", o.Policy)
 	case o.QueueSize < 0:
 		return fmt.Errorf("sink: OutputOptions.QueueSize %d is negative", o.QueueSize)
+	case o.QueueBytes < 0:
+		return fmt.Errorf("sink: OutputOptions.QueueBytes %d is negative", o.QueueBytes)
 	case o.MaxInFlight < 0:
 		return fmt.Errorf("sink: OutputOptions.MaxInFlight %d is negative", o.MaxInFlight)
 	}
@@ -98,6 +110,7 @@ type OutputStats struct {
 	Reconnects      uint64
 	ConnectFailures uint64
 	Queued          int // messages waiting to be published
+	QueuedBytes     int // their payload bytes
 	InFlight        int // messages published and not yet confirmed
 	Connected       bool
 	LastError       string // "" when there was none
@@ -182,6 +195,7 @@ type Output struct {
 	mu       sync.Mutex
 	room     sync.Cond // producers waiting for room in the queue (Block)
 	queue    ring[*Message]
+	queued   int // payload bytes in queue
 	window   ring[slot]
 	sentN    int // window slots in state slotSent
 	failedN  int // window slots in state slotFailed
@@ -221,6 +235,9 @@ func NewOutput(s Sink, opts OutputOptions) (*Output, error) {
 	}
 	if opts.QueueSize == 0 {
 		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.QueueBytes == 0 {
+		opts.QueueBytes = DefaultQueueBytes
 	}
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
@@ -275,8 +292,16 @@ func (o *Output) closedOutcome() bool { return o.opts.Guarantee != AtLeastOnce }
 func (o *Output) Enqueue(m *Message) {
 	o.mu.Lock()
 	o.stats.Enqueued++
-	for !o.closing && o.queue.full() && o.opts.Policy == Block {
+	for !o.closing && o.fullLocked(m) && o.opts.Policy == Block {
 		o.room.Wait()
+	}
+	for !o.closing && o.fullLocked(m) { // DropOldest
+		dropped := o.popLocked()
+		o.stats.Dropped++
+		o.logDropsLocked()
+		o.mu.Unlock()
+		dropped.Done(true)
+		o.mu.Lock()
 	}
 	if o.closing {
 		outcome := o.closedOutcome()
@@ -287,18 +312,24 @@ func (o *Output) Enqueue(m *Message) {
 		m.Done(outcome)
 		return
 	}
-	var dropped *Message
-	if o.queue.full() { // DropOldest
-		dropped = o.queue.pop()
-		o.stats.Dropped++
-		o.logDropsLocked()
-	}
 	o.queue.push(m)
+	o.queued += m.Len()
 	o.mu.Unlock()
 	o.signal()
-	if dropped != nil {
-		dropped.Done(true)
-	}
+}
+
+// fullLocked reports whether the queue has no room for m: QueueSize
+// messages, or m's bytes would take it past QueueBytes (an empty queue
+// takes any message); o.mu held.
+func (o *Output) fullLocked(m *Message) bool {
+	return o.queue.full() || (o.queue.n > 0 && o.queued+m.Len() > o.opts.QueueBytes)
+}
+
+// popLocked takes the oldest queued message; o.mu held, queue not empty.
+func (o *Output) popLocked() *Message {
+	m := o.queue.pop()
+	o.queued -= m.Len()
+	return m
 }
 
 // logDropsLocked logs the drops at most once per dropLogInterval.
@@ -397,7 +428,7 @@ func (o *Output) setErrLocked(err error) {
 func (o *Output) Stats() OutputStats {
 	o.mu.Lock()
 	s := o.stats
-	s.Queued, s.InFlight = o.queue.n, o.sentN
+	s.Queued, s.QueuedBytes, s.InFlight = o.queue.n, o.queued, o.sentN
 	s.Connected = o.connected
 	o.mu.Unlock()
 	if s.Connected && o.conn != nil {
@@ -496,7 +527,7 @@ func (o *Output) run() {
 			o.publish(m)
 		case o.queue.n > 0 && !o.window.full():
 			o.inPass = false
-			m := o.queue.pop()
+			m := o.popLocked()
 			o.window.push(slot{m: m, state: slotSent})
 			o.sentN++
 			o.room.Signal()
@@ -629,7 +660,7 @@ func (o *Output) finish() {
 		var m *Message
 		switch {
 		case o.queue.n > 0:
-			m = o.queue.pop()
+			m = o.popLocked()
 		case o.window.n > 0:
 			s := o.window.pop()
 			o.headSeq++

@@ -370,3 +370,78 @@ func TestOutputCloseWithoutStart(t *testing.T) {
 		t.Fatalf("closed %v connects %d", s.closed, s.connects)
 	}
 }
+
+// QueueBytes bounds the payload bytes queued as QueueSize bounds the
+// messages: a Block queue waits until the worker took enough, a DropOldest
+// queue drops until the message fits, and an empty queue takes a message
+// larger than the bound (it would never fit otherwise).
+func TestOutputQueueBytes(t *testing.T) {
+	const size = len(`{"counter":0}`) // counters 0–9
+	t.Run("block", func(t *testing.T) {
+		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
+		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
+		o.Start()
+		tr := newTracker()
+		o.Enqueue(counterMessage(tr, 0))
+		o.Enqueue(counterMessage(tr, 1))
+		if st := o.Stats(); st.Queued != 2 || st.QueuedBytes != 2*size {
+			t.Fatalf("stats %+v, want 2 queued, %d bytes", st, 2*size)
+		}
+		returned := make(chan struct{})
+		go func() {
+			defer close(returned)
+			o.Enqueue(counterMessage(tr, 2))
+		}()
+		waitFor(t, 10*time.Second, "3 enqueued", func() bool { return o.Stats().Enqueued == 3 })
+		select {
+		case <-returned:
+			t.Fatal("Enqueue past QueueBytes returned on a blocking queue")
+		case <-time.After(50 * time.Millisecond): // a wait for nothing to happen: the negative check
+		}
+		s.mu.Lock()
+		s.connectFails = 0
+		s.mu.Unlock()
+		<-returned
+		waitFor(t, 10*time.Second, "all delivered", func() bool { return tr.settled() == 3 })
+		tr.check(t, 3, func(uint64) bool { return true })
+		if got := s.publishedCopy(); !slices.Equal(got, []int{0, 1, 2}) {
+			t.Fatalf("published %v", got)
+		}
+		if st := o.Stats(); st.QueuedBytes != 0 || st.Dropped != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		if err := closeOutput(t, o, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("drop-oldest", func(t *testing.T) {
+		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
+		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueSize: 100, QueueBytes: 3 * size})
+		o.Start()
+		tr := newTracker()
+		for i := range 10 {
+			o.Enqueue(counterMessage(tr, i))
+		}
+		if st := o.Stats(); st.Dropped != 7 || st.Queued != 3 || st.QueuedBytes != 3*size {
+			t.Fatalf("stats %+v, want 7 dropped, 3 queued", st)
+		}
+		tr.check(t, 7, func(uint64) bool { return true })
+		_ = closeOutput(t, o, 50*time.Millisecond)
+		tr.check(t, 10, func(tok uint64) bool { return tok < 7 })
+	})
+	t.Run("larger than the bound", func(t *testing.T) {
+		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
+		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueBytes: size / 2})
+		o.Start()
+		tr := newTracker()
+		o.Enqueue(counterMessage(tr, 0))
+		o.Enqueue(counterMessage(tr, 1))
+		if st := o.Stats(); st.Queued != 1 || st.Dropped != 1 {
+			t.Fatalf("stats %+v, want the newest queued alone", st)
+		}
+		_ = closeOutput(t, o, 50*time.Millisecond)
+	})
+	if _, err := NewOutput(&scriptSink{}, OutputOptions{QueueBytes: -1}); err == nil || !strings.Contains(err.Error(), "QueueBytes") {
+		t.Errorf("QueueBytes -1: %v", err)
+	}
+}

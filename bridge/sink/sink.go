@@ -124,18 +124,32 @@ var messages = pooling.NewPool[Message](4096, func(m *Message) { *m = Message{} 
 
 // messageBuffers holds the payloads of messages. A message lives from its
 // encoding until the last output published it, so a class must keep as many
-// buffers idle as are in flight at a burst (every writer group publishing in
-// the same tick, key frames of thousands of fields in 128–256 KiB messages):
-// with the shared pool's 8 MB per class (32 buffers of 256 KiB) the rest were
-// allocated anew and dropped again, some 90 MB/s of garbage at a million
-// items, which the heap's growth room turned into RSS (BENCHMARKS.md, issue
-// 10). A class keeps up to MessageClassBytes; what is kept idle never exceeds
-// what was once in flight, which the outputs' queues bound.
+// buffers idle as are in flight at a burst, or every burst allocates the
+// difference anew and drops it again: garbage that the heap's growth room
+// turns into resident memory. At a million items (every writer group
+// publishing in the same second, 128–256 KiB messages) a NATS output had
+// up to 1,100 of them in flight, its queue of DefaultQueueSize messages
+// plus its window; with 32 MB per class that was some 25 MB/s of garbage
+// (BENCHMARKS.md, issue 10). A class keeps up to MessageClassBytes (and
+// DefaultCapacity buffers): what is kept idle never exceeds what was once
+// in flight, which the outputs' queues bound, so the pool holds no more
+// than the peak already needed. DrainMessageBuffers lets go of what a
+// burst that does not recur (the setup) left idle.
 var messageBuffers = pooling.NewBufferPool(pooling.BufferPoolConfig{ClassBytes: MessageClassBytes})
 
 // MessageClassBytes bounds the idle payload bytes each size class of the
 // message buffer pool keeps.
-const MessageClassBytes = 32 << 20
+const MessageClassBytes = 256 << 20
+
+// MessageBufferStats is a snapshot of the message buffer pool's counters,
+// for metrics.
+func MessageBufferStats() pooling.BufferPoolStats { return messageBuffers.Stats() }
+
+// DrainMessageBuffers lets go of the idle message buffers and returns their
+// bytes: after a burst that is not the steady state (the first key frames of
+// a large configuration), so that what the burst left idle is not kept for
+// good. The pool fills again up to what the steady state has in flight.
+func DrainMessageBuffers() int { return messageBuffers.Drain() }
 
 // NewMessage returns a message with one reference, owned by the caller, and
 // an empty payload with room for at least n bytes from the message buffer pool.

@@ -363,6 +363,12 @@ func checkDefault(t *testing.T, r *rendered) {
 			t.Errorf("scale-out variable %s without scaleOut.enabled", e.Name)
 		}
 	}
+	// The Go runtime's memory limit follows the container's (the gateway
+	// takes 90% of the bytes the downward API gives).
+	if e := envVar(c, "UAGATE_MEMORY_LIMIT"); e == nil || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil ||
+		e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || e.ValueFrom.ResourceFieldRef.Divisor.String() != "1" {
+		t.Errorf("UAGATE_MEMORY_LIMIT: want limits.memory in bytes from the downward API, got %+v", e)
+	}
 	if mount(c, "secrets") != nil || len(r.secrets) != 0 {
 		t.Errorf("a secret without secrets configured")
 	}
@@ -563,5 +569,28 @@ func checkScaleOut(t *testing.T, r *rendered) {
 	// One claim per replica.
 	if len(r.sts.Spec.VolumeClaimTemplates) != 1 || volume(r, "state") != nil {
 		t.Errorf("state: want a claim template per replica")
+	}
+}
+
+// TestMemoryLimitOnlyWithLimit: without a memory limit on the container the
+// chart sets no UAGATE_MEMORY_LIMIT (the downward API would give the node's
+// allocatable memory, which is no limit of the gateway's).
+func TestMemoryLimitOnlyWithLimit(t *testing.T) {
+	for name, sets := range map[string][]string{
+		"no limits":       {"resources.limits=null"},
+		"no memory limit": {"resources.limits.memory=null", "resources.limits.cpu=2"},
+		"no resources":    {"resources=null"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := gateway(t, render(t, "default", sets...))
+			if e := envVar(c, "UAGATE_MEMORY_LIMIT"); e != nil {
+				t.Errorf("UAGATE_MEMORY_LIMIT without a memory limit: %+v", e)
+			}
+		})
+	}
+	c := gateway(t, render(t, "default", "resources.limits.memory=2Gi"))
+	wantQuantity(t, "memory limit", c.Resources.Limits[corev1.ResourceMemory], "2Gi")
+	if e := envVar(c, "UAGATE_MEMORY_LIMIT"); e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil {
+		t.Errorf("UAGATE_MEMORY_LIMIT with a 2Gi limit: %+v", e)
 	}
 }

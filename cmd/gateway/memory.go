@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"math"
 	goruntime "runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/uagate/gateway/bridge/sink"
 )
 
 // releaseSettle is how long the group starts must have been quiet before
@@ -22,7 +28,9 @@ const releaseSettle = 2 * time.Second
 // and, with GOGC's room for growth on top, an operator sizing for the RSS
 // would reserve three times what the gateway needs. In steady state the
 // pipeline does not allocate per notification, so the memory stays given
-// back. This is what runtime/debug.FreeOSMemory is for; it runs after the
+// back. The message buffers the setup's burst of first key frames left idle
+// in the sink's pool are let go first (the steady state fills the pool again
+// to what it has in flight). This is what runtime/debug.FreeOSMemory is for; it runs after the
 // initial start and after every later one (a configuration change, a
 // scale-out takeover), never on the hot path.
 type memReleaser struct {
@@ -60,11 +68,13 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 			case <-t.C:
 				var before, after goruntime.MemStats
 				goruntime.ReadMemStats(&before)
+				drained := sink.DrainMessageBuffers()
 				debug.FreeOSMemory()
 				goruntime.ReadMemStats(&after)
 				logf("memory of the writer groups' setup returned to the OS",
 					"heapLiveMB", mb(after.HeapAlloc), "heapMappedBeforeMB", mb(before.HeapSys-before.HeapReleased),
-					"heapMappedAfterMB", mb(after.HeapSys-after.HeapReleased))
+					"heapMappedAfterMB", mb(after.HeapSys-after.HeapReleased),
+					"idleMessageBuffersMB", mb(uint64(drained)))
 				if r.released != nil {
 					r.released(before, after)
 				}
@@ -76,3 +86,66 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 func (r *memReleaser) wait() { r.wg.Wait() }
 
 func mb(n uint64) float64 { return float64(n*10/(1<<20)) / 10 }
+
+// memoryLimitEnv names the environment variable with the memory the
+// gateway's container may use (bytes, or a quantity such as 512Mi or 2G):
+// the Helm chart sets it from the container's resources.limits.memory
+// through the downward API. The gateway then gives the Go runtime a soft
+// limit (runtime/debug.SetMemoryLimit, what GOMEMLIMIT sets) of
+// memoryLimitShare of it: the runtime collects more often as its memory
+// nears the limit and returns freed pages to the OS to stay under it,
+// instead of letting the heap grow to twice what is live (GOGC=100) and an
+// out-of-memory kill end the pod. What is live must fit: above the limit
+// the collector runs continually (the runtime caps it at about half the
+// CPU) and the container's own limit still applies. An explicit GOMEMLIMIT
+// wins; the runtime has read it already.
+const memoryLimitEnv = "UAGATE_MEMORY_LIMIT"
+
+// memoryLimitShare is the share of the container's limit given to the Go
+// runtime: the rest is for what it does not count (the binary's text, thread
+// stacks outside the heap, the kernel's page rounding) and for the
+// collector's headway.
+const memoryLimitShare = 0.9
+
+// applyMemoryLimit sets the runtime's soft memory limit from
+// $UAGATE_MEMORY_LIMIT unless $GOMEMLIMIT is set; it returns the limit set
+// (0: none) and an error for a value it cannot read.
+func applyMemoryLimit(getenv func(string) string) (int64, error) {
+	v := getenv(memoryLimitEnv)
+	if v == "" || getenv("GOMEMLIMIT") != "" {
+		return 0, nil
+	}
+	n, err := parseQuantity(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", memoryLimitEnv, v, err)
+	}
+	limit := int64(float64(n) * memoryLimitShare)
+	debug.SetMemoryLimit(limit)
+	return limit, nil
+}
+
+// parseQuantity reads a byte count: an integer with an optional suffix of
+// Kubernetes' quantities (Ki, Mi, Gi, Ti powers of 1024; k, K, M, G, T
+// powers of 1000).
+func parseQuantity(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("want a byte count such as 536870912 or 512Mi: %w", err)
+	case n <= 0:
+		return 0, fmt.Errorf("want a positive byte count")
+	case n > math.MaxInt64/mult:
+		return 0, fmt.Errorf("more than %d bytes", int64(math.MaxInt64))
+	}
+	return n * mult, nil
+}

@@ -107,6 +107,11 @@ Flags:
 		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
 	logger := slog.New(handler)
+	if limit, err := applyMemoryLimit(os.Getenv); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	} else if limit > 0 {
+		logger.Info("memory limit for the Go runtime", "limitMB", mb(uint64(limit)), "env", memoryLimitEnv, "share", memoryLimitShare)
+	}
 	if addr := debugPprofAddr(); addr != "" {
 		pctx, cancel := context.WithCancel(ctx)
 		wait, err := startDebugPprof(pctx, addr, logger)

@@ -286,6 +286,14 @@ type itemTable struct {
 	defaults *itemTemplate
 	retryAt  time.Time
 	reserved int // items announced by reserve and not pushed yet
+
+	// gen counts the changes of the items' server ids (created, adopted,
+	// forgotten, deleted): the resume list below is rebuilt only when it
+	// moved, so that a subscription's ResumeState every second copies
+	// nothing while its items stay as they are (resume.go).
+	gen       uint64
+	resumeGen uint64       // gen of resume
+	resume    []ResumeItem // shared, never modified once built; nil: not built
 }
 
 // uriIndex returns item.nsu for uri, adding it; t.mu must be held.
@@ -343,6 +351,9 @@ func (t *itemTable) push(it item) uint32 {
 	if t.reserved > 0 {
 		t.reserved--
 	}
+	if it.id != 0 {
+		t.gen++
+	}
 	last := &t.pages[len(t.pages)-1]
 	*last = append(*last, it)
 	lv := &t.last[len(t.last)-1]
@@ -366,6 +377,9 @@ func (t *itemTable) count(it *item, d int) {
 
 // set records the server's answer for an item.
 func (t *itemTable) set(it *item, id uint32, st ua.StatusCode) {
+	if it.id != id {
+		t.gen++
+	}
 	t.count(it, -1)
 	it.id, it.status = id, st
 	t.count(it, 1)
@@ -852,6 +866,9 @@ func (s *Subscription) DeleteMonitoredItems(ctx context.Context, handles []uint3
 			continue
 		}
 		if it := t.at(h); !it.deleted() {
+			if it.id != 0 {
+				t.gen++
+			}
 			t.count(it, -1)
 			*it = item{flags: itemDeleted}
 			delete(t.ranges, h)

@@ -96,6 +96,11 @@ func (s *Subscription) initResume(r *ResumeState) {
 // server. LastAcked is the number before the first delivered message that is
 // not acknowledged (AckManual), or the last delivered one when all are; under
 // AckOnReturn it is 0 (the messages the server still has are republished).
+//
+// Items is shared: while the items' server ids do not change, every call
+// returns the same slice (a writer group asks every second, and copying a
+// million items' ids each time was garbage the heap's growth room turned
+// into resident memory). It must not be modified; it may be kept.
 func (s *Subscription) ResumeState() (ResumeState, bool) {
 	id := s.id.Load()
 	if id == 0 {
@@ -104,12 +109,16 @@ func (s *Subscription) ResumeState() (ResumeState, bool) {
 	st := ResumeState{SubscriptionID: id}
 	t := &s.items
 	t.mu.Lock()
-	st.Items = make([]ResumeItem, 0, t.created)
-	for h := uint32(1); int(h) <= t.n; h++ {
-		if it := t.at(h); !it.deleted() && it.id != 0 {
-			st.Items = append(st.Items, ResumeItem{Handle: h, ServerID: it.id})
+	if t.resume == nil || t.resumeGen != t.gen {
+		items := make([]ResumeItem, 0, t.created)
+		for h := uint32(1); int(h) <= t.n; h++ {
+			if it := t.at(h); !it.deleted() && it.id != 0 {
+				items = append(items, ResumeItem{Handle: h, ServerID: it.id})
+			}
 		}
+		t.resume, t.resumeGen = items, t.gen
 	}
+	st.Items = t.resume
 	t.mu.Unlock()
 	if s.cfg.AckMode == AckManual {
 		a := &s.acks

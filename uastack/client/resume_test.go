@@ -203,3 +203,52 @@ func TestResumeGone(t *testing.T) {
 		t.Errorf("values %v then %v at %d", p, n, at)
 	}
 }
+
+// TestResumeStateShared: a subscription's ResumeState copies its items only
+// when their server ids changed. A writer group asks every second; with a
+// fresh list each time, a million items made megabytes of garbage per second
+// that the heap's growth room turned into resident memory (BENCHMARKS.md,
+// issue 10). Calls while nothing changed share one list and allocate
+// nothing; a deletion builds a new one and leaves the old one as it was.
+func TestResumeStateShared(t *testing.T) {
+	srv := startSim(t, simOptions{DemoRate: 20 * time.Millisecond})
+	var l resumeLog
+	_, sub := resumeSession(t, srv.URL(), &l, nil)
+	ctx := ctxT(t)
+	const more = 999
+	reqs := make([]ItemRequest, more)
+	for i := range reqs {
+		reqs[i] = ItemRequest{NodeID: mustNode(server.NodeCounter)}
+	}
+	res, err := sub.CreateMonitoredItems(ctx, reqs, nil)
+	if err != nil || res.Created != more {
+		t.Fatalf("items: %+v %v", res, err)
+	}
+	a, ok := sub.ResumeState()
+	if !ok || len(a.Items) != more+1 {
+		t.Fatalf("ResumeState: %d items, %v; want %d", len(a.Items), ok, more+1)
+	}
+	b, _ := sub.ResumeState()
+	if &a.Items[0] != &b.Items[0] || len(b.Items) != len(a.Items) {
+		t.Fatal("two ResumeStates with the same items made two lists")
+	}
+	if n := testing.AllocsPerRun(20, func() { sub.ResumeState() }); n != 0 {
+		t.Errorf("ResumeState with unchanged items: %v allocations per call, want 0", n)
+	}
+	gone := a.Items[len(a.Items)-1]
+	if err := sub.DeleteMonitoredItems(ctx, []uint32{gone.Handle}); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := sub.ResumeState()
+	if !ok || len(c.Items) != more || &c.Items[0] == &a.Items[0] {
+		t.Fatalf("after a deletion: %d items (want %d), new list %v", len(c.Items), more, ok && len(c.Items) > 0 && &c.Items[0] != &a.Items[0])
+	}
+	if len(a.Items) != more+1 || a.Items[len(a.Items)-1] != gone {
+		t.Error("the deletion changed a list handed out before")
+	}
+	for _, it := range c.Items {
+		if it.Handle == gone.Handle {
+			t.Errorf("deleted handle %d still in the list", gone.Handle)
+		}
+	}
+}
