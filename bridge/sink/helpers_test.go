@@ -168,6 +168,25 @@ func (s *scriptSink) confirm(err func(counter int) error) int {
 	return len(p)
 }
 
+// confirmOnly confirms, successfully, the pending publishes whose counter
+// pick accepts and keeps the others pending.
+func (s *scriptSink) confirmOnly(pick func(counter int) bool) {
+	s.mu.Lock()
+	var now, keep []pend
+	for _, x := range s.pending {
+		if pick(counterOf(x.m)) {
+			now = append(now, x)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	s.pending = keep
+	s.mu.Unlock()
+	for _, x := range now {
+		x.ack.Confirmed(x.m, nil)
+	}
+}
+
 func (s *scriptSink) npending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
