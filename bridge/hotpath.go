@@ -604,7 +604,14 @@ func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.
 // of every writer is a key frame so that subscribers resynchronise.
 func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 	g.stats.gaps.Add(1)
-	g.log.Warn("bridge: notification messages lost", "group", g.cfg.Name, "from", from, "to", to)
+	if to == 0 {
+		// The subscription itself was lost and is made anew: everything
+		// after from-1 until its first values (its key frame) is gone.
+		g.log.Warn("bridge: notification messages lost: the subscription was gone and is created anew; the next messages are key frames with the current values",
+			"group", g.cfg.Name, "afterSequence", from-1)
+	} else {
+		g.log.Warn("bridge: notification messages lost", "group", g.cfg.Name, "from", from, "to", to)
+	}
 	g.mu.Lock()
 	for _, w := range g.writers {
 		w.forceKey = true
