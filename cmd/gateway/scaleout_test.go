@@ -256,6 +256,27 @@ func ownership(msgs []streamMsg, group string) (violations []string, runs []time
 	return violations, runs
 }
 
+// createDataStream creates the stream UAGATE over the data subjects with
+// replicas copies, retrying while the cluster elects its meta leader.
+func createDataStream(t *testing.T, url string, replicas int) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var last error
+	if !testutil.Eventually(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, last = js.CreateStream(ctx, jetstream.StreamConfig{Name: "UAGATE", Subjects: []string{"opcua.json.>"}, Replicas: replicas, Storage: jetstream.FileStorage})
+		return last == nil
+	}) {
+		t.Fatalf("creating the stream: %v", last)
+	}
+}
+
 // startReplicas starts a scaled-out gateway process per id over the
 // configuration file, with its leases in the NATS at url and its state under
 // dir; logs returns their output.
@@ -331,27 +352,7 @@ func TestScaleOut(t *testing.T) {
 	url := clusterURL(nodes)
 	// The data stream, replicated on the three nodes (the sink does not
 	// create it: it would make it R1).
-	func() {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "UAGATE", Subjects: []string{"opcua.json.>"}, Replicas: 3, Storage: jetstream.FileStorage})
-			cancel()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("creating the stream: %v", err)
-			}
-			pollPause() // the cluster's meta leader is being elected
-		}
-	}()
+	createDataStream(t, url, 3)
 	phase("stream created")
 	srv := startCounterSim(t, "", 50*time.Millisecond)
 	dir := t.TempDir()
@@ -580,20 +581,7 @@ func TestOwnershipCheck(t *testing.T) {
 func TestScaleOutReload(t *testing.T) {
 	nodes := startNATSCluster(t, 1)
 	url := nodes[0].URL()
-	func() {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		testutil.WaitFor(t, 30*time.Second, "the stream created", func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "UAGATE", Subjects: []string{"opcua.json.>"}, Storage: jetstream.FileStorage})
-			return err == nil
-		})
-	}()
+	createDataStream(t, url, 1)
 	srv := startCounterSim(t, "", 50*time.Millisecond)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.yaml")
