@@ -140,36 +140,6 @@ func BenchmarkWriterGroupHotPath(b *testing.B) {
 	}
 }
 
-// TestWriterGroupHotPathAllocs: in steady state a notification message of
-// 100 numeric fields costs at most one allocation (≤ 0.01 per notification),
-// key frames included.
-func TestWriterGroupHotPathAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates; scripts/test.sh runs this without -race")
-	}
-	for _, shape := range []string{config.ShapeSingle, config.ShapeBatched} {
-		q := &discardQueue{}
-		g, items := hotPathGroup(t, 100, q)
-		g.single = shape == config.ShapeSingle
-		g.w.Release()
-		g.newWriter()
-		seq := uint32(1)
-		for ; seq <= 20; seq++ {
-			step(g, items, seq)
-		}
-		allocs := testing.AllocsPerRun(200, func() {
-			step(g, items, seq)
-			seq++
-		})
-		if per := allocs / float64(len(items)); per > 0.01 {
-			t.Errorf("%s: %.2f allocations per message of %d notifications (%.4f per notification), want ≤ 0.01", shape, allocs, len(items), per)
-		}
-		if q.messages == 0 || g.Stats().KeyFrames < 20 {
-			t.Fatalf("%s: nothing written: %d messages, %+v", shape, q.messages, g.Stats())
-		}
-	}
-}
-
 // TestFieldSize keeps the per-item memory of the pipeline small: a field
 // (value cache included) and its share of the scratch stay within 128
 // bytes, so that with the client's item table a million items need less

@@ -34,8 +34,9 @@ staticcheck ./...
 step "go test -race"
 go test -race -count=1 -timeout 20m ./...
 
-# The race detector allocates, so the zero-allocation tests skip themselves under
-# -race; run them again without it so the hot-path guarantees are checked in CI.
+# The race detector allocates, so the zero-allocation tests live in
+# *_norace_test.go files (//go:build !race) and the -race run above does not
+# build them; this step runs them, so the hot-path guarantees are checked in CI.
 step "allocation tests without -race"
 go test -count=1 -run 'Allocs|TestDecodePublishResponse1000|TestVariantAccessors' ./... && go test -count=1 -run 'TestSubscriptionNodeOPCUA/SteadyStateAllocs' ./uastack/client/
 

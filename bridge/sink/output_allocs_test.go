@@ -33,35 +33,6 @@ func startDiscardOutput(tb testing.TB) *sink.Output {
 	return o
 }
 
-// The Output's steady path (Enqueue, the worker's publish, the confirmation,
-// the last Done back to the pools) allocates nothing.
-func TestOutputAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates; scripts/test.sh runs this without -race")
-	}
-	o := startDiscardOutput(t)
-	tr := make(chanTracker, 1)
-	payload := []byte(`{"MessageId":"1","MessageType":"ua-data","Messages":[{"counter":1}]}`)
-	send := func() {
-		m := sink.NewMessage(len(payload))
-		m.SetPayload(payload)
-		m.Tracker = tr
-		o.Enqueue(m)
-		if !<-tr {
-			t.Fatal("undelivered")
-		}
-	}
-	for range 100 { // warm the pools
-		send()
-	}
-	if n := testing.AllocsPerRun(2000, send); n != 0 {
-		t.Fatalf("%v allocations per message through Output", n)
-	}
-	if st := o.Stats(); st.Confirmed < 2100 || st.Errors != 0 {
-		t.Fatalf("stats %+v", st)
-	}
-}
-
 // BenchmarkOutput streams messages through an Output into a file sink on
 // io.Discard, keeping up to 256 unsettled.
 func BenchmarkOutput(b *testing.B) {

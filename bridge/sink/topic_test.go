@@ -72,27 +72,6 @@ func TestTopicTemplateErrors(t *testing.T) {
 	}
 }
 
-func TestTopicsAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates; scripts/test.sh runs this without -race")
-	}
-	ts, err := NewTopics(TopicTemplates{Data: "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"}, '/', nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := []Addr{{Publisher: "p", Group: "g", Writer: "w1"}, {Publisher: "p", Group: "g", Writer: "w2"}, {Publisher: "p", Group: "g"}}
-	for i := range addrs {
-		ts.Topic(KindData, &addrs[i])
-	}
-	i := 0
-	if n := testing.AllocsPerRun(1000, func() {
-		ts.Topic(KindData, &addrs[i%len(addrs)])
-		i++
-	}); n != 0 {
-		t.Fatalf("%v allocations per cached topic", n)
-	}
-}
-
 func BenchmarkTopicsCached(b *testing.B) {
 	ts, _ := NewTopics(TopicTemplates{Data: "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"}, '/', nil, 0)
 	a := Addr{Publisher: "uagate", Group: "line1", Writer: "temperatures"}

@@ -503,17 +503,6 @@ func benchScanMessage(tb testing.TB) []byte {
 	return encodeCounters(tb, jsonenc.Verbose, jsonenc.FieldMaskSourceTimestamp, jsonenc.LayoutNetworkMessage, vals, ua.Now())[0]
 }
 
-func TestBenchScanAllocs(t *testing.T) {
-	if benchRaceEnabled {
-		t.Skip("the race detector allocates") // run without -race by scripts/test.sh
-	}
-	m := benchScanMessage(t)
-	c := newBenchCounter(1000, 1000)
-	if n := testing.AllocsPerRun(100, func() { c.message(m, 0) }); n != 0 {
-		t.Errorf("%v allocations per message, want 0", n)
-	}
-}
-
 // BenchmarkBenchScan: the subscriber's cost per message of 1,000 fields; it
 // must stay far below the gateway's (ns/op ÷ 1,000 per notification).
 func BenchmarkBenchScan(b *testing.B) {

@@ -116,26 +116,6 @@ func TestExceedsDeadband(t *testing.T) {
 	}
 }
 
-// TestEqualAllocs: Equal and ExceedsDeadband of scalars and numeric arrays do not
-// allocate (checked by the non-race run of scripts/test.sh).
-func TestEqualAllocs(t *testing.T) {
-	if genRaceEnabled {
-		t.Skip("the race detector allocates on its own account")
-	}
-	a, b := NewDoubleVariant(1), NewDoubleVariant(2)
-	s1, s2 := NewStringVariant("abc"), NewStringVariant("abc")
-	x, y := MustVariant([]float64{1, 2}), MustVariant([]float64{1, 3})
-	if n := testing.AllocsPerRun(100, func() { a.Equal(&b); s1.Equal(&s2); x.Equal(&y) }); n != 0 {
-		t.Errorf("Equal: %v allocs", n)
-	}
-	if n := testing.AllocsPerRun(100, func() {
-		ExceedsDeadband(&a, &b, DeadbandTypeAbsolute, 1, 0, 0)
-		ExceedsDeadband(&x, &y, DeadbandTypePercent, 1, 0, 10)
-	}); n != 0 {
-		t.Errorf("ExceedsDeadband: %v allocs", n)
-	}
-}
-
 // NewVariantOf is MustVariant for table literals.
 func NewVariantOf(x any) Variant { return MustVariant(x) }
 

@@ -166,38 +166,6 @@ func TestGenPooledNewRelease(t *testing.T) {
 	v.Release()
 }
 
-// TestGenPooledNoAllocs: decoding a PublishResponse of numeric data changes and
-// events into a reused response, and releasing it, allocates nothing.
-func TestGenPooledNoAllocs(t *testing.T) {
-	if genRaceEnabled {
-		t.Skip("allocation counts differ under the race detector")
-	}
-	b := genEncode(t, genNumericPublishResponse())
-	var r PublishResponse
-	d := NewDecoder(nil, nil)
-	allocs := testing.AllocsPerRun(200, func() {
-		d.Reset(b, nil)
-		if _, err := d.ReadStructure(&r); err != nil {
-			t.Fatal(err)
-		}
-		r.Release()
-	})
-	if allocs != 0 {
-		t.Fatalf("%.1f allocations per decode+release, want 0", allocs)
-	}
-	// Decoding without releasing in between reuses the objects in place.
-	allocs = testing.AllocsPerRun(200, func() {
-		d.Reset(b, nil)
-		if _, err := d.ReadStructure(&r); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%.1f allocations per decode into a reused response, want 0", allocs)
-	}
-	r.Release()
-}
-
 // TestGenPooledConcurrent decodes and releases PublishResponses on several
 // goroutines sharing the pools; the race detector watches for an object handed to
 // two owners.

@@ -41,38 +41,6 @@ func pace(h *Hub, want uint64) bool {
 	return true
 }
 
-// TestEnqueueAllocs: a message fanned out to clients costs no allocation in
-// steady state, from Enqueue through the writers' WriteMessage.
-func TestEnqueueAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	const clients = 3
-	h, url := serve(t, Options{}, nil)
-	rawReaders(t, url+"?kind=data", clients)
-	waitClients(t, h, clients, true)
-	payload := []byte(strings.Repeat("x", 1000))
-	var sent uint64
-	run := func() {
-		m := sink.NewMessage(len(payload))
-		m.SetPayload(payload)
-		h.Enqueue(m)
-		sent += clients
-		if !pace(h, sent) {
-			t.Fatalf("hub wrote %d of %d messages", h.sent.Load(), sent)
-		}
-	}
-	for range 100 {
-		run() // warm the pools
-	}
-	if a := testing.AllocsPerRun(2000, run); a != 0 {
-		t.Errorf("%.2f allocations per message to %d clients, want 0", a, clients)
-	}
-	if s := h.Stats(); s.SlowClosed != 0 || s.Clients != clients {
-		t.Errorf("stats %+v", s)
-	}
-}
-
 // BenchmarkEnqueue10Clients: one message to ten clients, written to their
 // sockets; every 128 messages it waits until every client caught up, so that
 // none falls further behind than its queue. Above WriteBufferSize (16 KiB)

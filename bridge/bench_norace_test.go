@@ -1,0 +1,39 @@
+//go:build !race
+
+package bridge
+
+import (
+	"testing"
+
+	"github.com/uagate/gateway/bridge/config"
+)
+
+// Allocation tests: the race detector allocates on its own account, so they
+// are built without it only (scripts/test.sh runs them in a step of their own).
+
+// TestWriterGroupHotPathAllocs: in steady state a notification message of
+// 100 numeric fields costs at most one allocation (≤ 0.01 per notification),
+// key frames included.
+func TestWriterGroupHotPathAllocs(t *testing.T) {
+	for _, shape := range []string{config.ShapeSingle, config.ShapeBatched} {
+		q := &discardQueue{}
+		g, items := hotPathGroup(t, 100, q)
+		g.single = shape == config.ShapeSingle
+		g.w.Release()
+		g.newWriter()
+		seq := uint32(1)
+		for ; seq <= 20; seq++ {
+			step(g, items, seq)
+		}
+		allocs := testing.AllocsPerRun(200, func() {
+			step(g, items, seq)
+			seq++
+		})
+		if per := allocs / float64(len(items)); per > 0.01 {
+			t.Errorf("%s: %.2f allocations per message of %d notifications (%.4f per notification), want ≤ 0.01", shape, allocs, len(items), per)
+		}
+		if q.messages == 0 || g.Stats().KeyFrames < 20 {
+			t.Fatalf("%s: nothing written: %d messages, %+v", shape, q.messages, g.Stats())
+		}
+	}
+}

@@ -1,5 +1,0 @@
-//go:build race
-
-package bridge
-
-const raceEnabled = true

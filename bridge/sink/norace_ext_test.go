@@ -1,5 +1,0 @@
-//go:build !race
-
-package sink_test
-
-const raceEnabled = false

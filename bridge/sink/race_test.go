@@ -1,6 +1,0 @@
-//go:build race
-
-package sink
-
-// raceEnabled tells allocation tests that the race detector is on.
-const raceEnabled = true
