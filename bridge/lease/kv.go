@@ -359,7 +359,8 @@ func (l *KV) LoadResume(name string) (bridge.ResumeRecord, bool, error) {
 	if u == nil || u.state == stateFree || u.rec == nil {
 		return bridge.ResumeRecord{}, false, nil
 	}
-	return cloneRecord(u.rec), true, nil
+	// A copy; its item list is shared (bridge.ResumeStore: nobody modifies it).
+	return *u.rec, true, nil
 }
 
 // SaveResume implements bridge.ResumeStore: the record is written with the
@@ -371,20 +372,12 @@ func (l *KV) SaveResume(name string, rec bridge.ResumeRecord) error {
 	if u == nil || u.state == stateFree {
 		return fmt.Errorf("%w: %s", ErrNotHeld, name)
 	}
-	r := cloneRecord(&rec)
-	u.rec = &r
+	u.rec = &rec // the item list stays shared: a writer group saves every second while it stays the client's same slice
 	u.recGen++
 	if u.state == stateHeld {
 		l.pokeLocked()
 	}
 	return nil
-}
-
-// cloneRecord copies a record. Its item list is shared, not copied: no one
-// modifies it (bridge.ResumeStore), and a writer group saves a record every
-// second while its items stay the same slice of the client's.
-func cloneRecord(r *bridge.ResumeRecord) bridge.ResumeRecord {
-	return *r
 }
 
 // Close stops taking and renewing leases, halts every unit this replica
@@ -827,9 +820,8 @@ func (l *KV) haltAndRelease(ctx context.Context, kv jetstream.KeyValue, u *unit,
 	cancel()
 	l.mu.Lock()
 	if final != nil && u.rec != nil && final.SubscriptionID == u.rec.State.SubscriptionID {
-		r := cloneRecord(u.rec)
+		r := *u.rec
 		r.State = *final
-		r.State.Items = slices.Clone(final.Items)
 		r.Saved = time.Now()
 		u.rec = &r
 	}
@@ -1121,7 +1113,7 @@ func (l *KV) acquireOne(ctx context.Context, kv jetstream.KeyValue, u *unit, s *
 	term := l.term
 	var carried *bridge.ResumeRecord
 	if s != nil && !s.deleted && !s.bad && s.val.Resume != nil {
-		r := cloneRecord(s.val.Resume)
+		r := *s.val.Resume
 		carried = &r
 	}
 	v := leaseValue{

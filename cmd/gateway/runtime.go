@@ -817,7 +817,6 @@ func (rt *runtime) keepResumeState(name string, final *client.ResumeState) {
 		return
 	}
 	rec.State = *final
-	rec.State.Items = slices.Clone(final.Items)
 	rec.Saved = time.Now()
 	if err := rt.resume.SaveResume(name, rec); err != nil {
 		rt.log.Warn("writer group stopped; saving its resume state failed", "group", name, "err", err)
