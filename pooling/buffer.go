@@ -210,6 +210,16 @@ func (bp *BufferPool) Drain() int {
 	return n
 }
 
+// Trim lets go of the idle buffers of every class that no Get needed since
+// the previous Trim (see Pool.Trim) and returns their bytes.
+func (bp *BufferPool) Trim() int {
+	n := 0
+	for i, p := range bp.classes {
+		n += p.Trim() * (MinBufferSize << i)
+	}
+	return n
+}
+
 // Stats returns a snapshot of the counters of every class. It allocates and
 // is meant for metrics, not for the hot path.
 func (bp *BufferPool) Stats() BufferPoolStats {

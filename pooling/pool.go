@@ -58,6 +58,7 @@ type PoolStats struct {
 	Drops      uint64 // objects given back while the pool was full, left to the GC
 	DoublePuts uint64 // Puts of an object that was already returned, ignored
 	Drained    uint64 // idle objects Drain let go
+	Trimmed    uint64 // idle objects Trim let go
 }
 
 // Pool is a bounded, lock-free pool of *T. Unlike sync.Pool it never empties
@@ -87,7 +88,11 @@ type Pool[T any, P interface {
 	drops      atomic.Uint64
 	doublePuts atomic.Uint64
 	drained    atomic.Uint64
-	_          cacheLinePad
+	trimmed    atomic.Uint64
+	// lowWater is the fewest objects left idle in the slots after a Get since
+	// the last Trim (0 after a miss): that many sat unused the whole time.
+	lowWater atomic.Int64
+	_        cacheLinePad
 }
 
 // NewPool returns a pool that keeps at most capacity idle objects; capacity
@@ -120,13 +125,26 @@ func NewPool[T any, P interface {
 // forgotten object is simply collected by the GC).
 func (p *Pool[T, P]) Get() P {
 	if x := p.fast.Load(); x != nil && p.fast.CompareAndSwap(x, nil) {
+		p.lower(p.idle.Load())
 		return p.hand(x)
 	}
 	if x := p.takeSlot(); x != nil {
+		p.lower(p.idle.Load())
 		return p.hand(x)
 	}
 	p.misses.Add(1)
+	p.lower(0)
 	return P(new(T))
+}
+
+// lower records that only idle objects were left after a Get.
+func (p *Pool[T, P]) lower(idle int64) {
+	for {
+		lw := p.lowWater.Load()
+		if idle >= lw || p.lowWater.CompareAndSwap(lw, idle) {
+			return
+		}
+	}
 }
 
 func (p *Pool[T, P]) hand(x *T) P {
@@ -261,7 +279,29 @@ func (p *Pool[T, P]) Drain() int {
 		}
 	}
 	p.drained.Add(uint64(n))
+	p.lowWater.Store(0)
 	return n
+}
+
+// Trim lets go of the idle objects that no Get needed since the previous
+// Trim (the fewest left idle after any Get in between, every idle one when
+// nothing was taken) and returns how many. Called periodically, it lets a
+// pool that a burst filled (a setup, a broker outage's backlog, a key frame
+// storm that does not recur) shrink back to what the steady state takes,
+// while a pool that serves a recurring peak keeps what the peak needs: the
+// low-water mark of one period is what stayed unused through it. The one
+// object of the fast slot is always kept. Gets and Puts may run meanwhile.
+func (p *Pool[T, P]) Trim() int {
+	n := int(min(p.lowWater.Load(), int64(len(p.slots))))
+	dropped := 0
+	for ; dropped < n; dropped++ {
+		if p.takeSlot() == nil {
+			break
+		}
+	}
+	p.lowWater.Store(max(p.idle.Load(), 0))
+	p.trimmed.Add(uint64(dropped))
+	return dropped
 }
 
 // Stats returns a snapshot of the pool's counters.
@@ -281,5 +321,6 @@ func (p *Pool[T, P]) Stats() PoolStats {
 		Drops:      p.drops.Load(),
 		DoublePuts: p.doublePuts.Load(),
 		Drained:    p.drained.Load(),
+		Trimmed:    p.trimmed.Load(),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -369,6 +370,7 @@ func (n *NATSSink) applyDefaults(i int) {
 func (d *Delivery) applyDefaults() {
 	setString(&d.Guarantee, "at-most-once")
 	setInt(&d.QueueSize, DefaultSinkQueueSize)
+	setInt(&d.QueueBytes, sink.DefaultQueueBytes)
 	setString(&d.Policy, "block")
 }
 

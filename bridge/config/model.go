@@ -279,6 +279,8 @@ type Delivery struct {
 	Guarantee string `yaml:"guarantee"` // at-most-once (default) or at-least-once
 	QueueSize int    `yaml:"queueSize"` // messages; default 1024
 	Policy    string `yaml:"policy"`    // block (default) or drop-oldest
+	// QueueBytes bounds the queue's payload bytes too; default 8 MiB.
+	QueueBytes int `yaml:"queueBytes"`
 }
 
 // TLS of a client connection.

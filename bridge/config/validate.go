@@ -19,6 +19,8 @@ import (
 const (
 	MaxQueueSize          = 10000   // monitored item queue
 	MaxSinkQueueSize      = 1 << 20 // messages in a sink's queue
+	MinSinkQueueBytes     = 1 << 10 // payload bytes in a sink's queue
+	MaxSinkQueueBytes     = 1 << 30
 	MaxWebSocketQueue     = 1 << 16
 	MaxUnackedLimit       = 1 << 16
 	MinGroupMessageSize   = 1 << 10
@@ -634,6 +636,9 @@ func checkDelivery(v *validator, p string, d Delivery) sink.Guarantee {
 	}
 	if d.QueueSize < 1 || d.QueueSize > MaxSinkQueueSize {
 		v.errorf(p+".queueSize", "%d: want 1 to %d messages", d.QueueSize, MaxSinkQueueSize)
+	}
+	if d.QueueBytes < MinSinkQueueBytes || d.QueueBytes > MaxSinkQueueBytes {
+		v.errorf(p+".queueBytes", "%d: want %d to %d bytes", d.QueueBytes, MinSinkQueueBytes, MaxSinkQueueBytes)
 	}
 	if g == sink.AtLeastOnce && pol == sink.DropOldest {
 		v.warnf(p+".policy", "drop-oldest with at-least-once: a message dropped from a full queue is acknowledged upstream all the same, so at-least-once holds only while the queue has room")

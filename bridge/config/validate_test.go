@@ -152,6 +152,7 @@ func TestValidateRules(t *testing.T) {
 		{"guarantee", func(c *Config) { c.Sinks.MQTT[0].Delivery.Guarantee = "exactly-once" }, `sinks.mqtt[0].delivery.guarantee: "exactly-once": want at-most-once or at-least-once`},
 		{"policy", func(c *Config) { c.Sinks.File[0].Delivery.Policy = "drop-newest" }, `sinks.file[0].delivery.policy: "drop-newest": want block or drop-oldest`},
 		{"sink queue", func(c *Config) { c.Sinks.File[0].Delivery.QueueSize = 0 }, "sinks.file[0].delivery.queueSize: 0: want 1 to 1048576 messages"},
+		{"sink queue bytes", func(c *Config) { c.Sinks.NATS[0].Delivery.QueueBytes = 100 }, "sinks.nats[0].delivery.queueBytes: 100: want 1024 to 1073741824 bytes"},
 		{"mqtt password without user", func(c *Config) { c.Sinks.MQTT[0].Password = Secret{Env: "X"} }, "sinks.mqtt[0].password: a password needs a username"},
 		{"topic placeholder", func(c *Config) { c.Sinks.MQTT[0].DataTopic = "t/{Writer}" }, `sinks.mqtt[0].dataTopic: "t/{Writer}": unknown placeholder {Writer} (want {PublisherId}, {WriterGroup}, {DataSetWriter})`},
 		{"topic field", func(c *Config) { c.Sinks.MQTT[0].StatusTopic = "t/{Field}" }, `sinks.mqtt[0].statusTopic: "t/{Field}": {Field} is only known in perField.topic`},

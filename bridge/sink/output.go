@@ -17,9 +17,12 @@ const (
 	DefaultMaxInFlight = 256
 	// DefaultQueueBytes bounds the payload bytes waiting in a queue: 1024
 	// key frames of 128–256 KiB held 200 MB at a million items, most of the
-	// gateway's memory (BENCHMARKS.md, issue 10), while 32 MiB is a quarter
-	// of a second of what one NATS connection takes at that rate.
-	DefaultQueueBytes = 32 << 20
+	// gateway's memory (BENCHMARKS.md, issue 10). 8 MiB is some 80 ms of
+	// what one NATS connection takes at a million notifications a second,
+	// enough to keep it busy; what does not fit waits at the OPC UA server
+	// (Block) instead of in the gateway's memory. 32 MiB cost 25 MB more
+	// at a million items with no gain in throughput.
+	DefaultQueueBytes = 8 << 20
 	// dropLogInterval throttles the drop-oldest log line.
 	dropLogInterval = 10 * time.Second
 )
@@ -52,9 +55,9 @@ type OutputOptions struct {
 }
 
 // ParseOutputOptions builds OutputOptions from the configuration's words
-// (config.Delivery: guarantee, policy, queueSize); package sink does not
+// (config.Delivery: guarantee, policy, queueSize, queueBytes); package sink does not
 // import package config, which may use this package's parsers.
-func ParseOutputOptions(guarantee, policy string, queueSize int) (OutputOptions, error) {
+func ParseOutputOptions(guarantee, policy string, queueSize, queueBytes int) (OutputOptions, error) {
 	g, err := ParseGuarantee(guarantee)
 	if err != nil {
 		return OutputOptions{}, err
@@ -63,7 +66,7 @@ func ParseOutputOptions(guarantee, policy string, queueSize int) (OutputOptions,
 	if err != nil {
 		return OutputOptions{}, err
 	}
-	o := OutputOptions{Guarantee: g, Policy: p, QueueSize: queueSize}
+	o := OutputOptions{Guarantee: g, Policy: p, QueueSize: queueSize, QueueBytes: queueBytes}
 	return o, o.Validate()
 }
 

@@ -48,12 +48,12 @@ func TestOutputRefusesAtLeastOnceOverAtMostOnceSink(t *testing.T) {
 }
 
 func TestParseOutputOptions(t *testing.T) {
-	o, err := ParseOutputOptions("at-least-once", "drop-oldest", 10)
-	if err != nil || o.Guarantee != AtLeastOnce || o.Policy != DropOldest || o.QueueSize != 10 {
+	o, err := ParseOutputOptions("at-least-once", "drop-oldest", 10, 4096)
+	if err != nil || o.Guarantee != AtLeastOnce || o.Policy != DropOldest || o.QueueSize != 10 || o.QueueBytes != 4096 {
 		t.Fatalf("%+v %v", o, err)
 	}
-	for _, c := range [][3]any{{"exactly-once", "", 0}, {"", "newest", 0}, {"", "", -1}} {
-		if _, err := ParseOutputOptions(c[0].(string), c[1].(string), c[2].(int)); err == nil {
+	for _, c := range [][4]any{{"exactly-once", "", 0, 0}, {"", "newest", 0, 0}, {"", "", -1, 0}, {"", "", 0, -1}} {
+		if _, err := ParseOutputOptions(c[0].(string), c[1].(string), c[2].(int), c[3].(int)); err == nil {
 			t.Errorf("%v accepted", c)
 		}
 	}

@@ -151,6 +151,12 @@ func MessageBufferStats() pooling.BufferPoolStats { return messageBuffers.Stats(
 // good. The pool fills again up to what the steady state has in flight.
 func DrainMessageBuffers() int { return messageBuffers.Drain() }
 
+// TrimMessageBuffers lets go of the idle message buffers that no message
+// needed since the previous call (pooling.BufferPool.Trim) and returns their
+// bytes; called periodically, the pool shrinks to what the steady state's
+// peak has in flight after a burst that did not recur.
+func TrimMessageBuffers() int { return messageBuffers.Trim() }
+
 // NewMessage returns a message with one reference, owned by the caller, and
 // an empty payload with room for at least n bytes from the message buffer pool.
 func NewMessage(n int) *Message {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,9 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/pooling"
 )
 
 // debugPprofEnv names the environment variable that opts into the Go
@@ -43,6 +47,7 @@ func startDebugPprof(ctx context.Context, addr string, logger *slog.Logger) (wai
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pools", servePoolStats)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	logger.Warn("profiler enabled (debug only)", "env", debugPprofEnv, "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
 	var wg sync.WaitGroup
@@ -65,3 +70,32 @@ func startDebugPprof(ctx context.Context, addr string, logger *slog.Logger) (wai
 
 // debugPprofAddr is the opted-in profiler address, or "".
 func debugPprofAddr() string { return os.Getenv(debugPprofEnv) }
+
+// servePoolStats writes the message buffer pool's counters per size class,
+// with the idle and counted-out bytes of each, as JSON: what the queues hold
+// in flight at a burst and what the pool keeps idle afterwards, which the
+// heap profile shows only as one sum (BufferPool.Get).
+func servePoolStats(w http.ResponseWriter, _ *http.Request) {
+	type class struct {
+		Size      int
+		IdleBytes int
+		pooling.PoolStats
+	}
+	st := sink.MessageBufferStats()
+	out := struct {
+		Classes   []class
+		IdleBytes int
+		Oversize  uint64
+	}{Oversize: st.Oversize}
+	for _, c := range st.Classes {
+		if c.Hits+c.Misses == 0 {
+			continue
+		}
+		out.Classes = append(out.Classes, class{Size: c.Size, IdleBytes: c.Idle * c.Size, PoolStats: c.PoolStats})
+		out.IdleBytes += c.Idle * c.Size
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+}

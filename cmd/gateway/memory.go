@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/pooling"
 )
 
 // releaseSettle is how long the group starts must have been quiet before
@@ -19,6 +20,18 @@ import (
 // hundred groups subscribed, not one per group (each release is a full
 // collection, which costs a mark of the whole heap).
 const releaseSettle = 2 * time.Second
+
+// trimInterval is the period of the pools' trim: the idle buffers no Get
+// needed for a whole period are let go (pooling.Pool.Trim), so that a burst
+// that does not recur (a setup that went on after the release, a broker
+// outage's backlog, a storm of key frames) stops costing memory, while the
+// buffers a recurring peak needs stay. When that frees trimReleaseBytes or
+// more, the pages go back to the OS at once (one full collection);
+// otherwise the next collection takes them.
+const (
+	trimInterval     = 10 * time.Second
+	trimReleaseBytes = 16 << 20
+)
 
 // memReleaser gives the memory of writer-group setup back to the operating
 // system once the starts settle. Subscribing a large configuration (browse
@@ -38,9 +51,13 @@ type memReleaser struct {
 	wg   sync.WaitGroup
 	// released, when set (tests), is told after each release.
 	released func(before, after goruntime.MemStats)
+	// trimEvery is the pools' trim period (trimInterval; tests shorten it).
+	trimEvery time.Duration
 }
 
-func newMemReleaser() *memReleaser { return &memReleaser{kick: make(chan struct{}, 1)} }
+func newMemReleaser() *memReleaser {
+	return &memReleaser{kick: make(chan struct{}, 1), trimEvery: trimInterval}
+}
 
 // started tells the releaser that a writer group finished its start.
 func (r *memReleaser) started() {
@@ -58,6 +75,8 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 		defer r.wg.Done()
 		t := time.NewTimer(time.Hour)
 		t.Stop()
+		trim := time.NewTicker(r.trimEvery)
+		defer trim.Stop()
 		for {
 			select {
 			case <-ctx.Done():
@@ -65,16 +84,21 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 				return
 			case <-r.kick:
 				t.Reset(releaseSettle)
+			case <-trim.C:
+				if n := sink.TrimMessageBuffers() + pooling.Buffers.Trim(); n >= trimReleaseBytes {
+					debug.FreeOSMemory()
+					logf("idle pooled buffers returned to the OS", "trimmedMB", mb(uint64(n)))
+				}
 			case <-t.C:
 				var before, after goruntime.MemStats
 				goruntime.ReadMemStats(&before)
-				drained := sink.DrainMessageBuffers()
+				drained := sink.DrainMessageBuffers() + pooling.Buffers.Drain()
 				debug.FreeOSMemory()
 				goruntime.ReadMemStats(&after)
 				logf("memory of the writer groups' setup returned to the OS",
 					"heapLiveMB", mb(after.HeapAlloc), "heapMappedBeforeMB", mb(before.HeapSys-before.HeapReleased),
 					"heapMappedAfterMB", mb(after.HeapSys-after.HeapReleased),
-					"idleMessageBuffersMB", mb(uint64(drained)))
+					"idleBuffersMB", mb(uint64(drained)))
 				if r.released != nil {
 					r.released(before, after)
 				}

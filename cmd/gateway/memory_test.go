@@ -17,6 +17,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/pooling"
 )
 
 // startSimChild runs the simulation server in a child process (this test
@@ -240,5 +241,42 @@ func TestMemoryLimit(t *testing.T) {
 	}
 	if cur := debug.SetMemoryLimit(-1); cur != old {
 		t.Errorf("a refused value changed the runtime's limit to %d", cur)
+	}
+}
+
+// TestMemReleaserTrimsIdleBuffers: message buffers a burst left idle, which
+// no message needed for a whole trim period, are let go by the releaser's
+// periodic trim (the setup's drain only catches what was idle at that
+// moment).
+func TestMemReleaserTrimsIdleBuffers(t *testing.T) {
+	const size = 200 << 10 // a class few other tests use
+	classOf := func() pooling.BufferStats {
+		for _, c := range sink.MessageBufferStats().Classes {
+			if c.Size == pooling.ClassSize(size) {
+				return c
+			}
+		}
+		t.Fatalf("no class for %d bytes", size)
+		return pooling.BufferStats{}
+	}
+	burst := make([]*sink.Message, 24)
+	for i := range burst {
+		burst[i] = sink.NewMessage(size)
+	}
+	for _, m := range burst {
+		m.Done(true)
+	}
+	before := classOf().Trimmed
+	r := newMemReleaser()
+	r.trimEvery = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	r.run(ctx, func(string, ...any) {})
+	defer func() { cancel(); r.wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for classOf().Trimmed-before < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s of 20 ms trims, %d of the burst's 24 idle buffers were let go, want ≥ 20 (class: %+v)", classOf().Trimmed-before, classOf())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -247,7 +247,7 @@ func listenError(what, addr, setting string, err error) error {
 func (rt *runtime) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	pub := cfg.Gateway.PublisherID
 	add := func(kind string, s sink.Sink, d config.Delivery, pf *config.PerField) error {
-		opts, err := sink.ParseOutputOptions(d.Guarantee, d.Policy, d.QueueSize)
+		opts, err := sink.ParseOutputOptions(d.Guarantee, d.Policy, d.QueueSize, d.QueueBytes)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name(), err)
 		}
