@@ -1,6 +1,11 @@
 package ua
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/uagate/gateway/pooling"
+)
 
 // Ownership of decoded notifications.
 //
@@ -70,3 +75,71 @@ func trimRetained[T any](s []T) []T {
 // MonitoredItemNotifications, more than a PublishResponse of a well configured
 // subscription carries.
 const MaxPooledBytes = 1 << 20
+
+// DefaultMaxIdlePooledBytes is MaxIdlePooledBytes unless SetMaxIdlePooledBytes
+// changed it.
+const DefaultMaxIdlePooledBytes = 4 << 20
+
+// idlePooled counts the bytes the slices of idle pooled notifications keep,
+// all pooled types together: a pool keeps up to 1024 objects of each type,
+// and with MaxPooledBytes each they could together keep a gigabyte that a
+// burst of large messages (100 subscriptions of 10,000 items each: 880 KB per
+// DataChangeNotification) left behind. Capacity is what makes a steady stream
+// of messages decode without allocating, so the first ones back keep theirs;
+// those beyond the budget go back to their pool bare.
+var idlePooled = idleBudget{max: DefaultMaxIdlePooledBytes}
+
+// idleBudget is a byte budget taken on Put (keep) and given back on Get (take).
+type idleBudget struct {
+	bytes atomic.Int64
+	max   int64 // read and written atomically
+}
+
+// poolFullMargin: a pool with fewer free slots than this may drop the object
+// being put after its reset counted it, so the slices are not kept then (a
+// burst that filled the pool is long over before the pool is that full again).
+const poolFullMargin = 64
+
+// keep takes n bytes of the budget for an object going back to a pool whose
+// counters are st; false when they do not fit.
+func (b *idleBudget) keep(n int, st pooling.PoolStats) bool {
+	if st.Idle >= st.Capacity-poolFullMargin {
+		return false
+	}
+	limit := atomic.LoadInt64(&b.max)
+	for {
+		cur := b.bytes.Load()
+		if cur+int64(n) > limit {
+			return false
+		}
+		if b.bytes.CompareAndSwap(cur, cur+int64(n)) {
+			return true
+		}
+	}
+}
+
+// take gives back the n bytes of an object leaving its pool.
+func (b *idleBudget) take(n int) {
+	if n > 0 {
+		b.bytes.Add(-int64(n))
+	}
+}
+
+// MaxIdlePooledBytes is the most the slices of idle pooled notifications keep,
+// all types together (DefaultMaxIdlePooledBytes unless set).
+func MaxIdlePooledBytes() int { return int(atomic.LoadInt64(&idlePooled.max)) }
+
+// SetMaxIdlePooledBytes sets MaxIdlePooledBytes and returns the previous value;
+// n < 0 means DefaultMaxIdlePooledBytes. A smaller budget applies as objects
+// come back (those idle keep their slices until taken). A process decoding
+// many large messages at once trades memory for allocations here: a decode
+// that gets an object without capacity allocates its slices.
+func SetMaxIdlePooledBytes(n int) int {
+	if n < 0 {
+		n = DefaultMaxIdlePooledBytes
+	}
+	return int(atomic.SwapInt64(&idlePooled.max, int64(n)))
+}
+
+// IdlePooledBytes is what the slices of idle pooled notifications keep now.
+func IdlePooledBytes() int { return int(idlePooled.bytes.Load()) }

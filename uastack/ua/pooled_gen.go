@@ -9,14 +9,37 @@ import (
 )
 
 // DataChangeNotificationPool holds idle DataChangeNotification objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a
-// DataChangeNotification in an ExtensionObject; Release puts back.
-var DataChangeNotificationPool = pooling.NewPool[DataChangeNotification](0, (*DataChangeNotification).reset)
+// pooling.DefaultCapacity; their slices together with those of the other pooled
+// notifications at most MaxIdlePooledBytes). The decoder takes from it
+// (NewDataChangeNotification) when it meets a DataChangeNotification in an
+// ExtensionObject; Release puts back. Take from it with NewDataChangeNotification only,
+// not Get, and do not Drain it: the idle bytes are counted on the way in and out.
+var DataChangeNotificationPool = pooling.NewPool[DataChangeNotification](0, (*DataChangeNotification).putReset)
+
+// dataChangeNotificationPoolStats is DataChangeNotificationPool.Stats, for putReset: a
+// reference to the pool there would be an initialization cycle.
+var dataChangeNotificationPoolStats func() pooling.PoolStats
+
+func init() { dataChangeNotificationPoolStats = DataChangeNotificationPool.Stats }
 
 // NewDataChangeNotification returns an empty DataChangeNotification from
 // DataChangeNotificationPool; its slices may keep capacity from earlier use. The caller
 // owns it and gives it back with Release when done, typically in a defer.
-func NewDataChangeNotification() *DataChangeNotification { return DataChangeNotificationPool.Get() }
+func NewDataChangeNotification() *DataChangeNotification {
+	s := DataChangeNotificationPool.Get()
+	idlePooled.take(s.retainedBytes())
+	return s
+}
+
+// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
+// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
+// drop s for want of room).
+func (s *DataChangeNotification) putReset() {
+	s.reset()
+	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, dataChangeNotificationPoolStats()) {
+		*s = DataChangeNotification{}
+	}
+}
 
 // Release resets s and gives it back to DataChangeNotificationPool. Afterwards neither
 // s nor its slices, nor a pointer into them, may be used: the next
@@ -51,22 +74,44 @@ func (s *DataChangeNotification) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *DataChangeNotification) retainedBytes() int {
 	n := cap(s.MonitoredItems)*int(unsafe.Sizeof(s.MonitoredItems[0])) + cap(s.DiagnosticInfos)*int(unsafe.Sizeof(s.DiagnosticInfos[0]))
 	return n
 }
 
 // MonitoredItemNotificationPool holds idle MonitoredItemNotification objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a
-// MonitoredItemNotification in an ExtensionObject; Release puts back.
-var MonitoredItemNotificationPool = pooling.NewPool[MonitoredItemNotification](0, (*MonitoredItemNotification).reset)
+// pooling.DefaultCapacity; their slices together with those of the other pooled
+// notifications at most MaxIdlePooledBytes). The decoder takes from it
+// (NewMonitoredItemNotification) when it meets a MonitoredItemNotification in an
+// ExtensionObject; Release puts back. Take from it with NewMonitoredItemNotification
+// only, not Get, and do not Drain it: the idle bytes are counted on the way in and out.
+var MonitoredItemNotificationPool = pooling.NewPool[MonitoredItemNotification](0, (*MonitoredItemNotification).putReset)
+
+// monitoredItemNotificationPoolStats is MonitoredItemNotificationPool.Stats, for
+// putReset: a reference to the pool there would be an initialization cycle.
+var monitoredItemNotificationPoolStats func() pooling.PoolStats
+
+func init() { monitoredItemNotificationPoolStats = MonitoredItemNotificationPool.Stats }
 
 // NewMonitoredItemNotification returns an empty MonitoredItemNotification from
 // MonitoredItemNotificationPool; its slices may keep capacity from earlier use. The
 // caller owns it and gives it back with Release when done, typically in a defer.
 func NewMonitoredItemNotification() *MonitoredItemNotification {
-	return MonitoredItemNotificationPool.Get()
+	s := MonitoredItemNotificationPool.Get()
+	idlePooled.take(s.retainedBytes())
+	return s
+}
+
+// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
+// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
+// drop s for want of room).
+func (s *MonitoredItemNotification) putReset() {
+	s.reset()
+	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, monitoredItemNotificationPoolStats()) {
+		*s = MonitoredItemNotification{}
+	}
 }
 
 // Release resets s and gives it back to MonitoredItemNotificationPool. Afterwards
@@ -96,18 +141,42 @@ func (s *MonitoredItemNotification) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *MonitoredItemNotification) retainedBytes() int { return 0 }
 
 // EventNotificationListPool holds idle EventNotificationList objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a
-// EventNotificationList in an ExtensionObject; Release puts back.
-var EventNotificationListPool = pooling.NewPool[EventNotificationList](0, (*EventNotificationList).reset)
+// pooling.DefaultCapacity; their slices together with those of the other pooled
+// notifications at most MaxIdlePooledBytes). The decoder takes from it
+// (NewEventNotificationList) when it meets a EventNotificationList in an
+// ExtensionObject; Release puts back. Take from it with NewEventNotificationList only,
+// not Get, and do not Drain it: the idle bytes are counted on the way in and out.
+var EventNotificationListPool = pooling.NewPool[EventNotificationList](0, (*EventNotificationList).putReset)
+
+// eventNotificationListPoolStats is EventNotificationListPool.Stats, for putReset: a
+// reference to the pool there would be an initialization cycle.
+var eventNotificationListPoolStats func() pooling.PoolStats
+
+func init() { eventNotificationListPoolStats = EventNotificationListPool.Stats }
 
 // NewEventNotificationList returns an empty EventNotificationList from
 // EventNotificationListPool; its slices may keep capacity from earlier use. The caller
 // owns it and gives it back with Release when done, typically in a defer.
-func NewEventNotificationList() *EventNotificationList { return EventNotificationListPool.Get() }
+func NewEventNotificationList() *EventNotificationList {
+	s := EventNotificationListPool.Get()
+	idlePooled.take(s.retainedBytes())
+	return s
+}
+
+// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
+// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
+// drop s for want of room).
+func (s *EventNotificationList) putReset() {
+	s.reset()
+	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, eventNotificationListPoolStats()) {
+		*s = EventNotificationList{}
+	}
+}
 
 // Release resets s and gives it back to EventNotificationListPool. Afterwards neither s
 // nor its slices, nor a pointer into them, may be used: the next
@@ -140,24 +209,48 @@ func (s *EventNotificationList) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *EventNotificationList) retainedBytes() int {
 	n := cap(s.Events) * int(unsafe.Sizeof(s.Events[0]))
-	for i := range s.Events {
-		n += s.Events[i].retainedBytes()
+	for i, events := 0, s.Events[:cap(s.Events)]; i < len(events); i++ {
+		n += events[i].retainedBytes()
 	}
 	return n
 }
 
 // EventFieldListPool holds idle EventFieldList objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a EventFieldList in
-// an ExtensionObject; Release puts back.
-var EventFieldListPool = pooling.NewPool[EventFieldList](0, (*EventFieldList).reset)
+// pooling.DefaultCapacity; their slices together with those of the other pooled
+// notifications at most MaxIdlePooledBytes). The decoder takes from it
+// (NewEventFieldList) when it meets a EventFieldList in an ExtensionObject; Release
+// puts back. Take from it with NewEventFieldList only, not Get, and do not Drain it:
+// the idle bytes are counted on the way in and out.
+var EventFieldListPool = pooling.NewPool[EventFieldList](0, (*EventFieldList).putReset)
+
+// eventFieldListPoolStats is EventFieldListPool.Stats, for putReset: a reference to the
+// pool there would be an initialization cycle.
+var eventFieldListPoolStats func() pooling.PoolStats
+
+func init() { eventFieldListPoolStats = EventFieldListPool.Stats }
 
 // NewEventFieldList returns an empty EventFieldList from EventFieldListPool; its slices
 // may keep capacity from earlier use. The caller owns it and gives it back with Release
 // when done, typically in a defer.
-func NewEventFieldList() *EventFieldList { return EventFieldListPool.Get() }
+func NewEventFieldList() *EventFieldList {
+	s := EventFieldListPool.Get()
+	idlePooled.take(s.retainedBytes())
+	return s
+}
+
+// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
+// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
+// drop s for want of room).
+func (s *EventFieldList) putReset() {
+	s.reset()
+	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, eventFieldListPoolStats()) {
+		*s = EventFieldList{}
+	}
+}
 
 // Release resets s and gives it back to EventFieldListPool. Afterwards neither s nor
 // its slices, nor a pointer into them, may be used: the next NewEventFieldList may hand
@@ -188,7 +281,8 @@ func (s *EventFieldList) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *EventFieldList) retainedBytes() int {
 	n := cap(s.EventFields) * int(unsafe.Sizeof(s.EventFields[0]))
 	return n

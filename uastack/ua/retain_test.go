@@ -1,6 +1,11 @@
 package ua
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/uagate/gateway/pooling"
+)
 
 // TestPooledRetainLimit: a pooled notification whose slices grew past
 // MaxPooledBytes goes back to its pool without them, one below keeps them for the
@@ -69,5 +74,60 @@ func TestPooledRetainLimit(t *testing.T) {
 	}
 	if cap(r.AvailableSequenceNumbers) != 10 {
 		t.Errorf("small AvailableSequenceNumbers dropped")
+	}
+}
+
+// TestIdlePooledBudget: idle pooled notifications keep their slices only
+// within MaxIdlePooledBytes, all together; the bytes are given back when
+// they leave the pool, and those past the budget come back bare.
+func TestIdlePooledBudget(t *testing.T) {
+	const items = 1000
+	per := items * int(unsafe.Sizeof(MonitoredItemNotification{}))
+	base := IdlePooledBytes()
+	old := SetMaxIdlePooledBytes(base + 3*per)
+	defer SetMaxIdlePooledBytes(old)
+	if MaxIdlePooledBytes() != base+3*per {
+		t.Fatalf("MaxIdlePooledBytes %d after setting %d", MaxIdlePooledBytes(), base+3*per)
+	}
+	objs := make([]*DataChangeNotification, 5)
+	for i := range objs {
+		objs[i] = NewDataChangeNotification()
+		objs[i].MonitoredItems = Grow(objs[i].MonitoredItems[:0:0], items)
+	}
+	for _, o := range objs {
+		o.Release()
+	}
+	if got := IdlePooledBytes(); got != base+3*per {
+		t.Fatalf("idle pooled bytes %d after 5 releases of %d, want %d (3 within the budget)", got, per, base+3*per)
+	}
+	// Take them out again: three come with their capacity, and the budget is
+	// given back.
+	var taken []*DataChangeNotification
+	withCap := 0
+	for i := 0; i < 4*pooling.DefaultCapacity && IdlePooledBytes() > base; i++ {
+		o := NewDataChangeNotification()
+		taken = append(taken, o)
+		if cap(o.MonitoredItems) == items {
+			withCap++
+		}
+	}
+	if withCap != 3 || IdlePooledBytes() != base {
+		t.Errorf("%d objects taken back with their capacity, idle bytes %d, want 3 and %d", withCap, IdlePooledBytes(), base)
+	}
+	for _, o := range taken {
+		o.MonitoredItems = nil // what the other tests left stays theirs to count
+		o.Release()
+	}
+	if IdlePooledBytes() != base {
+		t.Errorf("idle pooled bytes %d after bare objects came back, want %d", IdlePooledBytes(), base)
+	}
+	// A second Release of an object already back changes nothing.
+	o := NewDataChangeNotification()
+	o.MonitoredItems = make([]MonitoredItemNotification, 10)
+	o.Release()
+	after := IdlePooledBytes()
+	o.Release()
+	if IdlePooledBytes() != after {
+		t.Errorf("a double Release counted %d bytes again", IdlePooledBytes()-after)
 	}
 }
