@@ -2,6 +2,7 @@ package client
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -114,6 +115,9 @@ func (t *itemTable) setNode(it *item, n ua.NodeID) {
 		it.ref = n.Numeric
 		return
 	case ua.IDGuid:
+		if len(t.guids) == cap(t.guids) && t.reserved > 0 {
+			t.guids = slices.Grow(t.guids, t.reserved) // a batch of Guid nodes: one allocation
+		}
 		it.ref = uint32(len(t.guids))
 		t.guids = append(t.guids, n.Guid)
 		t.sideLive += int(unsafe.Sizeof(n.Guid))

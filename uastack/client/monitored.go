@@ -21,9 +21,10 @@ import (
 // … in the order items are added, and is what notifications carry. The table
 // holds what it takes to create the item again (node, attribute, options shared
 // by all items created with the same *ItemOptions) and the server's answer (id,
-// status, revised sampling interval and queue size), about 80 bytes per item,
-// plus 24 for the last value delivered (resend.go), in pages of 4096, so a
-// million items stay well under 200 bytes each, and a notification never
+// status, revised sampling interval and queue size) in an entry of 32 bytes,
+// plus 24 for the last value delivered (resend.go), in pages of 4096; the
+// node id's text goes into the table's byte arena (itemstore.go), so a
+// million items of 16-byte ids need 72 MB, and a notification never
 // looks an item up: the handler gets the client handles. A node given by
 // namespace URI keeps the URI (an index into a small list of the table's
 // URIs), resolved again at every creation on the server.
@@ -277,9 +278,9 @@ type itemTable struct {
 	pages    [][]item
 	last     [][]lastValue // parallel to pages
 	n        int
-	created  int // items that exist on the server
-	failed   int // items the server refused
-	pending  int // items not yet (or no longer) on the server, not refused
+	created  int               // items that exist on the server
+	failed   int               // items the server refused
+	pending  int               // items not yet (or no longer) on the server, not refused
 	ranges   map[uint32]string // index ranges by handle (itemHasRange)
 	attrs    map[uint32]uint32 // attribute ids above 254 by handle (attrOther)
 	uris     []string          // namespace URIs of the items' nodes (item.nsu - 1 indexes it)
