@@ -91,8 +91,10 @@ var idlePooled = idleBudget{max: DefaultMaxIdlePooledBytes}
 
 // idleBudget is a byte budget taken on Put (keep) and given back on Get (take).
 type idleBudget struct {
-	bytes atomic.Int64
-	max   int64 // read and written atomically
+	bytes     atomic.Int64
+	max       int64 // read and written atomically
+	refused   atomic.Uint64
+	refusedBy atomic.Uint64
 }
 
 // poolFullMargin: a pool with fewer free slots than this may drop the object
@@ -110,6 +112,8 @@ func (b *idleBudget) keep(n int, st pooling.PoolStats) bool {
 	for {
 		cur := b.bytes.Load()
 		if cur+int64(n) > limit {
+			b.refused.Add(1)
+			b.refusedBy.Add(uint64(n))
 			return false
 		}
 		if b.bytes.CompareAndSwap(cur, cur+int64(n)) {
@@ -143,3 +147,12 @@ func SetMaxIdlePooledBytes(n int) int {
 
 // IdlePooledBytes is what the slices of idle pooled notifications keep now.
 func IdlePooledBytes() int { return int(idlePooled.bytes.Load()) }
+
+// IdlePooledRefused counts the notifications that went back to their pool
+// without their slices because MaxIdlePooledBytes was reached, and the bytes
+// those slices had: each is an allocation when a decode needs that capacity
+// again, so a count that keeps growing with the messages says the budget is
+// smaller than what the process decodes at once.
+func IdlePooledRefused() (objects, bytes uint64) {
+	return idlePooled.refused.Load(), idlePooled.refusedBy.Load()
+}

@@ -94,8 +94,12 @@ func TestIdlePooledBudget(t *testing.T) {
 		objs[i] = NewDataChangeNotification()
 		objs[i].MonitoredItems = Grow(objs[i].MonitoredItems[:0:0], items)
 	}
+	refused, refusedBytes := IdlePooledRefused()
 	for _, o := range objs {
 		o.Release()
+	}
+	if n, b := IdlePooledRefused(); n != refused+2 || b != refusedBytes+2*uint64(per) {
+		t.Errorf("refused %d objects of %d bytes, want 2 of %d", n-refused, b-refusedBytes, 2*per)
 	}
 	if got := IdlePooledBytes(); got != base+3*per {
 		t.Fatalf("idle pooled bytes %d after 5 releases of %d, want %d (3 within the budget)", got, per, base+3*per)
