@@ -9,36 +9,32 @@ import (
 )
 
 // DataChangeNotificationPool holds idle DataChangeNotification objects (at most
-// pooling.DefaultCapacity; their slices together with those of the other pooled
-// notifications at most MaxIdlePooledBytes). The decoder takes from it
-// (NewDataChangeNotification) when it meets a DataChangeNotification in an
-// ExtensionObject; Release puts back. Take from it with NewDataChangeNotification only,
-// not Get, and do not Drain it: the idle bytes are counted on the way in and out.
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// dataChangeNotificationIdle. The decoder takes from it (NewDataChangeNotification)
+// when it meets a DataChangeNotification in an ExtensionObject; Release puts back. Take
+// from it with NewDataChangeNotification, not Get, which gives an object without
+// capacity.
 var DataChangeNotificationPool = pooling.NewPool[DataChangeNotification](0, (*DataChangeNotification).putReset)
 
-// dataChangeNotificationPoolStats is DataChangeNotificationPool.Stats, for putReset: a
-// reference to the pool there would be an initialization cycle.
-var dataChangeNotificationPoolStats func() pooling.PoolStats
-
-func init() { dataChangeNotificationPoolStats = DataChangeNotificationPool.Stats }
+// dataChangeNotificationIdle holds the slices of the idle DataChangeNotification
+// objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).
+var dataChangeNotificationIdle idleStack[DataChangeNotification, *DataChangeNotification]
 
 // NewDataChangeNotification returns an empty DataChangeNotification from
-// DataChangeNotificationPool; its slices may keep capacity from earlier use. The caller
-// owns it and gives it back with Release when done, typically in a defer.
+// DataChangeNotificationPool, with the capacity of the slices of one put back before
+// when there is one. The caller owns it and gives it back with Release when done,
+// typically in a defer.
 func NewDataChangeNotification() *DataChangeNotification {
 	s := DataChangeNotificationPool.Get()
-	idlePooled.take(s.retainedBytes())
+	dataChangeNotificationIdle.get(s)
 	return s
 }
 
-// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
-// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
-// drop s for want of room).
+// putReset is DataChangeNotificationPool's reset: reset, then the slices go to
+// dataChangeNotificationIdle (within the budget) and s into the pool bare.
 func (s *DataChangeNotification) putReset() {
 	s.reset()
-	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, dataChangeNotificationPoolStats()) {
-		*s = DataChangeNotification{}
-	}
+	dataChangeNotificationIdle.put(s, s.retainedBytes())
 }
 
 // Release resets s and gives it back to DataChangeNotificationPool. Afterwards neither
@@ -82,36 +78,32 @@ func (s *DataChangeNotification) retainedBytes() int {
 }
 
 // MonitoredItemNotificationPool holds idle MonitoredItemNotification objects (at most
-// pooling.DefaultCapacity; their slices together with those of the other pooled
-// notifications at most MaxIdlePooledBytes). The decoder takes from it
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// monitoredItemNotificationIdle. The decoder takes from it
 // (NewMonitoredItemNotification) when it meets a MonitoredItemNotification in an
-// ExtensionObject; Release puts back. Take from it with NewMonitoredItemNotification
-// only, not Get, and do not Drain it: the idle bytes are counted on the way in and out.
+// ExtensionObject; Release puts back. Take from it with NewMonitoredItemNotification,
+// not Get, which gives an object without capacity.
 var MonitoredItemNotificationPool = pooling.NewPool[MonitoredItemNotification](0, (*MonitoredItemNotification).putReset)
 
-// monitoredItemNotificationPoolStats is MonitoredItemNotificationPool.Stats, for
-// putReset: a reference to the pool there would be an initialization cycle.
-var monitoredItemNotificationPoolStats func() pooling.PoolStats
-
-func init() { monitoredItemNotificationPoolStats = MonitoredItemNotificationPool.Stats }
+// monitoredItemNotificationIdle holds the slices of the idle MonitoredItemNotification
+// objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).
+var monitoredItemNotificationIdle idleStack[MonitoredItemNotification, *MonitoredItemNotification]
 
 // NewMonitoredItemNotification returns an empty MonitoredItemNotification from
-// MonitoredItemNotificationPool; its slices may keep capacity from earlier use. The
-// caller owns it and gives it back with Release when done, typically in a defer.
+// MonitoredItemNotificationPool, with the capacity of the slices of one put back before
+// when there is one. The caller owns it and gives it back with Release when done,
+// typically in a defer.
 func NewMonitoredItemNotification() *MonitoredItemNotification {
 	s := MonitoredItemNotificationPool.Get()
-	idlePooled.take(s.retainedBytes())
+	monitoredItemNotificationIdle.get(s)
 	return s
 }
 
-// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
-// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
-// drop s for want of room).
+// putReset is MonitoredItemNotificationPool's reset: reset, then the slices go to
+// monitoredItemNotificationIdle (within the budget) and s into the pool bare.
 func (s *MonitoredItemNotification) putReset() {
 	s.reset()
-	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, monitoredItemNotificationPoolStats()) {
-		*s = MonitoredItemNotification{}
-	}
+	monitoredItemNotificationIdle.put(s, s.retainedBytes())
 }
 
 // Release resets s and gives it back to MonitoredItemNotificationPool. Afterwards
@@ -146,36 +138,31 @@ func (s *MonitoredItemNotification) reset() {
 func (s *MonitoredItemNotification) retainedBytes() int { return 0 }
 
 // EventNotificationListPool holds idle EventNotificationList objects (at most
-// pooling.DefaultCapacity; their slices together with those of the other pooled
-// notifications at most MaxIdlePooledBytes). The decoder takes from it
-// (NewEventNotificationList) when it meets a EventNotificationList in an
-// ExtensionObject; Release puts back. Take from it with NewEventNotificationList only,
-// not Get, and do not Drain it: the idle bytes are counted on the way in and out.
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// eventNotificationListIdle. The decoder takes from it (NewEventNotificationList) when
+// it meets a EventNotificationList in an ExtensionObject; Release puts back. Take from
+// it with NewEventNotificationList, not Get, which gives an object without capacity.
 var EventNotificationListPool = pooling.NewPool[EventNotificationList](0, (*EventNotificationList).putReset)
 
-// eventNotificationListPoolStats is EventNotificationListPool.Stats, for putReset: a
-// reference to the pool there would be an initialization cycle.
-var eventNotificationListPoolStats func() pooling.PoolStats
-
-func init() { eventNotificationListPoolStats = EventNotificationListPool.Stats }
+// eventNotificationListIdle holds the slices of the idle EventNotificationList objects,
+// within MaxIdlePooledBytes for all pooled types together (pooled.go).
+var eventNotificationListIdle idleStack[EventNotificationList, *EventNotificationList]
 
 // NewEventNotificationList returns an empty EventNotificationList from
-// EventNotificationListPool; its slices may keep capacity from earlier use. The caller
-// owns it and gives it back with Release when done, typically in a defer.
+// EventNotificationListPool, with the capacity of the slices of one put back before
+// when there is one. The caller owns it and gives it back with Release when done,
+// typically in a defer.
 func NewEventNotificationList() *EventNotificationList {
 	s := EventNotificationListPool.Get()
-	idlePooled.take(s.retainedBytes())
+	eventNotificationListIdle.get(s)
 	return s
 }
 
-// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
-// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
-// drop s for want of room).
+// putReset is EventNotificationListPool's reset: reset, then the slices go to
+// eventNotificationListIdle (within the budget) and s into the pool bare.
 func (s *EventNotificationList) putReset() {
 	s.reset()
-	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, eventNotificationListPoolStats()) {
-		*s = EventNotificationList{}
-	}
+	eventNotificationListIdle.put(s, s.retainedBytes())
 }
 
 // Release resets s and gives it back to EventNotificationListPool. Afterwards neither s
@@ -220,36 +207,30 @@ func (s *EventNotificationList) retainedBytes() int {
 }
 
 // EventFieldListPool holds idle EventFieldList objects (at most
-// pooling.DefaultCapacity; their slices together with those of the other pooled
-// notifications at most MaxIdlePooledBytes). The decoder takes from it
-// (NewEventFieldList) when it meets a EventFieldList in an ExtensionObject; Release
-// puts back. Take from it with NewEventFieldList only, not Get, and do not Drain it:
-// the idle bytes are counted on the way in and out.
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// eventFieldListIdle. The decoder takes from it (NewEventFieldList) when it meets a
+// EventFieldList in an ExtensionObject; Release puts back. Take from it with
+// NewEventFieldList, not Get, which gives an object without capacity.
 var EventFieldListPool = pooling.NewPool[EventFieldList](0, (*EventFieldList).putReset)
 
-// eventFieldListPoolStats is EventFieldListPool.Stats, for putReset: a reference to the
-// pool there would be an initialization cycle.
-var eventFieldListPoolStats func() pooling.PoolStats
+// eventFieldListIdle holds the slices of the idle EventFieldList objects, within
+// MaxIdlePooledBytes for all pooled types together (pooled.go).
+var eventFieldListIdle idleStack[EventFieldList, *EventFieldList]
 
-func init() { eventFieldListPoolStats = EventFieldListPool.Stats }
-
-// NewEventFieldList returns an empty EventFieldList from EventFieldListPool; its slices
-// may keep capacity from earlier use. The caller owns it and gives it back with Release
-// when done, typically in a defer.
+// NewEventFieldList returns an empty EventFieldList from EventFieldListPool, with the
+// capacity of the slices of one put back before when there is one. The caller owns it
+// and gives it back with Release when done, typically in a defer.
 func NewEventFieldList() *EventFieldList {
 	s := EventFieldListPool.Get()
-	idlePooled.take(s.retainedBytes())
+	eventFieldListIdle.get(s)
 	return s
 }
 
-// putReset is the pool's reset: reset, and the slices kept only while the idle pooled
-// notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to
-// drop s for want of room).
+// putReset is EventFieldListPool's reset: reset, then the slices go to
+// eventFieldListIdle (within the budget) and s into the pool bare.
 func (s *EventFieldList) putReset() {
 	s.reset()
-	if n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, eventFieldListPoolStats()) {
-		*s = EventFieldList{}
-	}
+	eventFieldListIdle.put(s, s.retainedBytes())
 }
 
 // Release resets s and gives it back to EventFieldListPool. Afterwards neither s nor

@@ -3,8 +3,6 @@ package ua
 import (
 	"testing"
 	"unsafe"
-
-	"github.com/uagate/gateway/pooling"
 )
 
 // TestPooledRetainLimit: a pooled notification whose slices grew past
@@ -82,7 +80,7 @@ func TestPooledRetainLimit(t *testing.T) {
 // they leave the pool, and those past the budget come back bare.
 func TestIdlePooledBudget(t *testing.T) {
 	const items = 1000
-	per := items * int(unsafe.Sizeof(MonitoredItemNotification{}))
+	per := items*int(unsafe.Sizeof(MonitoredItemNotification{})) + int(unsafe.Sizeof(idleEntry[DataChangeNotification]{}))
 	base := IdlePooledBytes()
 	old := SetMaxIdlePooledBytes(base + 3*per)
 	defer SetMaxIdlePooledBytes(old)
@@ -104,26 +102,32 @@ func TestIdlePooledBudget(t *testing.T) {
 	if got := IdlePooledBytes(); got != base+3*per {
 		t.Fatalf("idle pooled bytes %d after 5 releases of %d, want %d (3 within the budget)", got, per, base+3*per)
 	}
-	// Take them out again: three come with their capacity, and the budget is
-	// given back.
+	// Take them out again: the next three come with the capacity (the most
+	// recently put first), and the budget is given back.
 	var taken []*DataChangeNotification
-	withCap := 0
-	for i := 0; i < 4*pooling.DefaultCapacity && IdlePooledBytes() > base; i++ {
+	for range 3 {
 		o := NewDataChangeNotification()
 		taken = append(taken, o)
-		if cap(o.MonitoredItems) == items {
-			withCap++
+		if cap(o.MonitoredItems) != items || len(o.MonitoredItems) != 0 {
+			t.Errorf("object %d taken back with len %d cap %d, want 0 and %d", len(taken), len(o.MonitoredItems), cap(o.MonitoredItems), items)
 		}
 	}
-	if withCap != 3 || IdlePooledBytes() != base {
-		t.Errorf("%d objects taken back with their capacity, idle bytes %d, want 3 and %d", withCap, IdlePooledBytes(), base)
+	if IdlePooledBytes() != base {
+		t.Errorf("idle bytes %d with the three taken, want %d", IdlePooledBytes(), base)
 	}
+	// They can be released again, and decoded into.
+	taken[0].MonitoredItems = Grow(taken[0].MonitoredItems, items)
 	for _, o := range taken {
-		o.MonitoredItems = nil // what the other tests left stays theirs to count
 		o.Release()
 	}
+	if IdlePooledBytes() != base+3*per {
+		t.Errorf("idle pooled bytes %d after the three came back, want %d", IdlePooledBytes(), base+3*per)
+	}
+	for range 3 {
+		NewDataChangeNotification().MonitoredItems = nil // taken for good: the GC's
+	}
 	if IdlePooledBytes() != base {
-		t.Errorf("idle pooled bytes %d after bare objects came back, want %d", IdlePooledBytes(), base)
+		t.Errorf("idle pooled bytes %d after the three were taken for good, want %d", IdlePooledBytes(), base)
 	}
 	// A second Release of an object already back changes nothing.
 	o := NewDataChangeNotification()

@@ -530,16 +530,14 @@ func genPooled(m *model) *bytes.Buffer {
 		}
 		g := &typeGen{b: &b, m: m, s: s}
 		n := s.goName
-		docLines(&b, "", fmt.Sprintf("%sPool holds idle %s objects (at most pooling.DefaultCapacity; their slices together with those of the other pooled notifications at most MaxIdlePooledBytes). The decoder takes from it (New%s) when it meets a %s in an ExtensionObject; Release puts back. Take from it with New%s only, not Get, and do not Drain it: the idle bytes are counted on the way in and out.", n, n, n, s.name, n))
+		docLines(&b, "", fmt.Sprintf("%sPool holds idle %s objects (at most pooling.DefaultCapacity), bare: the capacity of their slices is in %sIdle. The decoder takes from it (New%s) when it meets a %s in an ExtensionObject; Release puts back. Take from it with New%s, not Get, which gives an object without capacity.", n, n, lowerFirst(n), n, s.name, n))
 		g.p("var %sPool = pooling.NewPool[%s](0, (*%s).putReset)\n", n, n, n)
-		pv := lowerFirst(n) + "PoolStats"
-		docLines(&b, "", fmt.Sprintf("%s is %sPool.Stats, for putReset: a reference to the pool there would be an initialization cycle.", pv, n))
-		g.p("var %s func() pooling.PoolStats\n", pv)
-		g.p("func init() { %s = %sPool.Stats }\n", pv, n)
-		docLines(&b, "", fmt.Sprintf("New%s returns an empty %s from %sPool; its slices may keep capacity from earlier use. The caller owns it and gives it back with Release when done, typically in a defer.", n, n, n))
-		g.p("func New%s() *%s {\n\ts := %sPool.Get()\n\tidlePooled.take(s.retainedBytes())\n\treturn s\n}\n", n, n, n)
-		docLines(&b, "", "putReset is the pool's reset: reset, and the slices kept only while the idle pooled notifications' bytes stay within MaxIdlePooledBytes (and the pool is not about to drop s for want of room).")
-		g.p("func (s *%s) putReset() {\n\ts.reset()\n\tif n := s.retainedBytes(); n > 0 && !idlePooled.keep(n, %s()) {\n\t\t*s = %s{}\n\t}\n}\n", n, pv, n)
+		docLines(&b, "", fmt.Sprintf("%sIdle holds the slices of the idle %s objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).", lowerFirst(n), n))
+		g.p("var %sIdle idleStack[%s, *%s]\n", lowerFirst(n), n, n)
+		docLines(&b, "", fmt.Sprintf("New%s returns an empty %s from %sPool, with the capacity of the slices of one put back before when there is one. The caller owns it and gives it back with Release when done, typically in a defer.", n, n, n))
+		g.p("func New%s() *%s {\n\ts := %sPool.Get()\n\t%sIdle.get(s)\n\treturn s\n}\n", n, n, n, lowerFirst(n))
+		docLines(&b, "", fmt.Sprintf("putReset is %sPool's reset: reset, then the slices go to %sIdle (within the budget) and s into the pool bare.", n, lowerFirst(n)))
+		g.p("func (s *%s) putReset() {\n\ts.reset()\n\t%sIdle.put(s, s.retainedBytes())\n}\n", n, lowerFirst(n))
 		docLines(&b, "", fmt.Sprintf("Release resets s and gives it back to %sPool. Afterwards neither s nor its slices, nor a pointer into them, may be used: the next New%s may hand it to another goroutine. Values copied out of s before (a DataValue, a Variant, a string) stay valid; see Borrowed notifications in the package documentation. Release only a %s that stands alone (from New%s or an ExtensionObject); an element of a slice, such as one of DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a second Release of the same object is ignored by the pool.", n, n, n, n))
 		g.p("func (s *%s) Release() { %sPool.Put(s) }\n", n, n)
 		docLines(&b, "", "reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of their elements, so that decoding into s again does not allocate; only the elements in use are cleared: those beyond the length are already zero, because Grow clears the tail when a decode shrinks a slice, so nothing stays reachable from an idle object and a Release costs what was used, not the largest message ever seen. Slices that retain more than MaxPooledBytes together are dropped instead, and s goes back empty: one huge message must not pin its memory in the pool for the life of the process.")
