@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -222,6 +223,9 @@ func TestItemInfoKinds(t *testing.T) {
 		t.Fatal(sts, err)
 	}
 	check("after the modification", gone)
+	if _, err := sub.CreateMonitoredItems(ctx, []ItemRequest{{NodeID: ua.NodeID{Type: 7}}}, nil); !errors.Is(err, ua.ErrInvalidNodeID) {
+		t.Errorf("identifier type 7: %v, want ua.ErrInvalidNodeID", err)
+	}
 	if info, _ := sub.Item(res.FirstHandle); info.QueueSize != 3 {
 		t.Errorf("queue %d after the modification", info.QueueSize)
 	}

@@ -507,6 +507,9 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 		if r.Node.ServerIndex != 0 {
 			return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w: %s is on another server", i, ua.ErrInvalidNodeID, r.Node)
 		}
+		if r.NodeID.Type > ua.IDOpaque || r.Node.NodeID.Type > ua.IDOpaque {
+			return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w: identifier type %d", i, ua.ErrInvalidNodeID, max(r.NodeID.Type, r.Node.NodeID.Type))
+		}
 		if r.Options == nil {
 			continue
 		}
