@@ -21,9 +21,10 @@ import (
 // … in the order items are added, and is what notifications carry. The table
 // holds what it takes to create the item again (node, attribute, options shared
 // by all items created with the same *ItemOptions) and the server's answer (id,
-// status, revised sampling interval and queue size), about 80 bytes per item,
-// plus 24 for the last value delivered (resend.go), in pages of 4096, so a
-// million items stay well under 200 bytes each, and a notification never
+// status, revised sampling interval and queue size) in an entry of 32 bytes,
+// plus 24 for the last value delivered (resend.go), in pages of 4096; the
+// node id's text goes into the table's byte arena (itemstore.go), so a
+// million items of 16-byte ids need 72 MB, and a notification never
 // looks an item up: the handler gets the client handles. A node given by
 // namespace URI keeps the URI (an index into a small list of the table's
 // URIs), resolved again at every creation on the server.
@@ -233,18 +234,24 @@ func newTemplate(o *ItemOptions) *itemTemplate {
 	return t
 }
 
-// item is one monitored item of a subscription.
+// item is one monitored item of a subscription: 32 bytes (TestItemSize),
+// what does not fit is in the table's side storage (itemstore.go).
 type item struct {
-	node     ua.NodeID
-	tmpl     *itemTemplate
-	attr     uint32
+	// ref is the node's identifier: the number of a numeric id, the offset
+	// of a string or opaque id in itemTable.text (tlen bytes), the index of
+	// its text in itemTable.long (itemLongText), or of its Guid in
+	// itemTable.guids.
+	ref      uint32
 	id       uint32        // the server's id; 0 while it does not exist there
 	status   ua.StatusCode // the server's last answer for it
 	sampling float32       // revised sampling interval, ms
 	queue    uint32        // revised queue size
-	mode     MonitoringMode
-	flags    uint8
-	nsu      uint16 // 1 + index into itemTable.uris of the node's namespace URI; 0: none
+	tmpl     uint32        // index into itemTable.tmpls
+	ns       uint16        // the node's namespace index (for nsu: as last resolved)
+	tlen     uint16        // length of the text at ref
+	nsu      uint16        // 1 + index into itemTable.uris of the node's namespace URI; 0: none
+	attr     uint8         // the attribute id; attrOther: in itemTable.attrs
+	bits     uint8         // itemDeleted …, the node's ua.IDType, the MonitoringMode
 }
 
 // lastValue is the last value delivered for an item, for dropping resent ones
@@ -261,13 +268,6 @@ type lastValue struct {
 }
 
 const (
-	itemDeleted = 1 << iota
-	itemHasRange
-)
-
-func (it *item) deleted() bool { return it.flags&itemDeleted != 0 }
-
-const (
 	itemPageShift = 12
 	itemPageSize  = 1 << itemPageShift
 )
@@ -278,12 +278,25 @@ type itemTable struct {
 	pages    [][]item
 	last     [][]lastValue // parallel to pages
 	n        int
-	created  int // items that exist on the server
-	failed   int // items the server refused
-	pending  int // items not yet (or no longer) on the server, not refused
-	ranges   map[uint32]string
-	uris     []string // namespace URIs of the items' nodes (item.nsu - 1 indexes it)
+	created  int               // items that exist on the server
+	failed   int               // items the server refused
+	pending  int               // items not yet (or no longer) on the server, not refused
+	ranges   map[uint32]string // index ranges by handle (itemHasRange)
+	attrs    map[uint32]uint32 // attribute ids above 254 by handle (attrOther)
+	uris     []string          // namespace URIs of the items' nodes (item.nsu - 1 indexes it)
 	defaults *itemTemplate
+
+	// Side storage of the items (itemstore.go): node id texts, Guids and long
+	// texts; the bytes they hold for live and for deleted items.
+	text               textArena
+	guids              []ua.Guid
+	long               []string
+	sideLive, sideDead int
+
+	// Templates by index (item.tmpl), their index by pointer, free slots.
+	tmpls    []tmplSlot
+	tmplIdx  map[*itemTemplate]uint32
+	tmplFree []uint32
 	retryAt  time.Time
 	reserved int // items announced by reserve and not pushed yet
 
@@ -423,11 +436,11 @@ func (s *Subscription) Item(h uint32) (ItemInfo, bool) {
 		return ItemInfo{}, false
 	}
 	info := ItemInfo{
-		Handle: h, NodeID: it.node, AttributeID: it.attr, ID: it.id, Status: it.status,
+		Handle: h, NodeID: t.node(it), AttributeID: t.attrOf(h, it), ID: it.id, Status: it.status,
 		SamplingInterval: time.Duration(float64(it.sampling) * float64(time.Millisecond)),
-		QueueSize:        it.queue, Mode: it.mode,
+		QueueSize:        it.queue, Mode: it.mode(),
 	}
-	if it.flags&itemHasRange != 0 {
+	if it.bits&itemHasRange != 0 {
 		info.IndexRange = t.ranges[h]
 	}
 	if it.nsu != 0 {
@@ -488,22 +501,25 @@ type CreateResult struct {
 // subscription as Pending and are created once the (managed) session is
 // connected again.
 func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemRequest, opts *CreateItemsOptions) (CreateResult, error) {
-	tmpls := map[*ItemOptions]*itemTemplate{}
+	byOpts := map[*ItemOptions]*itemTemplate{}
 	for i := range items {
 		r := &items[i]
 		if r.Node.ServerIndex != 0 {
 			return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w: %s is on another server", i, ua.ErrInvalidNodeID, r.Node)
 		}
+		if r.NodeID.Type > ua.IDOpaque || r.Node.NodeID.Type > ua.IDOpaque {
+			return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w: identifier type %d", i, ua.ErrInvalidNodeID, max(r.NodeID.Type, r.Node.NodeID.Type))
+		}
 		if r.Options == nil {
 			continue
 		}
-		if _, ok := tmpls[r.Options]; ok {
+		if _, ok := byOpts[r.Options]; ok {
 			continue
 		}
 		if err := r.Options.validate(); err != nil {
 			return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w", i, err)
 		}
-		tmpls[r.Options] = newTemplate(r.Options)
+		byOpts[r.Options] = newTemplate(r.Options)
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -515,38 +531,50 @@ func (s *Subscription) CreateMonitoredItems(ctx context.Context, items []ItemReq
 		r := &items[i]
 		tm := t.defaults
 		if r.Options != nil {
-			tm = tmpls[r.Options]
+			tm = byOpts[r.Options]
 		}
-		it := item{node: r.NodeID, tmpl: tm, attr: r.AttributeID, mode: tm.mode}
+		node := r.NodeID
+		var nsu uint16
 		if !r.Node.IsNull() {
-			it.node = r.Node.NodeID
+			node = r.Node.NodeID
 			if r.Node.NamespaceURI != "" {
-				it.node.Namespace = 0 // not resolved yet
-				nsu, err := t.uriIndex(r.Node.NamespaceURI)
-				if err != nil {
+				node.Namespace = 0 // not resolved yet
+				var err error
+				if nsu, err = t.uriIndex(r.Node.NamespaceURI); err != nil {
 					t.mu.Unlock()
 					return CreateResult{}, fmt.Errorf("client: CreateMonitoredItems: item %d: %w", i, err)
 				}
-				it.nsu = nsu
 			}
 		}
-		// The item keeps a copy of its own: a node id is usually a
-		// substring of a longer one (a configuration's "nsu=…;s=…", a
-		// decoded response), and a million items must not pin those.
-		it.node.Text = strings.Clone(it.node.Text)
-		if it.attr == 0 {
-			it.attr = AttributeValue
+		attr := r.AttributeID
+		if attr == 0 {
+			attr = AttributeValue
 			if tm.event {
-				it.attr = AttributeEventNotifier
+				attr = AttributeEventNotifier
 			}
+		}
+		it := item{tmpl: t.tmplIndex(tm), nsu: nsu, attr: attrOther}
+		t.holdTmpl(it.tmpl)
+		it.setMode(tm.mode)
+		t.setNode(&it, node)
+		if attr < attrOther {
+			it.attr = uint8(attr)
+		}
+		if r.IndexRange != "" {
+			it.bits |= itemHasRange
 		}
 		h := t.push(it)
+		if it.attr == attrOther {
+			if t.attrs == nil {
+				t.attrs = map[uint32]uint32{}
+			}
+			t.attrs[h] = attr
+		}
 		if r.IndexRange != "" {
 			if t.ranges == nil {
 				t.ranges = map[uint32]string{}
 			}
 			t.ranges[h] = r.IndexRange
-			t.at(h).flags |= itemHasRange
 		}
 	}
 	adopted := s.adoptItems(t, first, len(items)) // resume.go
@@ -661,16 +689,16 @@ func (s *Subscription) createItems(ctx context.Context, c *Client, handles []uin
 				if ns < 0 {
 					continue // failed above (or added meanwhile: the next retry)
 				}
-				it.node.Namespace = uint16(ns)
+				it.ns = uint16(ns)
 			}
-			params := it.tmpl.params
+			params := t.tmplOf(it).params
 			params.ClientHandle = h
-			rv := ua.ReadValueID{NodeID: it.node, AttributeID: it.attr}
-			if it.flags&itemHasRange != 0 {
+			rv := ua.ReadValueID{NodeID: t.node(it), AttributeID: t.attrOf(h, it)}
+			if it.bits&itemHasRange != 0 {
 				rv.IndexRange = t.ranges[h]
 			}
 			req.ItemsToCreate = append(req.ItemsToCreate, ua.MonitoredItemCreateRequest{
-				ItemToMonitor: rv, MonitoringMode: it.mode.ua(), RequestedParameters: params,
+				ItemToMonitor: rv, MonitoringMode: it.mode().ua(), RequestedParameters: params,
 			})
 			sent = append(sent, h)
 		}
@@ -870,8 +898,7 @@ func (s *Subscription) DeleteMonitoredItems(ctx context.Context, handles []uint3
 				t.gen++
 			}
 			t.count(it, -1)
-			*it = item{flags: itemDeleted}
-			delete(t.ranges, h)
+			t.forget(h, it)
 		}
 	}
 	t.mu.Unlock()
@@ -944,7 +971,7 @@ func (s *Subscription) SetMonitoringMode(ctx context.Context, mode MonitoringMod
 	t.mu.Lock()
 	for i, h := range handles {
 		if results[i].IsGood() && t.valid(h) {
-			t.at(h).mode = mode
+			t.at(h).setMode(mode)
 		}
 	}
 	t.mu.Unlock()
@@ -1017,7 +1044,7 @@ func (s *Subscription) ModifyMonitoredItems(ctx context.Context, handles []uint3
 	t.mu.Lock()
 	for i, h := range handles {
 		if results[i].IsGood() && t.valid(h) {
-			t.at(h).tmpl = tm
+			t.setTmpl(t.at(h), tm)
 		}
 	}
 	t.mu.Unlock()

@@ -18,6 +18,8 @@
 // EventNotificationList come from bounded pools (package pooling) when the decoder
 // meets them inside an ExtensionObject. The one who holds the decoded message owns
 // them and gives them back with Release; after Release they must not be used.
+// The capacity of their slices stays for the next decode, within
+// MaxIdlePooledBytes for all of them together while idle (pooled.go).
 // Strings and byte strings decoded from the wire are copies: they never alias the
 // receive buffer, so a message may outlive the buffer it was decoded from.
 //

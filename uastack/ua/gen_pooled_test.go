@@ -47,6 +47,7 @@ func TestGenPooledPublishResponse(t *testing.T) {
 		t.Fatalf("second decode replaced the DataChangeNotification instead of reusing it")
 	}
 
+	items := dcn.MonitoredItems[:3]
 	r.Release()
 	if len(r.NotificationMessage.NotificationData) != 0 || cap(r.NotificationMessage.NotificationData) < 3 {
 		t.Fatalf("NotificationData after Release: len %d cap %d", len(r.NotificationMessage.NotificationData), cap(r.NotificationMessage.NotificationData))
@@ -63,12 +64,12 @@ func TestGenPooledPublishResponse(t *testing.T) {
 		t.Fatalf("EventNotificationList not given back: %+v then %+v", enlBefore, got)
 	}
 	// The pool reset it (reading a released object is only done here, to check the
-	// reset): empty, elements cleared, capacity kept.
-	if len(dcn.MonitoredItems) != 0 || cap(dcn.MonitoredItems) < 3 {
-		t.Fatalf("released DataChangeNotification: len %d cap %d", len(dcn.MonitoredItems), cap(dcn.MonitoredItems))
+	// reset): bare, its elements cleared, their capacity idle for the next one.
+	if dcn.MonitoredItems != nil {
+		t.Fatalf("released DataChangeNotification: len %d cap %d, want its slices idle apart", len(dcn.MonitoredItems), cap(dcn.MonitoredItems))
 	}
-	for i := range dcn.MonitoredItems[:3] {
-		if m := &dcn.MonitoredItems[:3][i]; m.ClientHandle != 0 || !m.Value.Value.IsNull() {
+	for i := range items {
+		if m := &items[i]; m.ClientHandle != 0 || !m.Value.Value.IsNull() {
 			t.Fatalf("MonitoredItems[%d] not cleared: %+v", i, m)
 		}
 	}
@@ -132,7 +133,7 @@ func TestGenPooledNewRelease(t *testing.T) {
 	if st.DoublePuts != before.DoublePuts+1 {
 		t.Fatalf("second Release not caught: %+v", st)
 	}
-	if x.ClientHandle != 0 || len(x.EventFields) != 0 || cap(x.EventFields) < 3 {
+	if x.ClientHandle != 0 || x.EventFields != nil {
 		t.Fatalf("reset left ClientHandle %d, len %d cap %d", x.ClientHandle, len(x.EventFields), cap(x.EventFields))
 	}
 	for i := range fields {
@@ -141,8 +142,8 @@ func TestGenPooledNewRelease(t *testing.T) {
 		}
 	}
 	y := NewEventFieldList()
-	if y.ClientHandle != 0 || len(y.EventFields) != 0 {
-		t.Fatalf("pooled EventFieldList not empty: %+v", y)
+	if y.ClientHandle != 0 || len(y.EventFields) != 0 || cap(y.EventFields) < 3 {
+		t.Fatalf("pooled EventFieldList not empty, or without the capacity put back: %+v cap %d", y, cap(y.EventFields))
 	}
 	y.Release()
 

@@ -1,6 +1,12 @@
 package ua
 
-import "unsafe"
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/uagate/gateway/pooling"
+)
 
 // Ownership of decoded notifications.
 //
@@ -70,3 +76,150 @@ func trimRetained[T any](s []T) []T {
 // MonitoredItemNotifications, more than a PublishResponse of a well configured
 // subscription carries.
 const MaxPooledBytes = 1 << 20
+
+// DefaultMaxIdlePooledBytes is MaxIdlePooledBytes unless SetMaxIdlePooledBytes
+// changed it.
+const DefaultMaxIdlePooledBytes = 4 << 20
+
+// The capacity of idle pooled notifications.
+//
+// A pool keeps up to 1024 objects of each type, and with MaxPooledBytes each
+// they could together keep a gigabyte that a burst of large messages (100
+// subscriptions of 10,000 items: 880 KB per DataChangeNotification) left
+// behind. Capacity is what makes a steady stream of messages decode without
+// allocating, so it is kept, but within one byte budget for all pooled types
+// together (MaxIdlePooledBytes), and apart from the objects: the pools hold
+// bare objects, and the slices of those put back go to a stack per type
+// (idleStack), from which New* gives the most recently used to the next
+// object taken. So whatever capacity is idle goes to the next decode (a pool
+// of objects with and without capacity would hand out the bare ones on top
+// first, and every message would allocate while the capacity of a past
+// burst lay idle underneath), and the budget is exact: the stack alone holds
+// what it counts, whether or not the pool had room for the object.
+
+// idlePooled is the byte budget of the idle stacks, all types together.
+var idlePooled idleBudget
+
+func init() { idlePooled.max.Store(DefaultMaxIdlePooledBytes) }
+
+// idleBudget counts the bytes the idle stacks hold.
+type idleBudget struct {
+	bytes     atomic.Int64
+	max       atomic.Int64
+	refused   atomic.Uint64 // slices let go because the budget was full
+	refusedBy atomic.Uint64 // their bytes
+}
+
+// reserve takes n bytes of the budget; false when they do not fit.
+func (b *idleBudget) reserve(n int) bool {
+	limit := b.max.Load()
+	for {
+		cur := b.bytes.Load()
+		if cur+int64(n) > limit {
+			b.refused.Add(1)
+			b.refusedBy.Add(uint64(n))
+			return false
+		}
+		if b.bytes.CompareAndSwap(cur, cur+int64(n)) {
+			return true
+		}
+	}
+}
+
+func (b *idleBudget) free(n int) { b.bytes.Add(-int64(n)) }
+
+// maxIdleEntries bounds an idle stack's entries, like a pool's objects.
+const maxIdleEntries = 1024
+
+// idleStack holds the slices of idle pooled objects of type T: each entry
+// is a T with nothing but the slices a reset kept (its Header zero), and the
+// bytes it counts against idlePooled (the slices' and its own).
+type idleStack[T any, P interface {
+	*T
+	pooling.Pooled
+}] struct {
+	mu      sync.Mutex
+	entries []idleEntry[T]
+}
+
+type idleEntry[T any] struct {
+	v T
+	n int
+}
+
+// put moves the slices of s (reset already, retaining n bytes) onto the
+// stack when the budget has room, and leaves s bare: zero, as the pool wants
+// it (the pool sets its Header again after the reset).
+func (st *idleStack[T, P]) put(s P, n int) {
+	var zero T
+	if n == 0 {
+		*s = zero
+		return
+	}
+	n += int(unsafe.Sizeof(idleEntry[T]{}))
+	if !idlePooled.reserve(n) {
+		*s = zero
+		return
+	}
+	st.mu.Lock()
+	if len(st.entries) == maxIdleEntries {
+		st.mu.Unlock()
+		idlePooled.free(n)
+		*s = zero
+		return
+	}
+	st.entries = append(st.entries, idleEntry[T]{v: *s, n: n})
+	e := &st.entries[len(st.entries)-1]
+	*P(&e.v).PoolHeader() = pooling.Header{}
+	st.mu.Unlock()
+	*s = zero
+}
+
+// get gives s, just taken from the pool (bare), the slices of the most
+// recently put entry, if there is one.
+func (st *idleStack[T, P]) get(s P) {
+	st.mu.Lock()
+	k := len(st.entries) - 1
+	if k < 0 {
+		st.mu.Unlock()
+		return
+	}
+	e := &st.entries[k]
+	v, n := e.v, e.n
+	*e = idleEntry[T]{} // the stack's spare capacity must not keep the slices
+	st.entries = st.entries[:k]
+	st.mu.Unlock()
+	idlePooled.free(n)
+	h := *P(s).PoolHeader()
+	*s = v
+	*P(s).PoolHeader() = h
+}
+
+// MaxIdlePooledBytes is the most the slices of idle pooled notifications keep,
+// all types together (DefaultMaxIdlePooledBytes unless set).
+func MaxIdlePooledBytes() int { return int(idlePooled.max.Load()) }
+
+// SetMaxIdlePooledBytes sets MaxIdlePooledBytes and returns the previous value;
+// n < 0 means DefaultMaxIdlePooledBytes. A smaller budget applies as objects
+// come back (what is idle stays until taken). A process decoding many large
+// messages at once trades memory for allocations here: a decode that finds
+// no idle capacity allocates its slices (IdlePooledRefused says how often
+// capacity was let go).
+func SetMaxIdlePooledBytes(n int) int {
+	if n < 0 {
+		n = DefaultMaxIdlePooledBytes
+	}
+	return int(idlePooled.max.Swap(int64(n)))
+}
+
+// IdlePooledBytes is what the slices of idle pooled notifications keep now.
+func IdlePooledBytes() int { return int(idlePooled.bytes.Load()) }
+
+// IdlePooledRefused counts the slices of pooled notifications let go because
+// MaxIdlePooledBytes was reached, and their bytes: each is an allocation
+// when a decode needs that capacity again, so a count that keeps growing with
+// the messages says the budget is smaller than what the process decodes at
+// once.
+func IdlePooledRefused() (slices, bytes uint64) {
+	return idlePooled.refused.Load(), idlePooled.refusedBy.Load()
+}

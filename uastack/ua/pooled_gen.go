@@ -9,14 +9,33 @@ import (
 )
 
 // DataChangeNotificationPool holds idle DataChangeNotification objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a
-// DataChangeNotification in an ExtensionObject; Release puts back.
-var DataChangeNotificationPool = pooling.NewPool[DataChangeNotification](0, (*DataChangeNotification).reset)
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// dataChangeNotificationIdle. The decoder takes from it (NewDataChangeNotification)
+// when it meets a DataChangeNotification in an ExtensionObject; Release puts back. Take
+// from it with NewDataChangeNotification, not Get, which gives an object without
+// capacity.
+var DataChangeNotificationPool = pooling.NewPool[DataChangeNotification](0, (*DataChangeNotification).putReset)
+
+// dataChangeNotificationIdle holds the slices of the idle DataChangeNotification
+// objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).
+var dataChangeNotificationIdle idleStack[DataChangeNotification, *DataChangeNotification]
 
 // NewDataChangeNotification returns an empty DataChangeNotification from
-// DataChangeNotificationPool; its slices may keep capacity from earlier use. The caller
-// owns it and gives it back with Release when done, typically in a defer.
-func NewDataChangeNotification() *DataChangeNotification { return DataChangeNotificationPool.Get() }
+// DataChangeNotificationPool, with the capacity of the slices of one put back before
+// when there is one. The caller owns it and gives it back with Release when done,
+// typically in a defer.
+func NewDataChangeNotification() *DataChangeNotification {
+	s := DataChangeNotificationPool.Get()
+	dataChangeNotificationIdle.get(s)
+	return s
+}
+
+// putReset is DataChangeNotificationPool's reset: reset, then the slices go to
+// dataChangeNotificationIdle (within the budget) and s into the pool bare.
+func (s *DataChangeNotification) putReset() {
+	s.reset()
+	dataChangeNotificationIdle.put(s, s.retainedBytes())
+}
 
 // Release resets s and gives it back to DataChangeNotificationPool. Afterwards neither
 // s nor its slices, nor a pointer into them, may be used: the next
@@ -51,22 +70,40 @@ func (s *DataChangeNotification) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *DataChangeNotification) retainedBytes() int {
 	n := cap(s.MonitoredItems)*int(unsafe.Sizeof(s.MonitoredItems[0])) + cap(s.DiagnosticInfos)*int(unsafe.Sizeof(s.DiagnosticInfos[0]))
 	return n
 }
 
 // MonitoredItemNotificationPool holds idle MonitoredItemNotification objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a
-// MonitoredItemNotification in an ExtensionObject; Release puts back.
-var MonitoredItemNotificationPool = pooling.NewPool[MonitoredItemNotification](0, (*MonitoredItemNotification).reset)
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// monitoredItemNotificationIdle. The decoder takes from it
+// (NewMonitoredItemNotification) when it meets a MonitoredItemNotification in an
+// ExtensionObject; Release puts back. Take from it with NewMonitoredItemNotification,
+// not Get, which gives an object without capacity.
+var MonitoredItemNotificationPool = pooling.NewPool[MonitoredItemNotification](0, (*MonitoredItemNotification).putReset)
+
+// monitoredItemNotificationIdle holds the slices of the idle MonitoredItemNotification
+// objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).
+var monitoredItemNotificationIdle idleStack[MonitoredItemNotification, *MonitoredItemNotification]
 
 // NewMonitoredItemNotification returns an empty MonitoredItemNotification from
-// MonitoredItemNotificationPool; its slices may keep capacity from earlier use. The
-// caller owns it and gives it back with Release when done, typically in a defer.
+// MonitoredItemNotificationPool, with the capacity of the slices of one put back before
+// when there is one. The caller owns it and gives it back with Release when done,
+// typically in a defer.
 func NewMonitoredItemNotification() *MonitoredItemNotification {
-	return MonitoredItemNotificationPool.Get()
+	s := MonitoredItemNotificationPool.Get()
+	monitoredItemNotificationIdle.get(s)
+	return s
+}
+
+// putReset is MonitoredItemNotificationPool's reset: reset, then the slices go to
+// monitoredItemNotificationIdle (within the budget) and s into the pool bare.
+func (s *MonitoredItemNotification) putReset() {
+	s.reset()
+	monitoredItemNotificationIdle.put(s, s.retainedBytes())
 }
 
 // Release resets s and gives it back to MonitoredItemNotificationPool. Afterwards
@@ -96,18 +133,37 @@ func (s *MonitoredItemNotification) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *MonitoredItemNotification) retainedBytes() int { return 0 }
 
 // EventNotificationListPool holds idle EventNotificationList objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a
-// EventNotificationList in an ExtensionObject; Release puts back.
-var EventNotificationListPool = pooling.NewPool[EventNotificationList](0, (*EventNotificationList).reset)
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// eventNotificationListIdle. The decoder takes from it (NewEventNotificationList) when
+// it meets a EventNotificationList in an ExtensionObject; Release puts back. Take from
+// it with NewEventNotificationList, not Get, which gives an object without capacity.
+var EventNotificationListPool = pooling.NewPool[EventNotificationList](0, (*EventNotificationList).putReset)
+
+// eventNotificationListIdle holds the slices of the idle EventNotificationList objects,
+// within MaxIdlePooledBytes for all pooled types together (pooled.go).
+var eventNotificationListIdle idleStack[EventNotificationList, *EventNotificationList]
 
 // NewEventNotificationList returns an empty EventNotificationList from
-// EventNotificationListPool; its slices may keep capacity from earlier use. The caller
-// owns it and gives it back with Release when done, typically in a defer.
-func NewEventNotificationList() *EventNotificationList { return EventNotificationListPool.Get() }
+// EventNotificationListPool, with the capacity of the slices of one put back before
+// when there is one. The caller owns it and gives it back with Release when done,
+// typically in a defer.
+func NewEventNotificationList() *EventNotificationList {
+	s := EventNotificationListPool.Get()
+	eventNotificationListIdle.get(s)
+	return s
+}
+
+// putReset is EventNotificationListPool's reset: reset, then the slices go to
+// eventNotificationListIdle (within the budget) and s into the pool bare.
+func (s *EventNotificationList) putReset() {
+	s.reset()
+	eventNotificationListIdle.put(s, s.retainedBytes())
+}
 
 // Release resets s and gives it back to EventNotificationListPool. Afterwards neither s
 // nor its slices, nor a pointer into them, may be used: the next
@@ -140,24 +196,42 @@ func (s *EventNotificationList) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *EventNotificationList) retainedBytes() int {
 	n := cap(s.Events) * int(unsafe.Sizeof(s.Events[0]))
-	for i := range s.Events {
-		n += s.Events[i].retainedBytes()
+	for i, events := 0, s.Events[:cap(s.Events)]; i < len(events); i++ {
+		n += events[i].retainedBytes()
 	}
 	return n
 }
 
 // EventFieldListPool holds idle EventFieldList objects (at most
-// pooling.DefaultCapacity). The decoder takes from it when it meets a EventFieldList in
-// an ExtensionObject; Release puts back.
-var EventFieldListPool = pooling.NewPool[EventFieldList](0, (*EventFieldList).reset)
+// pooling.DefaultCapacity), bare: the capacity of their slices is in
+// eventFieldListIdle. The decoder takes from it (NewEventFieldList) when it meets a
+// EventFieldList in an ExtensionObject; Release puts back. Take from it with
+// NewEventFieldList, not Get, which gives an object without capacity.
+var EventFieldListPool = pooling.NewPool[EventFieldList](0, (*EventFieldList).putReset)
 
-// NewEventFieldList returns an empty EventFieldList from EventFieldListPool; its slices
-// may keep capacity from earlier use. The caller owns it and gives it back with Release
-// when done, typically in a defer.
-func NewEventFieldList() *EventFieldList { return EventFieldListPool.Get() }
+// eventFieldListIdle holds the slices of the idle EventFieldList objects, within
+// MaxIdlePooledBytes for all pooled types together (pooled.go).
+var eventFieldListIdle idleStack[EventFieldList, *EventFieldList]
+
+// NewEventFieldList returns an empty EventFieldList from EventFieldListPool, with the
+// capacity of the slices of one put back before when there is one. The caller owns it
+// and gives it back with Release when done, typically in a defer.
+func NewEventFieldList() *EventFieldList {
+	s := EventFieldListPool.Get()
+	eventFieldListIdle.get(s)
+	return s
+}
+
+// putReset is EventFieldListPool's reset: reset, then the slices go to
+// eventFieldListIdle (within the budget) and s into the pool bare.
+func (s *EventFieldList) putReset() {
+	s.reset()
+	eventFieldListIdle.put(s, s.retainedBytes())
+}
 
 // Release resets s and gives it back to EventFieldListPool. Afterwards neither s nor
 // its slices, nor a pointer into them, may be used: the next NewEventFieldList may hand
@@ -188,7 +262,8 @@ func (s *EventFieldList) reset() {
 }
 
 // retainedBytes is the memory the slices of s keep across a reset: their capacity, and
-// what their pooled elements keep in turn.
+// what their pooled elements keep in turn, up to the capacity (elements past the length
+// are zero or keep the capacity a reset left them).
 func (s *EventFieldList) retainedBytes() int {
 	n := cap(s.EventFields) * int(unsafe.Sizeof(s.EventFields[0]))
 	return n

@@ -1,6 +1,9 @@
 package ua
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestPooledRetainLimit: a pooled notification whose slices grew past
 // MaxPooledBytes goes back to its pool without them, one below keeps them for the
@@ -69,5 +72,70 @@ func TestPooledRetainLimit(t *testing.T) {
 	}
 	if cap(r.AvailableSequenceNumbers) != 10 {
 		t.Errorf("small AvailableSequenceNumbers dropped")
+	}
+}
+
+// TestIdlePooledBudget: idle pooled notifications keep their slices only
+// within MaxIdlePooledBytes, all together; the bytes are given back when
+// they leave the pool, and those past the budget come back bare.
+func TestIdlePooledBudget(t *testing.T) {
+	const items = 1000
+	per := items*int(unsafe.Sizeof(MonitoredItemNotification{})) + int(unsafe.Sizeof(idleEntry[DataChangeNotification]{}))
+	base := IdlePooledBytes()
+	old := SetMaxIdlePooledBytes(base + 3*per)
+	defer SetMaxIdlePooledBytes(old)
+	if MaxIdlePooledBytes() != base+3*per {
+		t.Fatalf("MaxIdlePooledBytes %d after setting %d", MaxIdlePooledBytes(), base+3*per)
+	}
+	objs := make([]*DataChangeNotification, 5)
+	for i := range objs {
+		objs[i] = NewDataChangeNotification()
+		objs[i].MonitoredItems = Grow(objs[i].MonitoredItems[:0:0], items)
+	}
+	refused, refusedBytes := IdlePooledRefused()
+	for _, o := range objs {
+		o.Release()
+	}
+	if n, b := IdlePooledRefused(); n != refused+2 || b != refusedBytes+2*uint64(per) {
+		t.Errorf("refused %d objects of %d bytes, want 2 of %d", n-refused, b-refusedBytes, 2*per)
+	}
+	if got := IdlePooledBytes(); got != base+3*per {
+		t.Fatalf("idle pooled bytes %d after 5 releases of %d, want %d (3 within the budget)", got, per, base+3*per)
+	}
+	// Take them out again: the next three come with the capacity (the most
+	// recently put first), and the budget is given back.
+	var taken []*DataChangeNotification
+	for range 3 {
+		o := NewDataChangeNotification()
+		taken = append(taken, o)
+		if cap(o.MonitoredItems) != items || len(o.MonitoredItems) != 0 {
+			t.Errorf("object %d taken back with len %d cap %d, want 0 and %d", len(taken), len(o.MonitoredItems), cap(o.MonitoredItems), items)
+		}
+	}
+	if IdlePooledBytes() != base {
+		t.Errorf("idle bytes %d with the three taken, want %d", IdlePooledBytes(), base)
+	}
+	// They can be released again, and decoded into.
+	taken[0].MonitoredItems = Grow(taken[0].MonitoredItems, items)
+	for _, o := range taken {
+		o.Release()
+	}
+	if IdlePooledBytes() != base+3*per {
+		t.Errorf("idle pooled bytes %d after the three came back, want %d", IdlePooledBytes(), base+3*per)
+	}
+	for range 3 {
+		NewDataChangeNotification().MonitoredItems = nil // taken for good: the GC's
+	}
+	if IdlePooledBytes() != base {
+		t.Errorf("idle pooled bytes %d after the three were taken for good, want %d", IdlePooledBytes(), base)
+	}
+	// A second Release of an object already back changes nothing.
+	o := NewDataChangeNotification()
+	o.MonitoredItems = make([]MonitoredItemNotification, 10)
+	o.Release()
+	after := IdlePooledBytes()
+	o.Release()
+	if IdlePooledBytes() != after {
+		t.Errorf("a double Release counted %d bytes again", IdlePooledBytes()-after)
 	}
 }

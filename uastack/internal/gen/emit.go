@@ -498,7 +498,7 @@ func genTypes(m *model) *bytes.Buffer {
 	for _, s := range m.structs {
 		newf := fmt.Sprintf("func() Encodable { return new(%s) }", s.goName)
 		if s.pooled {
-			newf = fmt.Sprintf("func() Encodable { return %sPool.Get() }", s.goName)
+			newf = fmt.Sprintf("func() Encodable { return New%s() }", s.goName)
 		}
 		fmt.Fprintf(&body, "\t\t{Name: %q, DataTypeID: %s, BinaryEncodingID: %s, New: %s, Size: unsafe.Sizeof(%s{})},\n",
 			s.name, nodeIDConst(s.name), nodeIDConst(s.name+"_Encoding_DefaultBinary"), newf, s.goName)
@@ -530,10 +530,14 @@ func genPooled(m *model) *bytes.Buffer {
 		}
 		g := &typeGen{b: &b, m: m, s: s}
 		n := s.goName
-		docLines(&b, "", fmt.Sprintf("%sPool holds idle %s objects (at most pooling.DefaultCapacity). The decoder takes from it when it meets a %s in an ExtensionObject; Release puts back.", n, n, s.name))
-		g.p("var %sPool = pooling.NewPool[%s](0, (*%s).reset)\n", n, n, n)
-		docLines(&b, "", fmt.Sprintf("New%s returns an empty %s from %sPool; its slices may keep capacity from earlier use. The caller owns it and gives it back with Release when done, typically in a defer.", n, n, n))
-		g.p("func New%s() *%s { return %sPool.Get() }\n", n, n, n)
+		docLines(&b, "", fmt.Sprintf("%sPool holds idle %s objects (at most pooling.DefaultCapacity), bare: the capacity of their slices is in %sIdle. The decoder takes from it (New%s) when it meets a %s in an ExtensionObject; Release puts back. Take from it with New%s, not Get, which gives an object without capacity.", n, n, lowerFirst(n), n, s.name, n))
+		g.p("var %sPool = pooling.NewPool[%s](0, (*%s).putReset)\n", n, n, n)
+		docLines(&b, "", fmt.Sprintf("%sIdle holds the slices of the idle %s objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).", lowerFirst(n), n))
+		g.p("var %sIdle idleStack[%s, *%s]\n", lowerFirst(n), n, n)
+		docLines(&b, "", fmt.Sprintf("New%s returns an empty %s from %sPool, with the capacity of the slices of one put back before when there is one. The caller owns it and gives it back with Release when done, typically in a defer.", n, n, n))
+		g.p("func New%s() *%s {\n\ts := %sPool.Get()\n\t%sIdle.get(s)\n\treturn s\n}\n", n, n, n, lowerFirst(n))
+		docLines(&b, "", fmt.Sprintf("putReset is %sPool's reset: reset, then the slices go to %sIdle (within the budget) and s into the pool bare.", n, lowerFirst(n)))
+		g.p("func (s *%s) putReset() {\n\ts.reset()\n\t%sIdle.put(s, s.retainedBytes())\n}\n", n, lowerFirst(n))
 		docLines(&b, "", fmt.Sprintf("Release resets s and gives it back to %sPool. Afterwards neither s nor its slices, nor a pointer into them, may be used: the next New%s may hand it to another goroutine. Values copied out of s before (a DataValue, a Variant, a string) stay valid; see Borrowed notifications in the package documentation. Release only a %s that stands alone (from New%s or an ExtensionObject); an element of a slice, such as one of DataChangeNotification.MonitoredItems, belongs to the object holding the slice. An ExtensionObject holding s releases it through ExtensionObject.Release; a second Release of the same object is ignored by the pool.", n, n, n, n))
 		g.p("func (s *%s) Release() { %sPool.Put(s) }\n", n, n)
 		docLines(&b, "", "reset zeroes s for reuse. It keeps the capacity of its slices, and of the slices of their elements, so that decoding into s again does not allocate; only the elements in use are cleared: those beyond the length are already zero, because Grow clears the tail when a decode shrinks a slice, so nothing stays reachable from an idle object and a Release costs what was used, not the largest message ever seen. Slices that retain more than MaxPooledBytes together are dropped instead, and s goes back empty: one huge message must not pin its memory in the pool for the life of the process.")
@@ -572,7 +576,7 @@ func genPooled(m *model) *bytes.Buffer {
 // across a reset (their capacity, and what the pooled elements keep in turn).
 func (g *typeGen) genRetained() {
 	s := g.s
-	docLines(g.b, "", "retainedBytes is the memory the slices of s keep across a reset: their capacity, and what their pooled elements keep in turn.")
+	docLines(g.b, "", "retainedBytes is the memory the slices of s keep across a reset: their capacity, and what their pooled elements keep in turn, up to the capacity (elements past the length are zero or keep the capacity a reset left them).")
 	var terms []string
 	var loops []string
 	for _, f := range s.fields {
@@ -594,7 +598,8 @@ func (g *typeGen) genRetained() {
 	g.p("func (s *%s) retainedBytes() int {", s.goName)
 	g.p("\tn := %s", strings.Join(terms, " + "))
 	for _, x := range loops {
-		g.p("\tfor i := range %s {\n\t\tn += %s[i].retainedBytes()\n\t}", x, x)
+		v := lowerFirst(strings.TrimPrefix(x, "s."))
+		g.p("\tfor i, %s := 0, %s[:cap(%s)]; i < len(%s); i++ {\n\t\tn += %s[i].retainedBytes()\n\t}", v, x, x, v, v)
 	}
 	g.p("\treturn n")
 	g.p("}\n")
