@@ -49,19 +49,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // WriterGroup is a writer group: one subscription's dataset writers.
 type WriterGroup struct {
-	Name               string          `json:"name" doc:"unique; the <WriterGroup> topic level"`
-	Endpoint           string          `json:"endpoint" doc:"name of the endpoint it subscribes to"`
-	PublishingInterval *Duration       `json:"publishingInterval,omitempty" doc:"default 1s"`
-	KeyFrameCount      int             `json:"keyFrameCount,omitempty" doc:"every n-th DataSetMessage is a key frame; default 10"`
-	KeepAlive          *Duration       `json:"keepAlive,omitempty" doc:"ua-keepalive after this long without change; default 10 x publishingInterval"`
-	MaxMessageSize     int             `json:"maxMessageSize,omitempty" doc:"bytes; larger NetworkMessages are split; default 256 KiB"`
-	MessageShape       string          `json:"messageShape,omitempty" doc:"single (default) or batched"`
-	FieldEncoding      string          `json:"fieldEncoding,omitempty" doc:"variant (default), dataValue or raw"`
-	Encoding           string          `json:"encoding,omitempty" doc:"compact (default) or verbose"`
-	Format             string          `json:"format,omitempty" doc:"part14 (default) or samples"`
-	MaxUnacked         int             `json:"maxUnacked,omitempty" doc:"notification messages not yet confirmed by at-least-once sinks before Publish stops; default 64"`
-	Nodes              *NodeDefaults   `json:"nodes,omitempty" doc:"monitored-item defaults of the group's fields"`
-	Writers            []DataSetWriter `json:"writers" doc:"the dataset writers"`
+	Name                       string          `json:"name" doc:"unique; the <WriterGroup> topic level"`
+	Endpoint                   string          `json:"endpoint" doc:"name of the endpoint it subscribes to"`
+	PublishingInterval         *Duration       `json:"publishingInterval,omitempty" doc:"default 1s"`
+	KeyFrameCount              int             `json:"keyFrameCount,omitempty" doc:"every n-th DataSetMessage is a key frame; default 10"`
+	KeepAlive                  *Duration       `json:"keepAlive,omitempty" doc:"ua-keepalive after this long without change; default 10 x publishingInterval"`
+	MaxMessageSize             int             `json:"maxMessageSize,omitempty" doc:"bytes; larger NetworkMessages are split; default 256 KiB"`
+	MessageShape               string          `json:"messageShape,omitempty" doc:"single (default) or batched"`
+	FieldEncoding              string          `json:"fieldEncoding,omitempty" doc:"variant (default), dataValue or raw"`
+	Encoding                   string          `json:"encoding,omitempty" doc:"compact (default) or verbose"`
+	Format                     string          `json:"format,omitempty" doc:"part14 (default) or samples"`
+	MaxUnacked                 int             `json:"maxUnacked,omitempty" doc:"notification messages not yet confirmed by at-least-once sinks before Publish stops; default 64"`
+	MaxNotificationsPerPublish int             `json:"maxNotificationsPerPublish,omitempty" doc:"most values in one notification message of the subscription; default 1000; negative: the server's own bound"`
+	Nodes                      *NodeDefaults   `json:"nodes,omitempty" doc:"monitored-item defaults of the group's fields"`
+	Writers                    []DataSetWriter `json:"writers" doc:"the dataset writers"`
 	// Status is read-only: ignored in requests.
 	Status *GroupStats `json:"status,omitempty" doc:"runtime counters (read-only, ignored in requests)"`
 }
@@ -178,7 +179,7 @@ func groupOf(g *config.WriterGroup) WriterGroup {
 		Name: g.Name, Endpoint: g.Endpoint, PublishingInterval: durPtr(g.PublishingInterval),
 		KeyFrameCount: g.KeyFrameCount, KeepAlive: durPtr(g.KeepAlive), MaxMessageSize: g.MaxMessageSize,
 		MessageShape: g.MessageShape, FieldEncoding: g.FieldEncoding, Encoding: g.Encoding, Format: g.Format,
-		MaxUnacked: g.MaxUnacked, Writers: make([]DataSetWriter, len(g.Writers)),
+		MaxUnacked: g.MaxUnacked, MaxNotificationsPerPublish: g.MaxNotificationsPerPublish, Writers: make([]DataSetWriter, len(g.Writers)),
 	}
 	n := g.Nodes
 	if n.SamplingInterval != nil || n.QueueSize != 0 || n.DiscardOldest != nil || n.Deadband != (config.Deadband{}) || n.Trigger != "" || n.Heartbeat != 0 {
@@ -197,7 +198,7 @@ func (g *WriterGroup) config() config.WriterGroup {
 		Name: g.Name, Endpoint: g.Endpoint, PublishingInterval: cfgDur(g.PublishingInterval),
 		KeyFrameCount: g.KeyFrameCount, KeepAlive: cfgDur(g.KeepAlive), MaxMessageSize: g.MaxMessageSize,
 		MessageShape: g.MessageShape, FieldEncoding: g.FieldEncoding, Encoding: g.Encoding, Format: g.Format,
-		MaxUnacked: g.MaxUnacked, Writers: make([]config.DataSetWriter, len(g.Writers)),
+		MaxUnacked: g.MaxUnacked, MaxNotificationsPerPublish: g.MaxNotificationsPerPublish, Writers: make([]config.DataSetWriter, len(g.Writers)),
 	}
 	if n := g.Nodes; n != nil {
 		out.Nodes = config.NodeDefaults{SamplingInterval: cfgDurP(n.SamplingInterval), QueueSize: n.QueueSize,

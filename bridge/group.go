@@ -780,11 +780,13 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	scfg := &client.SubscriptionConfig{
 		PublishingInterval: g.interval,
 		KeepAliveCount:     keepAliveCount,
-		OnDataChange:       g.onDataChange,
-		OnEvent:            g.onEvent,
-		OnItemStatus:       g.onItemStatus,
-		OnGap:              g.onGap,
-		OnStatusChange:     g.onStatusChange,
+		// negative (no bound but the server's) and unset are 0 there
+		MaxNotificationsPerPublish: uint32(max(g.cfg.MaxNotificationsPerPublish, 0)),
+		OnDataChange:               g.onDataChange,
+		OnEvent:                    g.onEvent,
+		OnItemStatus:               g.onItemStatus,
+		OnGap:                      g.onGap,
+		OnStatusChange:             g.onStatusChange,
 	}
 	g.configureAck(scfg)
 	if g.resume != nil {

@@ -35,16 +35,26 @@ const (
 	DefaultKeepAliveFactor    = 10 // KeepAlive = DefaultKeepAliveFactor × PublishingInterval
 	DefaultGroupMessageSize   = 256 << 10
 	DefaultMaxUnacked         = 64
-	DefaultSamplingDivisor    = 10 // SamplingInterval = PublishingInterval / DefaultSamplingDivisor
-	DefaultBrowseDepth        = 5
-	DefaultBrowseMaxNodes     = 100000
-	DefaultSinkQueueSize      = 1024
-	DefaultMQTTQoS            = 1
-	DefaultWebSocketPath      = "/ws"
-	DefaultWebSocketQueue     = 256
-	DefaultSimWriterGroup     = "demo"
-	DefaultSimWriter          = "demo"
-	DefaultSimEndpoint        = "sim"
+	// DefaultMaxNotificationsPerPublish keeps one decoded message of a
+	// subscription near 80 KB (80 bytes per value) and its JSON within one
+	// NetworkMessage of the default maxMessageSize. The client decodes every
+	// response that arrives while the previous one is being handled, so what
+	// a session holds decoded at a burst is its outstanding Publish requests
+	// times this: a burst that a blocked sink holds back then waits at the
+	// server, not in the gateway's memory. At 1000 values a message and the
+	// publish pipeline's 2–10 requests, a session still takes 10,000 values
+	// per round trip.
+	DefaultMaxNotificationsPerPublish = 1000
+	DefaultSamplingDivisor            = 10 // SamplingInterval = PublishingInterval / DefaultSamplingDivisor
+	DefaultBrowseDepth                = 5
+	DefaultBrowseMaxNodes             = 100000
+	DefaultSinkQueueSize              = 1024
+	DefaultMQTTQoS                    = 1
+	DefaultWebSocketPath              = "/ws"
+	DefaultWebSocketQueue             = 256
+	DefaultSimWriterGroup             = "demo"
+	DefaultSimWriter                  = "demo"
+	DefaultSimEndpoint                = "sim"
 
 	DefaultMQTTDataTopic      = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
 	DefaultMQTTMetaDataTopic  = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
@@ -236,6 +246,7 @@ func (wg *WriterGroup) applyDefaults() {
 	setString(&wg.Encoding, EncodingCompact)
 	setString(&wg.Format, FormatPart14)
 	setInt(&wg.MaxUnacked, DefaultMaxUnacked)
+	setInt(&wg.MaxNotificationsPerPublish, DefaultMaxNotificationsPerPublish)
 
 	nd := &wg.Nodes
 	if nd.SamplingInterval == nil {

@@ -196,6 +196,10 @@ type WriterGroup struct {
 	// confirmed by every at-least-once sink; at the limit Publish requests
 	// stop (backpressure). Default 64.
 	MaxUnacked int `yaml:"maxUnacked"`
+	// MaxNotificationsPerPublish bounds the notifications the server puts
+	// in one message of the subscription; default 1000; negative: no bound
+	// but the server's own.
+	MaxNotificationsPerPublish int `yaml:"maxNotificationsPerPublish"`
 	// Defaults for the nodes of the group's writers.
 	Nodes   NodeDefaults    `yaml:"nodes"`
 	Writers []DataSetWriter `yaml:"writers"`

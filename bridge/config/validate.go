@@ -17,20 +17,22 @@ import (
 
 // Limits that Validate enforces.
 const (
-	MaxQueueSize          = 10000   // monitored item queue
-	MaxSinkQueueSize      = 1 << 20 // messages in a sink's queue
-	MinSinkQueueBytes     = 1 << 10 // payload bytes in a sink's queue
-	MaxSinkQueueBytes     = 1 << 30
-	MaxWebSocketQueue     = 1 << 16
-	MaxUnackedLimit       = 1 << 16
-	MinGroupMessageSize   = 1 << 10
-	MaxGroupMessageSize   = 64 << 20
-	MinEndpointMessage    = 8192
-	MaxEndpointMessage    = 1 << 30
-	MaxBrowseDepth        = 32
-	MaxBrowseNodes        = 1000000
-	MaxFieldsPerWriter    = 65535
-	MinPublishingInterval = time.Millisecond
+	MaxQueueSize      = 10000   // monitored item queue
+	MaxSinkQueueSize  = 1 << 20 // messages in a sink's queue
+	MinSinkQueueBytes = 1 << 10 // payload bytes in a sink's queue
+	MaxSinkQueueBytes = 1 << 30
+	MaxWebSocketQueue = 1 << 16
+	MaxUnackedLimit   = 1 << 16
+	// MaxNotificationsPerPublishLimit bounds maxNotificationsPerPublish.
+	MaxNotificationsPerPublishLimit = 1 << 20
+	MinGroupMessageSize             = 1 << 10
+	MaxGroupMessageSize             = 64 << 20
+	MinEndpointMessage              = 8192
+	MaxEndpointMessage              = 1 << 30
+	MaxBrowseDepth                  = 32
+	MaxBrowseNodes                  = 1000000
+	MaxFieldsPerWriter              = 65535
+	MinPublishingInterval           = time.Millisecond
 )
 
 // validator collects validation issues; every message names the field by its
@@ -322,6 +324,9 @@ func (wg *WriterGroup) validate(v *validator, p string) {
 	oneOf(v, p+".format", wg.Format, FormatPart14, FormatSamples)
 	if wg.MaxUnacked < 1 || wg.MaxUnacked > MaxUnackedLimit {
 		v.errorf(p+".maxUnacked", "%d: want 1 to %d", wg.MaxUnacked, MaxUnackedLimit)
+	}
+	if wg.MaxNotificationsPerPublish > MaxNotificationsPerPublishLimit {
+		v.errorf(p+".maxNotificationsPerPublish", "%d: want 1 to %d, or negative for the server's own bound", wg.MaxNotificationsPerPublish, MaxNotificationsPerPublishLimit)
 	}
 	nd := &wg.Nodes
 	checkMonitoring(v, p+".nodes", nd.SamplingInterval, nd.QueueSize, nd.Deadband, nd.Trigger, nd.Heartbeat)

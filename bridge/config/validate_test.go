@@ -102,6 +102,7 @@ func TestValidateRules(t *testing.T) {
 		{"encoding", func(c *Config) { c.WriterGroups[0].Encoding = "x" }, `writerGroups[0].encoding: "x": want compact or verbose`},
 		{"format", func(c *Config) { c.WriterGroups[0].Format = "x" }, `writerGroups[0].format: "x": want part14 or samples`},
 		{"max unacked", func(c *Config) { c.WriterGroups[0].MaxUnacked = 0 }, "writerGroups[0].maxUnacked: 0: want 1 to 65536"},
+		{"max notifications per publish", func(c *Config) { c.WriterGroups[0].MaxNotificationsPerPublish = 2000000 }, "writerGroups[0].maxNotificationsPerPublish: 2000000: want 1 to 1048576, or negative for the server's own bound"},
 		{"node defaults queue", func(c *Config) { c.WriterGroups[0].Nodes.QueueSize = 20000 }, "writerGroups[0].nodes.queueSize: 20000: at most 10000"},
 		{"no writers", func(c *Config) { c.WriterGroups[0].Writers = nil }, "writerGroups[0].writers: none: a writer group needs at least one writer"},
 		{"writer id 0", func(c *Config) { c.WriterGroups[0].Writers[0].ID = 0 }, "writerGroups[0].writers[0].id: 0 is the null DataSetWriterId; want 1 to 65535"},

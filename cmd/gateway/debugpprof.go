@@ -15,6 +15,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/pooling"
+	"github.com/uagate/gateway/uastack/ua"
 )
 
 // debugPprofEnv names the environment variable that opts into the Go
@@ -86,7 +87,12 @@ func servePoolStats(w http.ResponseWriter, _ *http.Request) {
 		Classes   []class
 		IdleBytes int
 		Oversize  uint64
-	}{Oversize: st.Oversize}
+		// The decoder's pooled notification slices (ua.MaxIdlePooledBytes).
+		NotificationIdleBytes    int
+		NotificationRefused      uint64
+		NotificationRefusedBytes uint64
+	}{Oversize: st.Oversize, NotificationIdleBytes: ua.IdlePooledBytes()}
+	out.NotificationRefused, out.NotificationRefusedBytes = ua.IdlePooledRefused()
 	for _, c := range st.Classes {
 		if c.Hits+c.Misses == 0 {
 			continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/pooling"
+	"github.com/uagate/gateway/uastack/ua"
 )
 
 // releaseSettle is how long the group starts must have been quiet before
@@ -22,7 +23,8 @@ import (
 const releaseSettle = 2 * time.Second
 
 // trimInterval is the period of the pools' trim: the idle buffers no Get
-// needed for a whole period are let go (pooling.Pool.Trim), so that a burst
+// needed for a whole period are let go (pooling.Pool.Trim, and the decoder's
+// idle notification capacity, ua.TrimIdlePooled), so that a burst
 // that does not recur (a setup that went on after the release, a broker
 // outage's backlog, a storm of key frames) stops costing memory, while the
 // buffers a recurring peak needs stay. When that frees trimReleaseBytes or
@@ -85,7 +87,7 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 			case <-r.kick:
 				t.Reset(releaseSettle)
 			case <-trim.C:
-				if n := sink.TrimMessageBuffers() + pooling.Buffers.Trim(); n >= trimReleaseBytes {
+				if n := sink.TrimMessageBuffers() + pooling.Buffers.Trim() + ua.TrimIdlePooled(); n >= trimReleaseBytes {
 					debug.FreeOSMemory()
 					logf("idle pooled buffers returned to the OS", "trimmedMB", mb(uint64(n)))
 				}

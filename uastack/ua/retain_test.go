@@ -139,3 +139,50 @@ func TestIdlePooledBudget(t *testing.T) {
 		t.Errorf("a double Release counted %d bytes again", IdlePooledBytes()-after)
 	}
 }
+
+// TestTrimIdlePooled: the capacity a burst left idle, which no decode took
+// for a whole period, is let go by the next trim; what a recurring decode
+// takes each period stays.
+func TestTrimIdlePooled(t *testing.T) {
+	const items = 1000
+	per := items*int(unsafe.Sizeof(MonitoredItemNotification{})) + int(unsafe.Sizeof(idleEntry[DataChangeNotification]{}))
+	burst := func(n int) {
+		objs := make([]*DataChangeNotification, n)
+		for i := range objs {
+			objs[i] = NewDataChangeNotification()
+			objs[i].MonitoredItems = Grow(objs[i].MonitoredItems[:0], items)
+		}
+		for _, o := range objs {
+			o.Release()
+		}
+	}
+	TrimIdlePooled()
+	TrimIdlePooled() // whatever other tests left idle is gone
+	base := IdlePooledBytes()
+	burst(8) // a burst: 8 at once
+	if got := IdlePooledBytes() - base; got != 8*per {
+		t.Fatalf("idle after the burst %d, want %d", got, 8*per)
+	}
+	TrimIdlePooled() // the period of the burst: its gets emptied the stack
+	if got := IdlePooledBytes() - base; got != 8*per {
+		t.Fatalf("the first trim let go of %d bytes; the burst's period took everything, want 0", 8*per-got)
+	}
+	burst(2) // the steady state: 2 at once
+	if n := TrimIdlePooled(); n != 6*per {
+		t.Fatalf("trim let go of %d bytes, want %d (the 6 entries no decode took)", n, 6*per)
+	}
+	for range 3 {
+		burst(2)
+		if n := TrimIdlePooled(); n != 0 {
+			t.Fatalf("trim let go of %d bytes the recurring 2 need", n)
+		}
+	}
+	refused, _ := IdlePooledRefused()
+	burst(2)
+	if got := IdlePooledBytes() - base; got != 2*per {
+		t.Fatalf("idle %d after the steady burst, want %d", got, 2*per)
+	}
+	if n, _ := IdlePooledRefused(); n != refused {
+		t.Fatalf("%d refused in the steady state", n-refused)
+	}
+}
