@@ -1,0 +1,226 @@
+package bridge
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/jsonenc"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// binaryOf is the OPC UA binary encoding of dv: two DataValues are the same
+// value when their encodings are.
+func binaryOf(t *testing.T, dv *ua.DataValue) []byte {
+	t.Helper()
+	e := ua.NewEncoder(nil)
+	e.WriteDataValue(dv)
+	if err := e.Err(); err != nil {
+		t.Fatalf("encoding %v: %v", dv, err)
+	}
+	return bytes.Clone(e.Bytes())
+}
+
+func mustVariant(t *testing.T, v any) ua.Variant {
+	t.Helper()
+	x, err := ua.NewVariant(v)
+	if err != nil {
+		t.Fatalf("NewVariant(%T): %v", v, err)
+	}
+	return x
+}
+
+// cacheGroup is a group of two writers without a session (notifications are
+// fed to its handler, as the client's dispatch would): writer "a" with the
+// fields of names, writer "b" with two more. Verbose DataValue fields, so
+// that the JSON carries every part of a value and its type.
+func cacheGroup(t *testing.T, names []string) (*WriterGroup, *testQueue) {
+	t.Helper()
+	q := newTestQueue(t, "cache")
+	fa := make([]config.Field, len(names))
+	for i, n := range names {
+		fa[i] = config.Field{Name: n, Node: fmt.Sprintf("ns=1;s=A%d", i)}
+	}
+	fb := []config.Field{{Name: "b0", Node: "ns=1;s=B0"}, {Name: "b1 — long name ✓", Node: "ns=1;s=B1"}}
+	g, err := NewWriterGroup(config.WriterGroup{
+		Name:               "cache",
+		PublishingInterval: config.Duration(time.Second),
+		KeyFrameCount:      1000,
+		Encoding:           "verbose",
+		FieldEncoding:      config.FieldDataValue,
+		Writers:            []config.DataSetWriter{{Name: "a", Fields: fa}, {Name: "b", Fields: fb}},
+	}, Options{Queues: []sink.Queue{q}, PublisherID: "test-pub", Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.base = 1
+	return g, q
+}
+
+// TestCacheValues: every kind of value survives the compact cache exactly
+// (LastValue and the JSON of key and delta frames), strings and arrays in
+// the side table, picoseconds too; a field whose value stops needing the
+// side table gives its entry back and the next one reuses it; several
+// values of one field in a message go into successive DataSetMessages in
+// order, also when the server sends the handles out of order; a removed
+// writer frees its entries.
+func TestCacheValues(t *testing.T) {
+	ts := ua.NewDateTime(time.Date(2026, 3, 4, 5, 6, 7, 123456700, time.UTC))
+	values := []ua.Variant{
+		ua.NewDoubleVariant(-1.5),
+		ua.NewDoubleVariant(math.Inf(1)),
+		ua.NewInt32Variant(-7),
+		ua.NewBooleanVariant(true),
+		ua.NewFloatVariant(3.25),
+		mustVariant(t, int8(-3)),
+		mustVariant(t, uint16(65535)),
+		mustVariant(t, uint64(math.MaxUint64)),
+		mustVariant(t, int64(math.MinInt64)),
+		ua.NewDateTimeVariant(ts),
+		mustVariant(t, ua.StatusBadOutOfRange),
+		{},
+		ua.NewStringVariant("hello, \"world\""),
+		mustVariant(t, ua.XmlElement("<a/>")),
+		mustVariant(t, []byte{1, 2, 3}),
+		mustVariant(t, []int32{1, -2, 3}),
+		mustVariant(t, []string{"x", "y"}),
+		mustVariant(t, ua.LocalizedText{Locale: "en", Text: "text"}),
+		mustVariant(t, ua.NewStringNodeID(1, "node")),
+		mustVariant(t, ua.Guid{Data1: 1, Data2: 2, Data3: 3, Data4: [8]byte{4, 5, 6, 7, 8, 9, 10, 11}}),
+		ua.NewDoubleVariant(2), // with picoseconds below
+	}
+	names := make([]string, len(values))
+	for i := range names {
+		names[i] = fmt.Sprintf("f%02d", i)
+	}
+	names[3] = "" // its node is its name
+	g, q := cacheGroup(t, names)
+	if got := g.LastValues("a")[3].Field; got != "ns=1;s=A3" {
+		t.Fatalf("field 3 is named %q, want its node", got)
+	}
+	names[3] = "ns=1;s=A3"
+	q.types = jsonenc.FieldTypes{}
+	for i, v := range values {
+		q.types[names[i]] = v.Type()
+	}
+	q.types["b1 — long name ✓"] = ua.TypeString
+
+	items := make([]ua.MonitoredItemNotification, len(values))
+	want := make([]ua.DataValue, len(values))
+	for i, v := range values {
+		want[i] = ua.DataValue{Value: v, Status: ua.StatusCode(uint32(i) << 16 & 0x00FF0000), SourceTimestamp: ts + ua.DateTime(i), ServerTimestamp: ts + 1000}
+		if i == len(values)-1 {
+			want[i].SourcePicoseconds, want[i].ServerPicoseconds = 17, 9999
+		}
+		items[i] = ua.MonitoredItemNotification{ClientHandle: uint32(i + 1), Value: want[i]}
+	}
+	check := func(step string, dsm int) {
+		t.Helper()
+		for i := range want {
+			fv, ok := g.LastValue("a", names[i])
+			if !ok || !fv.HasValue {
+				t.Fatalf("%s: LastValue(a, %s): %v %v", step, names[i], ok, fv.HasValue)
+			}
+			if !bytes.Equal(binaryOf(t, &fv.Value), binaryOf(t, &want[i])) {
+				t.Errorf("%s: LastValue(a, %s) = %+v, want %+v", step, names[i], fv.Value, want[i])
+			}
+		}
+		ms := dataSetMessages(q.all(), "a")
+		if len(ms) <= dsm {
+			t.Fatalf("%s: %d DataSetMessages, want DataSetMessage %d", step, len(ms), dsm)
+		}
+		for i := range want {
+			got, ok := fieldValue(&ms[dsm].DataSetMessage, names[i])
+			if !ok {
+				t.Fatalf("%s: field %s missing from %+v", step, names[i], ms[dsm])
+			}
+			w := want[i]
+			// PubSub DataValue fields carry no picoseconds (FieldContentMask).
+			w.SourcePicoseconds, w.ServerPicoseconds = 0, 0
+			if !bytes.Equal(binaryOf(t, &got), binaryOf(t, &w)) {
+				t.Errorf("%s: JSON field %s = %+v, want %+v", step, names[i], got, want[i])
+			}
+		}
+	}
+
+	g.onDataChange(nil, 1, items)
+	check("first values (key frame)", 0)
+	ext := len(g.ext)
+	if ext == 0 || ext >= len(values) {
+		t.Fatalf("%d side-table entries for %d values", ext, len(values))
+	}
+
+	// The string field gets a Double, the Double field a string: the
+	// entry given back is reused, the table does not grow.
+	want[0].Value, want[12].Value = ua.NewStringVariant("now a string"), ua.NewDoubleVariant(12)
+	items[0].Value, items[12].Value = want[0], want[12]
+	q.types[names[0]], q.types[names[12]] = ua.TypeString, ua.TypeDouble // the decoder's metadata
+	g.onDataChange(nil, 2, items)
+	check("types swapped (delta frame with every field)", 1)
+	// f00 takes an entry before f12 (a later slot) gives one back.
+	if len(g.ext)-len(g.extFree) != ext || len(g.ext) > ext+1 {
+		t.Errorf("side table: %d entries (%d free), want %d in use, at most one free", len(g.ext), len(g.extFree), ext)
+	}
+	size := len(g.ext)
+	// The next values' backing arrays are the client's, reused: the cache
+	// must hold its own copies.
+	items[0].Value.Value = ua.NewStringVariant("overwritten by the client")
+
+	// Three values of f01, one of f02, handles out of order: three
+	// DataSetMessages, f01's values in order, f02 in the first only.
+	v1, v2, v3 := ua.NewDoubleVariant(10), ua.NewDoubleVariant(11), ua.NewDoubleVariant(12)
+	dup := []ua.MonitoredItemNotification{
+		{ClientHandle: 3, Value: ua.DataValue{Value: ua.NewInt32Variant(99)}},
+		{ClientHandle: 2, Value: ua.DataValue{Value: v1}},
+		{ClientHandle: 2, Value: ua.DataValue{Value: v2}},
+		{ClientHandle: uint32(len(values) + 2), Value: ua.DataValue{Value: ua.NewStringVariant("b1")}},
+		{ClientHandle: 2, Value: ua.DataValue{Value: v3}},
+	}
+	before := len(dataSetMessages(q.all(), "a"))
+	g.onDataChange(nil, 3, dup)
+	ms := dataSetMessages(q.all(), "a")[before:]
+	if len(ms) != 3 {
+		t.Fatalf("%d DataSetMessages for three values of one field, want 3", len(ms))
+	}
+	for k, v := range []ua.Variant{v1, v2, v3} {
+		got, ok := fieldValue(&ms[k].DataSetMessage, names[1])
+		if !ok || got.Value.Double() != v.Double() {
+			t.Errorf("DataSetMessage %d: %s = %+v (%v), want %v", k, names[1], got.Value, ok, v.Double())
+		}
+		_, has := fieldValue(&ms[k].DataSetMessage, names[2])
+		if has != (k == 0) || len(ms[k].Fields) != map[bool]int{true: 2, false: 1}[k == 0] {
+			t.Errorf("DataSetMessage %d carries %d fields (f02: %v)", k, len(ms[k].Fields), has)
+		}
+	}
+	if len(g.ext) != size || len(g.extFree) != 0 {
+		t.Errorf("side table: %d entries (%d free) after b1's string, want %d (the free one reused)", len(g.ext), len(g.extFree), size)
+	}
+	if fv, _ := g.LastValue("b", "b1 — long name ✓"); fv.Value.Value.Str() != "b1" {
+		t.Errorf("b1 = %+v", fv.Value)
+	}
+	if fv, _ := g.LastValue("a", names[1]); fv.Value.Value.Double() != 12 {
+		t.Errorf("f01 = %+v, want the last of its values", fv.Value)
+	}
+	if fv, _ := g.LastValue("a", names[0]); fv.Value.Value.Str() != "now a string" {
+		t.Errorf("f00 = %+v: the cache shares the client's storage", fv.Value)
+	}
+
+	// Removing writer b frees its string's entry; its fields are gone.
+	inUse := len(g.ext) - len(g.extFree)
+	if err := g.RemoveWriter(ctxT(t), "b"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.ext) - len(g.extFree); n != inUse-1 {
+		t.Errorf("%d side-table entries in use after the removal, want %d", n, inUse-1)
+	}
+	if _, ok := g.LastValue("b", "b0"); ok {
+		t.Error("a removed writer's field is still found")
+	}
+	if vs := g.LastValues(""); len(vs) != len(values) {
+		t.Errorf("%d fields after the removal, want %d", len(vs), len(values))
+	}
+}
