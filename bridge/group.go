@@ -135,7 +135,7 @@ type writer struct {
 	seq         uint32             // SequenceNumber of its next DataSetMessage
 	frames      uint64             // data DataSetMessages written (key frame count)
 	forceKey    bool               // the next DataSetMessage is a key frame (after a gap)
-	names       string // its fields' names, one after the other (field.name)
+	names       string             // its fields' names, one after the other (field.name)
 	version     jsonenc.ConfigurationVersion
 	metaSent    bool
 	removed     bool
@@ -254,20 +254,20 @@ type WriterGroup struct {
 	closed     bool
 	started    bool
 
-	w     *jsonenc.NetworkMessageWriter
-	fenc  *jsonenc.Encoder
-	nmHdr jsonenc.NetworkMessageHeader
-	cl    cloner
-	ext   []extValue // the cache's side table (cache.go); g.vmu
-	extFree []int32  // free indexes of ext
-	dv    ua.DataValue // scratch: a cached value being written; g.mu
-	ents  []entry
-	cur   *writer // the writer of the open message (single shape)
-	seq   uint32  // sequence number of the notification message being written
-	track bool    // messages of this cycle carry seq for the tracker
-	now   int64   // UnixNano of this cycle
-	nowDT ua.DateTime
-	skip  bool // an encoding error ended the open DataSetMessage
+	w       *jsonenc.NetworkMessageWriter
+	fenc    *jsonenc.Encoder
+	nmHdr   jsonenc.NetworkMessageHeader
+	cl      cloner
+	ext     []extValue   // the cache's side table (cache.go); g.vmu
+	extFree []int32      // free indexes of ext
+	dv      ua.DataValue // scratch: a cached value being written; g.mu
+	ents    []entry
+	cur     *writer // the writer of the open message (single shape)
+	seq     uint32  // sequence number of the notification message being written
+	track   bool    // messages of this cycle carry seq for the tracker
+	now     int64   // UnixNano of this cycle
+	nowDT   ua.DateTime
+	skip    bool // an encoding error ended the open DataSetMessage
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
 	stats    groupCounters
