@@ -32,17 +32,16 @@ type extValue struct {
 	srcPico, srvPico uint16
 }
 
+// inlineTypes is the set of inlineType as a bit mask by TypeID.
+const inlineTypes = 1<<ua.TypeNull | 1<<ua.TypeBoolean | 1<<ua.TypeSByte | 1<<ua.TypeByte |
+	1<<ua.TypeInt16 | 1<<ua.TypeUInt16 | 1<<ua.TypeInt32 | 1<<ua.TypeUInt32 | 1<<ua.TypeInt64 |
+	1<<ua.TypeUInt64 | 1<<ua.TypeFloat | 1<<ua.TypeDouble | 1<<ua.TypeDateTime | 1<<ua.TypeStatusCode
+
 // inlineType reports whether a scalar of type t lives entirely inside the
 // Variant's payload (no string or pointer), so that its built-in type and
 // RawBits are the whole value.
 func inlineType(t ua.TypeID) bool {
-	switch t {
-	case ua.TypeNull, ua.TypeBoolean, ua.TypeSByte, ua.TypeByte, ua.TypeInt16, ua.TypeUInt16,
-		ua.TypeInt32, ua.TypeUInt32, ua.TypeInt64, ua.TypeUInt64, ua.TypeFloat, ua.TypeDouble,
-		ua.TypeDateTime, ua.TypeStatusCode:
-		return true
-	}
-	return false
+	return t < 32 && inlineTypes&(1<<t) != 0
 }
 
 // setInline sets v to the inline scalar of type t and payload n (as

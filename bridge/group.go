@@ -93,6 +93,7 @@ type field struct {
 	status   ua.StatusCode // the cached value's status
 	item     ua.StatusCode // the monitored item's status (the server's answer)
 	name     uint32        // offset of its name in writer.names
+	nameLen  uint8         // its length; nameLong: up to the next field's name
 	typ      byte          // built-in type of the cached value
 	builtin  byte          // built-in type for the metadata; 0 when unknown or abstract
 	flags    uint8
@@ -172,14 +173,25 @@ func (w *writer) eventSelect(slot int32) []string {
 	return nil
 }
 
-// fieldName returns the name of slot s of w: w.names from its offset to
-// the next field's.
+// nameLong in field.nameLen: the name is longer; it ends where the next
+// field's begins.
+const nameLong = math.MaxUint8
+
+// fieldName returns the name of slot s of w.
 func (g *WriterGroup) fieldName(w *writer, s int32) string {
+	return g.nameOf(w, &g.fields[s], s)
+}
+
+// nameOf returns the name of f, slot s of w.
+func (g *WriterGroup) nameOf(w *writer, f *field, s int32) string {
+	if f.nameLen != nameLong {
+		return w.names[f.name : f.name+uint32(f.nameLen)]
+	}
 	end := uint32(len(w.names))
 	if s+1 < w.end {
 		end = g.fields[s+1].name
 	}
-	return w.names[g.fields[s].name:end]
+	return w.names[f.name:end]
 }
 
 // writerOf returns the writer whose slots hold s (s < len(g.fields)). The
@@ -500,7 +512,7 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		if _, err := g.itemOptions(*fc, nil); err != nil {
 			return fmt.Errorf("%s: field %s: %w", where, name, err)
 		}
-		f := field{name: uint32(text.Len())}
+		f := field{name: uint32(text.Len()), nameLen: uint8(min(len(name), nameLong))}
 		text.WriteString(name)
 		slot := int32(len(g.fields))
 		if hb := fc.Heartbeat; hb > 0 || g.cfg.Nodes.Heartbeat > 0 {

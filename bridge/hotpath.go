@@ -149,19 +149,23 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 				switch {
 				case f.flags&fieldEvent != 0:
 				case f.flags&fieldHasValue != 0:
-					g.addCached(w, s)
+					g.addCached(w, f, s)
 				default:
 					// Part 14 §7.2.4.5.4: a key frame carries every field; a
 					// field without a value carries the status saying why
 					// (written as its StatusCode in the Variant encoding).
-					g.addField(w, s, g.missingValue(f))
+					g.addField(w, f, s, g.missingValue(f))
 				}
 			}
 		} else {
+			// A delta frame carries the values just cached: written from
+			// the notifications themselves, the same values, without
+			// unpacking the compact cache.
 			rk := int32(0)
 			for k := range ents {
 				if rk = nextRound(ents, k, rk); rk == r {
-					g.addCached(w, ents[k].slot)
+					e := &ents[k]
+					g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
 				}
 			}
 		}
@@ -170,7 +174,7 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 			rk := int32(0)
 			for k := range ents {
 				if rk = nextRound(ents, k, rk); rk == r {
-					g.publishField(w, ents[k].slot)
+					g.publishField(w, ents[k].slot, &items[ents[k].item].Value)
 				}
 			}
 		}
@@ -391,25 +395,26 @@ func (g *WriterGroup) endDSM(w *writer) {
 
 // addCached writes slot s of w with its cached value into the open
 // DataSetMessage.
-func (g *WriterGroup) addCached(w *writer, s int32) {
+func (g *WriterGroup) addCached(w *writer, f *field, s int32) {
 	if g.skip {
 		return
 	}
-	g.loadValue(&g.fields[s], &g.dv)
-	g.addField(w, s, &g.dv)
+	g.loadValue(f, &g.dv)
+	g.addField(w, f, s, &g.dv)
 }
 
-// addField writes slot s of w with value dv into the open DataSetMessage.
-func (g *WriterGroup) addField(w *writer, s int32, dv *ua.DataValue) {
+// addField writes f, slot s of w, with value dv into the open
+// DataSetMessage.
+func (g *WriterGroup) addField(w *writer, f *field, s int32, dv *ua.DataValue) {
 	if g.skip {
 		return
 	}
-	name := g.fieldName(w, s)
+	name := g.nameOf(w, f, s)
 	var err error
 	switch {
 	case g.samples:
 		err = g.w.AddFieldNode(name, &g.nodes[s], dv)
-	case g.fields[s].flags&fieldAny != 0:
+	case f.flags&fieldAny != 0:
 		err = g.w.AddFieldAny(name, dv)
 	default:
 		err = g.w.AddField(name, dv)
@@ -501,11 +506,9 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	}
 }
 
-// publishField sends the per-field message of the current value of slot s
-// of w.
-func (g *WriterGroup) publishField(w *writer, s int32) {
-	dv := &g.dv
-	g.loadValue(&g.fields[s], dv)
+// publishField sends the per-field message of dv, the value just cached
+// for slot s of w.
+func (g *WriterGroup) publishField(w *writer, s int32, dv *ua.DataValue) {
 	name := g.fieldName(w, s)
 	e := g.fenc
 	e.Truncate()
@@ -565,7 +568,7 @@ func (g *WriterGroup) heartbeatsDue(now time.Time) {
 				g.beginDSM(w, jsonenc.DeltaFrame)
 				began = true
 			}
-			g.addCached(w, hb.slot)
+			g.addCached(w, f, hb.slot)
 		}
 		if began {
 			g.endDSM(w)
