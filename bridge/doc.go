@@ -28,8 +28,12 @@
 // (queue size > 1: sampling faster than publishing), the k-th value goes
 // into the writer's k-th DataSetMessage of this message — never coalesced.
 // Before each DataSetMessage the values it carries are copied into the
-// cache; every KeyFrameCount-th data DataSetMessage of a writer is a key
-// frame with all its fields from the cache. The JSON goes into the group's
+// cache; a delta frame is written from those notifications, and every
+// KeyFrameCount-th data DataSetMessage of a writer is a key frame with all
+// its fields from the cache. The cache is compact (cache.go: a field is 40
+// bytes, an inline scalar's payload and its status and timestamps; strings,
+// arrays and the like in a side table only their fields use), and a field's
+// name is an offset into one string per writer. The JSON goes into the group's
 // NetworkMessageWriter (single shape: one NetworkMessage per
 // DataSetMessage, Addr.Writer set; batched: one NetworkMessage per
 // notification message, Addr.Writer ""), which splits at MaxMessageSize;
@@ -142,7 +146,8 @@
 //   - Notifications are borrowed: the cache copies what it keeps (numeric
 //     scalars by value, strings cloned, other values deep-copied); a cached
 //     value is replaced, never modified, so a DataValue copied out by
-//     LastValue stays valid.
+//     LastValue stays valid. The side table (g.ext) may be reallocated by the
+//     handler, under g.vmu: readers index it under g.vmu too.
 //   - A sink.Message is the queues' once enqueued (see bridge/sink); the
 //     group keeps nothing of it.
 //   - Stop waits for the keep-alive goroutine, deletes the subscription and
