@@ -79,11 +79,13 @@ func setInline(v *ua.Variant, t ua.TypeID, n uint64) {
 	}
 }
 
-// storeValue copies src into f's cache (g.vmu held for writing).
+// storeValue copies src into f's cache (g.vmu held for writing); f has a
+// value from then on.
 func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
 	v := &src.Value
 	f.status, f.src, f.srv = src.Status, src.SourceTimestamp, src.ServerTimestamp
-	if !v.IsArray() && inlineType(v.Type()) && src.SourcePicoseconds == 0 && src.ServerPicoseconds == 0 {
+	f.flags |= fieldHasValue
+	if !v.IsArray() && inlineType(v.Type()) && src.SourcePicoseconds|src.ServerPicoseconds == 0 {
 		if f.flags&fieldExt != 0 {
 			g.freeExt(f)
 		}

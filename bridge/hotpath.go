@@ -126,15 +126,17 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 		g.learnTypes(w, ents, items)
 	}
 	for r := int32(0); r <= int32(rounds); r++ {
+		// With one round (the usual case) every entry is of round 0.
 		g.vmu.Lock()
 		rk := int32(0)
 		for k := range ents {
-			if rk = nextRound(ents, k, rk); rk == r {
-				e := &ents[k]
-				f := &g.fields[e.slot]
-				g.storeValue(f, &items[e.item].Value)
-				f.flags |= fieldHasValue
+			if rounds > 0 {
+				if rk = nextRound(ents, k, rk); rk != r {
+					continue
+				}
 			}
+			e := &ents[k]
+			g.storeValue(&g.fields[e.slot], &items[e.item].Value)
 		}
 		g.vmu.Unlock()
 		key := g.keyFrame(w)
@@ -163,19 +165,25 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 			// unpacking the compact cache.
 			rk := int32(0)
 			for k := range ents {
-				if rk = nextRound(ents, k, rk); rk == r {
-					e := &ents[k]
-					g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
+				if rounds > 0 {
+					if rk = nextRound(ents, k, rk); rk != r {
+						continue
+					}
 				}
+				e := &ents[k]
+				g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
 			}
 		}
 		g.endDSM(w)
 		if len(g.fqueues) > 0 {
 			rk := int32(0)
 			for k := range ents {
-				if rk = nextRound(ents, k, rk); rk == r {
-					g.publishField(w, ents[k].slot, &items[ents[k].item].Value)
+				if rounds > 0 {
+					if rk = nextRound(ents, k, rk); rk != r {
+						continue
+					}
 				}
+				g.publishField(w, ents[k].slot, &items[ents[k].item].Value)
 			}
 		}
 	}
