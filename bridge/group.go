@@ -266,7 +266,8 @@ type WriterGroup struct {
 	closed     bool
 	started    bool
 
-	w       *jsonenc.NetworkMessageWriter
+	w       *jsonenc.NetworkMessageWriter // borrowed for the cycle being written; nil between cycles
+	wopts   jsonenc.WriterOptions         // what w is Reset for
 	fenc    *jsonenc.Encoder
 	nmHdr   jsonenc.NetworkMessageHeader
 	cl      cloner
@@ -434,24 +435,24 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 	// The writers keep what they need of their configuration; the group's
 	// copy of the fields would only double the memory per item.
 	g.cfg.Writers = nil
-	g.newWriter()
+	g.configureWriter()
 	g.fenc = jsonenc.NewEncoder(nil, jsonenc.Options{Mode: g.headerMode})
 	g.publishSnapshot()
 	return g, nil
 }
 
-// newWriter (re)creates the group's JSON writer.
-func (g *WriterGroup) newWriter() {
-	opts := jsonenc.WriterOptions{
+// configureWriter sets the options of the group's JSON writers (borrowed
+// per cycle, writerpool.go) and its NetworkMessage header.
+func (g *WriterGroup) configureWriter() {
+	g.wopts = jsonenc.WriterOptions{
 		NamespaceURIs:  g.namespaces,
 		HeaderMode:     g.headerMode,
 		MaxMessageSize: g.maxSize,
 		Sink:           g.sinkData,
 	}
 	if g.samples {
-		opts.Format = jsonenc.FormatSamples
+		g.wopts.Format = jsonenc.FormatSamples
 	}
-	g.w = jsonenc.NewNetworkMessageWriter(opts)
 	switch {
 	case g.samples && g.single:
 		g.nmHdr.ContentMask = jsonenc.NMSingleDataSetMessage
@@ -833,8 +834,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	ns := slices.Clone(c.Namespaces())
 	g.mu.Lock()
 	g.namespaces = ns
-	g.w.Release()
-	g.newWriter() // with the namespace table
+	g.configureWriter() // with the namespace table
 	g.fenc.Reset(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: ns})
 	g.mu.Unlock()
 
@@ -1019,7 +1019,9 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.closed = true
-		g.w.Release()
+		if g.w != nil { // a handler's cycle ended by an encoding error
+			g.w.Release()
+		}
 		g.fenc.Release()
 		g.w, g.fenc = nil, nil
 	}()
