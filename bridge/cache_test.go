@@ -224,3 +224,68 @@ func TestCacheValues(t *testing.T) {
 		t.Errorf("%d fields after the removal, want %d", len(vs), len(values))
 	}
 }
+
+// TestCacheConcurrentReaders: LastValues, run while the handler stores
+// values that move fields in and out of the side table (which grows and is
+// reallocated meanwhile), always sees whole values: a field's string and
+// double forms carry the same number. Run with -race.
+func TestCacheConcurrentReaders(t *testing.T) {
+	const n = 300
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("v%03d", i)
+	}
+	g, _ := cacheGroup(t, names)
+	g.queues = nil // the values are what is checked here
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, fv := range g.LastValues("a") {
+				if !fv.HasValue {
+					continue
+				}
+				v := &fv.Value.Value
+				var num float64
+				switch v.Type() {
+				case ua.TypeDouble:
+					num = v.Double()
+				case ua.TypeString:
+					if _, err := fmt.Sscanf(v.Str(), "s%g", &num); err != nil {
+						errs <- fmt.Errorf("%s: torn string %q", fv.Field, v.Str())
+						return
+					}
+				default:
+					errs <- fmt.Errorf("%s: value %+v", fv.Field, fv.Value)
+					return
+				}
+				if float64(fv.Value.SourceTimestamp) != num {
+					errs <- fmt.Errorf("%s: value %v with the timestamp of %d", fv.Field, num, fv.Value.SourceTimestamp)
+					return
+				}
+			}
+		}
+	}()
+	items := make([]ua.MonitoredItemNotification, n)
+	for seq := uint32(1); seq <= 200; seq++ {
+		for i := range items {
+			x := float64(int(seq)*1000 + i)
+			items[i] = ua.MonitoredItemNotification{ClientHandle: uint32(i + 1),
+				Value: ua.DataValue{Value: ua.NewDoubleVariant(x), SourceTimestamp: ua.DateTime(x)}}
+			if (i+int(seq))%3 == 0 {
+				items[i].Value.Value = ua.NewStringVariant(fmt.Sprintf("s%g", x))
+			}
+		}
+		g.onDataChange(nil, seq, items)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
