@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -287,5 +288,64 @@ func TestCacheConcurrentReaders(t *testing.T) {
 	close(done)
 	if err := <-errs; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWriterPool: groups borrow their JSON writers per cycle: between
+// cycles a group holds none, the writers go back to the shared pool and
+// the next group's cycle reuses one (no writer is made), and the idle ones
+// stay within max(minIdleWriters, live groups); stopped groups count out.
+func TestWriterPool(t *testing.T) {
+	var qs [3]*testQueue
+	var gs [3]*WriterGroup
+	var items [3][]ua.MonitoredItemNotification
+	for i := range gs {
+		qs[i] = newTestQueue(t, fmt.Sprint("q", i))
+		gs[i], items[i] = hotPathGroup(t, 50, qs[i])
+	}
+	step(gs[0], items[0], 1) // one writer at least is idle now
+	idleWriters.mu.Lock()
+	idle := slices.Clone(idleWriters.ws)
+	idleWriters.mu.Unlock()
+	if len(idle) == 0 {
+		t.Fatal("no idle writer after a cycle")
+	}
+	for s := uint32(1); s <= 5; s++ {
+		for i, g := range gs {
+			step(g, items[i], s+1)
+			if g.w != nil {
+				t.Fatalf("group %d holds a writer between cycles", i)
+			}
+		}
+	}
+	idleWriters.mu.Lock()
+	after := slices.Clone(idleWriters.ws)
+	idleWriters.mu.Unlock()
+	if len(after) != len(idle) || len(after) > maxIdleWriters() {
+		t.Errorf("%d idle writers after the cycles of three groups, %d before (bound %d): one is enough, reused", len(after), len(idle), maxIdleWriters())
+	}
+	for i, q := range qs {
+		ms := dataSetMessages(q.all(), "")
+		if len(ms) < 5 || len(ms[len(ms)-1].Fields) != 50 {
+			t.Fatalf("group %d: %d DataSetMessages", i, len(ms))
+		}
+		if ms[len(ms)-1].DataSetWriterName != "w" {
+			t.Errorf("group %d: a message of writer %q", i, ms[len(ms)-1].DataSetWriterName)
+		}
+	}
+	live := liveGroups.Load()
+	for _, g := range gs {
+		if err := g.Stop(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := liveGroups.Load(); got != live-3 {
+		t.Errorf("live groups %d after three Stops, want %d", got, live-3)
+	}
+	idleWriters.mu.Lock()
+	n := len(idleWriters.ws)
+	idleWriters.mu.Unlock()
+	if n > maxIdleWriters() {
+		t.Errorf("%d idle writers kept, bound %d", n, maxIdleWriters())
 	}
 }

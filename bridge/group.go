@@ -438,6 +438,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 	g.configureWriter()
 	g.fenc = jsonenc.NewEncoder(nil, jsonenc.Options{Mode: g.headerMode})
 	g.publishSnapshot()
+	liveGroups.Add(1) // Stop counts it out (writerpool.go)
 	return g, nil
 }
 
@@ -1001,6 +1002,7 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 		return nil
 	}
 	g.stopped = true
+	defer groupStopped()
 	if g.cancel != nil {
 		g.cancel()
 	}

@@ -1,7 +1,9 @@
 package bridge
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/uagate/gateway/jsonenc"
 )
@@ -12,16 +14,25 @@ import (
 // MaxMessageSize): one per group, idle almost all the time, that was ~18 MB
 // at a million items in 100 groups. Borrowed for a cycle (beginCycle …
 // endCycle) and Reset for the group's options, the gateway keeps about as
-// many as write at once, plus at most maxIdleWriters idle ones.
+// many as were ever writing at once: a handler blocked on a full Block queue
+// holds its writer, so at a burst every group may hold one; those are kept
+// idle afterwards (up to one per live group) rather than released and made
+// again at the next burst, which would be garbage at every burst.
 
-// maxIdleWriters bounds the idle writers kept; more are released (their
-// buffers go back to jsonenc's pool).
-const maxIdleWriters = 8
+// minIdleWriters is how many idle writers are kept even with fewer groups.
+const minIdleWriters = 8
 
-var idleWriters struct {
-	mu sync.Mutex
-	ws []*jsonenc.NetworkMessageWriter
-}
+var (
+	idleWriters struct {
+		mu sync.Mutex
+		ws []*jsonenc.NetworkMessageWriter
+	}
+	// liveGroups counts the groups made and not stopped: the idle writers
+	// kept are at most max(minIdleWriters, liveGroups).
+	liveGroups atomic.Int64
+)
+
+func maxIdleWriters() int { return max(minIdleWriters, int(liveGroups.Load())) }
 
 // takeWriter returns a writer for opts, an idle one when there is one.
 func takeWriter(opts *jsonenc.WriterOptions) *jsonenc.NetworkMessageWriter {
@@ -47,11 +58,28 @@ func putWriter(w *jsonenc.NetworkMessageWriter) {
 	}
 	w.Reset(jsonenc.WriterOptions{})
 	idleWriters.mu.Lock()
-	if len(idleWriters.ws) < maxIdleWriters {
+	if len(idleWriters.ws) < maxIdleWriters() {
 		idleWriters.ws = append(idleWriters.ws, w)
 		idleWriters.mu.Unlock()
 		return
 	}
 	idleWriters.mu.Unlock()
 	w.Release()
+}
+
+// groupStopped counts a group out and releases the idle writers beyond the
+// new bound.
+func groupStopped() {
+	liveGroups.Add(-1)
+	idleWriters.mu.Lock()
+	var extra []*jsonenc.NetworkMessageWriter
+	if n, keep := len(idleWriters.ws), maxIdleWriters(); n > keep {
+		extra = slices.Clone(idleWriters.ws[keep:])
+		clear(idleWriters.ws[keep:])
+		idleWriters.ws = idleWriters.ws[:keep]
+	}
+	idleWriters.mu.Unlock()
+	for _, w := range extra {
+		w.Release()
+	}
 }
