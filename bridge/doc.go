@@ -5,14 +5,16 @@
 //
 //   - WriterGroup (group.go): one config.WriterGroup — one subscription on
 //     its endpoint's client.ManagedSession, its dataset writers and their
-//     fields (one monitored item each), the last-value cache, one
-//     jsonenc.NetworkMessageWriter, and the acknowledgement tracker.
+//     fields (one monitored item each), the last-value cache, the
+//     acknowledgement tracker; its jsonenc.NetworkMessageWriter is borrowed
+//     per cycle from a pool the groups share (writerpool.go).
 //     NewWriterGroup checks the configuration, Start subscribes, Stop ends
 //     it; AddWriter, RemoveWriter and ReplaceWriter apply a reload without
 //     disturbing the other writers; Stats, LastValue and LastValues serve the
 //     API.
 //   - The hot path (hotpath.go), the cache (cache.go), the metadata
-//     (metadata.go), the tracker (tracker.go).
+//     (metadata.go), the tracker (tracker.go), the shared JSON writers
+//     (writerpool.go).
 //   - The sink contract and the outputs live in bridge/sink and below; the
 //     configuration model in bridge/config.
 //
