@@ -302,6 +302,8 @@ func TestWriterPool(t *testing.T) {
 	for i := range gs {
 		qs[i] = newTestQueue(t, fmt.Sprint("q", i))
 		gs[i], items[i] = hotPathGroup(t, 50, qs[i])
+		gs[i].cfg.Name = fmt.Sprint("bench", i)
+		gs[i].configureWriter()
 	}
 	step(gs[0], items[0], 1) // one writer at least is idle now
 	idleWriters.mu.Lock()
@@ -324,13 +326,17 @@ func TestWriterPool(t *testing.T) {
 	if len(after) != len(idle) || len(after) > maxIdleWriters() {
 		t.Errorf("%d idle writers after the cycles of three groups, %d before (bound %d): one is enough, reused", len(after), len(idle), maxIdleWriters())
 	}
+	// Each group's messages went to its own queue (the writer taken from
+	// another group was Reset for this one's Sink), with its own name.
 	for i, q := range qs {
 		ms := dataSetMessages(q.all(), "")
-		if len(ms) < 5 || len(ms[len(ms)-1].Fields) != 50 {
-			t.Fatalf("group %d: %d DataSetMessages", i, len(ms))
+		if want := map[bool]int{true: 6, false: 5}[i == 0]; len(ms) != want {
+			t.Fatalf("group %d: %d DataSetMessages, want %d", i, len(ms), want)
 		}
-		if ms[len(ms)-1].DataSetWriterName != "w" {
-			t.Errorf("group %d: a message of writer %q", i, ms[len(ms)-1].DataSetWriterName)
+		for _, m := range ms {
+			if len(m.Fields) != 50 || m.nm.WriterGroupName != gs[i].cfg.Name {
+				t.Fatalf("group %d: a DataSetMessage of %d fields in a message of group %q", i, len(m.Fields), m.nm.WriterGroupName)
+			}
 		}
 	}
 	live := liveGroups.Load()

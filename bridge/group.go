@@ -268,6 +268,7 @@ type WriterGroup struct {
 
 	w       *jsonenc.NetworkMessageWriter // borrowed for the cycle being written; nil between cycles
 	wopts   jsonenc.WriterOptions         // what w is Reset for
+	wown    *writerOwner                  // the claim of wopts on the pool's writers
 	fenc    *jsonenc.Encoder
 	nmHdr   jsonenc.NetworkMessageHeader
 	cl      cloner
@@ -445,11 +446,15 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 // configureWriter sets the options of the group's JSON writers (borrowed
 // per cycle, writerpool.go) and its NetworkMessage header.
 func (g *WriterGroup) configureWriter() {
+	if g.wown != nil {
+		g.wown.g = nil // its idle writers have the old options
+	}
+	g.wown = &writerOwner{g: g}
 	g.wopts = jsonenc.WriterOptions{
 		NamespaceURIs:  g.namespaces,
 		HeaderMode:     g.headerMode,
 		MaxMessageSize: g.maxSize,
-		Sink:           g.sinkData,
+		Sink:           g.wown.sink,
 	}
 	if g.samples {
 		g.wopts.Format = jsonenc.FormatSamples
@@ -1024,6 +1029,7 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 		if g.w != nil { // a handler's cycle ended by an encoding error
 			g.w.Release()
 		}
+		g.wown.g = nil // the idle writers it used keep nothing of the group
 		g.fenc.Release()
 		g.w, g.fenc = nil, nil
 	}()

@@ -330,7 +330,7 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 // messages carry it for acknowledgement).
 func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	g.seq, g.track = seq, track
-	g.w = takeWriter(&g.wopts)
+	g.w = takeWriter(g.wown, &g.wopts)
 	now := time.Now()
 	g.now = now.UnixNano()
 	g.nowDT = ua.NewDateTime(now)
@@ -345,7 +345,7 @@ func (g *WriterGroup) endCycle() {
 	if !g.single {
 		g.check(g.w.End(), "")
 	}
-	putWriter(g.w)
+	putWriter(g.w, g.wown)
 	g.w = nil
 	g.stats.lastPublish.Store(g.now)
 }
@@ -447,7 +447,7 @@ func (g *WriterGroup) check(err error, what string) bool {
 		return false
 	}
 	g.w.Release()
-	g.w = takeWriter(&g.wopts)
+	g.w = takeWriter(g.wown, &g.wopts)
 	g.skip = true
 	if !g.single {
 		_ = g.w.Begin(&g.nmHdr) // the cycle goes on in the new writer

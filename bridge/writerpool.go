@@ -13,7 +13,8 @@ import (
 // keeps a buffer as large as the largest message it wrote (up to
 // MaxMessageSize): one per group, idle almost all the time, that was ~18 MB
 // at a million items in 100 groups. Borrowed for a cycle (beginCycle …
-// endCycle) and Reset for the group's options, the gateway keeps about as
+// endCycle) and Reset for the group's options (unless it is the one that
+// group used last, as it mostly is), the gateway keeps about as
 // many as were ever writing at once: a handler blocked on a full Block queue
 // holds its writer, so at a burst every group may hold one; those are kept
 // idle afterwards (up to one per live group) rather than released and made
@@ -25,7 +26,7 @@ const minIdleWriters = 8
 var (
 	idleWriters struct {
 		mu sync.Mutex
-		ws []*jsonenc.NetworkMessageWriter
+		ws []idleWriter
 	}
 	// liveGroups counts the groups made and not stopped: the idle writers
 	// kept are at most max(minIdleWriters, liveGroups).
@@ -34,32 +35,55 @@ var (
 
 func maxIdleWriters() int { return max(minIdleWriters, int(liveGroups.Load())) }
 
-// takeWriter returns a writer for opts, an idle one when there is one.
-func takeWriter(opts *jsonenc.WriterOptions) *jsonenc.NetworkMessageWriter {
+// writerOwner is a group's claim on the writers it used last: one is made
+// per configuration of its writers (configureWriter), and the writers' Sink
+// goes through it, so that an idle writer keeps only this, not the group
+// (Stop clears g).
+type writerOwner struct {
+	g *WriterGroup // nil once the group stopped or reconfigured its writers
+}
+
+func (o *writerOwner) sink(msg []byte) error {
+	if g := o.g; g != nil {
+		return g.sinkData(msg)
+	}
+	return nil
+}
+
+// idleWriter is a writer in the pool and the owner whose options it has.
+type idleWriter struct {
+	w     *jsonenc.NetworkMessageWriter
+	owner *writerOwner
+}
+
+// takeWriter returns a writer for o's options opts: the idle one used last,
+// Reset for opts unless o used it last (then it has them already), or a new
+// one.
+func takeWriter(o *writerOwner, opts *jsonenc.WriterOptions) *jsonenc.NetworkMessageWriter {
 	idleWriters.mu.Lock()
 	if n := len(idleWriters.ws); n > 0 {
-		w := idleWriters.ws[n-1]
-		idleWriters.ws[n-1] = nil
+		e := idleWriters.ws[n-1]
+		idleWriters.ws[n-1] = idleWriter{}
 		idleWriters.ws = idleWriters.ws[:n-1]
 		idleWriters.mu.Unlock()
-		w.Reset(*opts)
-		return w
+		if e.owner != o {
+			e.w.Reset(*opts)
+		}
+		return e.w
 	}
 	idleWriters.mu.Unlock()
 	return jsonenc.NewNetworkMessageWriter(*opts)
 }
 
-// putWriter gives back a writer taken with takeWriter, outside a cycle. It
-// keeps no reference to its group (its Sink, namespaces).
-func putWriter(w *jsonenc.NetworkMessageWriter) {
+// putWriter gives back a writer that o took, outside a cycle.
+func putWriter(w *jsonenc.NetworkMessageWriter, o *writerOwner) {
 	if w.Err() != nil {
 		w.Release()
 		return
 	}
-	w.Reset(jsonenc.WriterOptions{})
 	idleWriters.mu.Lock()
 	if len(idleWriters.ws) < maxIdleWriters() {
-		idleWriters.ws = append(idleWriters.ws, w)
+		idleWriters.ws = append(idleWriters.ws, idleWriter{w, o})
 		idleWriters.mu.Unlock()
 		return
 	}
@@ -72,14 +96,14 @@ func putWriter(w *jsonenc.NetworkMessageWriter) {
 func groupStopped() {
 	liveGroups.Add(-1)
 	idleWriters.mu.Lock()
-	var extra []*jsonenc.NetworkMessageWriter
+	var extra []idleWriter
 	if n, keep := len(idleWriters.ws), maxIdleWriters(); n > keep {
 		extra = slices.Clone(idleWriters.ws[keep:])
 		clear(idleWriters.ws[keep:])
 		idleWriters.ws = idleWriters.ws[:keep]
 	}
 	idleWriters.mu.Unlock()
-	for _, w := range extra {
-		w.Release()
+	for _, e := range extra {
+		e.w.Release()
 	}
 }

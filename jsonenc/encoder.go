@@ -620,27 +620,28 @@ func hasByte(x, c uint64) uint64 {
 	return (v - lsb8) &^ v & msb8
 }
 
-// safe8 reports whether the first 8 bytes of s all need no escaping
-// (safeASCII): none is below 0x20, '"', '\', DEL or beyond ASCII. It tests
-// the 8 bytes at once (SWAR); field names and string values are mostly
-// plain, so appendEscaped skips them 8 at a time.
-func safe8(s string) bool {
-	_ = s[7]
-	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+// unsafe8 reports (non-zero) whether one of the 8 bytes of x (a word of a
+// string, any byte order) needs escaping: below 0x20, '"', '\', DEL or
+// beyond ASCII (not safeASCII). It tests the 8 bytes at once (SWAR); field
+// names and string values are mostly plain, so appendEscaped skips them 8 at
+// a time.
+func unsafe8(x uint64) uint64 {
 	m := x & msb8                    // ≥ 0x80
 	m |= (x - 0x20*lsb8) &^ x & msb8 // < 0x20 (exact once no byte is ≥ 0x80)
-	m |= hasByte(x, '"'*lsb8) | hasByte(x, '\\'*lsb8) | hasByte(x, 0x7f*lsb8)
-	return m == 0
+	return m | hasByte(x, '"'*lsb8) | hasByte(x, '\\'*lsb8) | hasByte(x, 0x7f*lsb8)
 }
 
 // appendEscaped appends s escaped for use inside a JSON string.
 func appendEscaped(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && safe8(s[i:]) {
-			i += 8
-			continue
+		if len(s)-i >= 8 {
+			t := s[i : i+8]
+			if unsafe8(uint64(t[0])|uint64(t[1])<<8|uint64(t[2])<<16|uint64(t[3])<<24|
+				uint64(t[4])<<32|uint64(t[5])<<40|uint64(t[6])<<48|uint64(t[7])<<56) == 0 {
+				i += 8
+				continue
+			}
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
