@@ -19,8 +19,7 @@ func TestWriterGroupHotPathAllocs(t *testing.T) {
 		q := &discardQueue{}
 		g, items := hotPathGroup(t, 100, q)
 		g.single = shape == config.ShapeSingle
-		g.w.Release()
-		g.newWriter()
+		g.configureWriter()
 		seq := uint32(1)
 		for ; seq <= 20; seq++ {
 			step(g, items, seq)

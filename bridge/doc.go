@@ -5,14 +5,16 @@
 //
 //   - WriterGroup (group.go): one config.WriterGroup — one subscription on
 //     its endpoint's client.ManagedSession, its dataset writers and their
-//     fields (one monitored item each), the last-value cache, one
-//     jsonenc.NetworkMessageWriter, and the acknowledgement tracker.
+//     fields (one monitored item each), the last-value cache, the
+//     acknowledgement tracker; its jsonenc.NetworkMessageWriter is borrowed
+//     per cycle from a pool the groups share (writerpool.go).
 //     NewWriterGroup checks the configuration, Start subscribes, Stop ends
 //     it; AddWriter, RemoveWriter and ReplaceWriter apply a reload without
 //     disturbing the other writers; Stats, LastValue and LastValues serve the
 //     API.
 //   - The hot path (hotpath.go), the cache (cache.go), the metadata
-//     (metadata.go), the tracker (tracker.go).
+//     (metadata.go), the tracker (tracker.go), the shared JSON writers
+//     (writerpool.go).
 //   - The sink contract and the outputs live in bridge/sink and below; the
 //     configuration model in bridge/config.
 //
@@ -28,8 +30,12 @@
 // (queue size > 1: sampling faster than publishing), the k-th value goes
 // into the writer's k-th DataSetMessage of this message — never coalesced.
 // Before each DataSetMessage the values it carries are copied into the
-// cache; every KeyFrameCount-th data DataSetMessage of a writer is a key
-// frame with all its fields from the cache. The JSON goes into the group's
+// cache; a delta frame is written from those notifications, and every
+// KeyFrameCount-th data DataSetMessage of a writer is a key frame with all
+// its fields from the cache. The cache is compact (cache.go: a field is 40
+// bytes, an inline scalar's payload and its status and timestamps; strings,
+// arrays and the like in a side table only their fields use), and a field's
+// name is an offset into one string per writer. The JSON goes into the group's
 // NetworkMessageWriter (single shape: one NetworkMessage per
 // DataSetMessage, Addr.Writer set; batched: one NetworkMessage per
 // notification message, Addr.Writer ""), which splits at MaxMessageSize;
@@ -142,7 +148,8 @@
 //   - Notifications are borrowed: the cache copies what it keeps (numeric
 //     scalars by value, strings cloned, other values deep-copied); a cached
 //     value is replaced, never modified, so a DataValue copied out by
-//     LastValue stays valid.
+//     LastValue stays valid. The side table (g.ext) may be reallocated by the
+//     handler, under g.vmu: readers index it under g.vmu too.
 //   - A sink.Message is the queues' once enqueued (see bridge/sink); the
 //     group keeps nothing of it.
 //   - Stop waits for the keep-alive goroutine, deletes the subscription and

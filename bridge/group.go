@@ -79,24 +79,33 @@ type Options struct {
 	ResumeInterval time.Duration
 }
 
-// field is one DataSet field: one monitored item. It is kept small (about
-// 104 bytes): a million of them must fit in a gateway's memory beside the
-// client's item table. What only the metadata or the REST API needs stays in
-// the writer (its configuration, its odd types).
+// field is one DataSet field: one monitored item. It is kept small (40
+// bytes, TestFieldSize): a million of them must fit in a gateway's memory
+// beside the client's item table. The cached value is compact (cache.go):
+// status, timestamps, and an inline scalar's type and payload, or an index
+// in the group's side table. The name is an offset into its writer's names;
+// the writer is the one whose slot range holds the field (writerOf). What
+// only the metadata or the REST API needs stays in the writer (its
+// configuration, its odd types).
 type field struct {
-	last    ua.DataValue  // the last value (the cache); its storage is owned by the group
-	name    string        // the DataSet field name; refers to the configuration's string
-	writer  int32         // index in WriterGroup.writers; -1: removed
-	status  ua.StatusCode // the monitored item's status (the server's answer)
-	builtin byte          // built-in type for the metadata; 0 when unknown or abstract
-	flags   uint8
+	src, srv ua.DateTime   // the cached value's SourceTimestamp and ServerTimestamp
+	val      uint64        // inline payload (Variant.RawBits), or with fieldExt the index in g.ext
+	status   ua.StatusCode // the cached value's status
+	item     ua.StatusCode // the monitored item's status (the server's answer)
+	name     uint32        // offset of its name in writer.names
+	nameLen  uint8         // its length; nameLong: up to the next field's name
+	typ      byte          // built-in type of the cached value
+	builtin  byte          // built-in type for the metadata; 0 when unknown or abstract
+	flags    uint8
 }
 
 const (
-	fieldHasValue  = 1 << iota // last holds a value from the server
+	fieldHasValue  = 1 << iota // the cache holds a value from the server
 	fieldEvent                 // an event field: no value, ua-event messages
 	fieldAny                   // abstract DataType: VerboseEncoding keeps UaType
 	fieldTypeKnown             // builtin is settled (from the DataType or a first value)
+	fieldExt                   // the value is in the side table g.ext[val]
+	fieldRemoved               // its writer was removed
 )
 
 // typeInfo is the DataType and ValueRank of a field whose metadata cannot be
@@ -127,6 +136,7 @@ type writer struct {
 	seq         uint32             // SequenceNumber of its next DataSetMessage
 	frames      uint64             // data DataSetMessages written (key frame count)
 	forceKey    bool               // the next DataSetMessage is a key frame (after a gap)
+	names       string             // its fields' names, one after the other (field.name)
 	version     jsonenc.ConfigurationVersion
 	metaSent    bool
 	removed     bool
@@ -161,6 +171,43 @@ func (w *writer) eventSelect(slot int32) []string {
 		}
 	}
 	return nil
+}
+
+// nameLong in field.nameLen: the name is longer; it ends where the next
+// field's begins.
+const nameLong = math.MaxUint8
+
+// fieldName returns the name of slot s of w.
+func (g *WriterGroup) fieldName(w *writer, s int32) string {
+	return g.nameOf(w, &g.fields[s], s)
+}
+
+// nameOf returns the name of f, slot s of w.
+func (g *WriterGroup) nameOf(w *writer, f *field, s int32) string {
+	if f.nameLen != nameLong {
+		return w.names[f.name : f.name+uint32(f.nameLen)]
+	}
+	end := uint32(len(w.names))
+	if s+1 < w.end {
+		end = g.fields[s+1].name
+	}
+	return w.names[f.name:end]
+}
+
+// writerOf returns the writer whose slots hold s (s < len(g.fields)). The
+// writers' slot ranges follow one another in g.writers.
+func (g *WriterGroup) writerOf(s int32) *writer {
+	ws := g.writers
+	lo, hi := 0, len(ws)
+	for hi-lo > 1 {
+		m := int(uint(lo+hi) >> 1)
+		if ws[m].first <= s {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return ws[lo]
 }
 
 // WriterGroup is one writer group (config.WriterGroup) of the pipeline: one
@@ -219,17 +266,22 @@ type WriterGroup struct {
 	closed     bool
 	started    bool
 
-	w     *jsonenc.NetworkMessageWriter
-	fenc  *jsonenc.Encoder
-	nmHdr jsonenc.NetworkMessageHeader
-	cl    cloner
-	ents  []entry
-	cur   *writer // the writer of the open message (single shape)
-	seq   uint32  // sequence number of the notification message being written
-	track bool    // messages of this cycle carry seq for the tracker
-	now   int64   // UnixNano of this cycle
-	nowDT ua.DateTime
-	skip  bool // an encoding error ended the open DataSetMessage
+	w       *jsonenc.NetworkMessageWriter // borrowed for the cycle being written; nil between cycles
+	wopts   jsonenc.WriterOptions         // what w is Reset for
+	wown    *writerOwner                  // the claim of wopts on the pool's writers
+	fenc    *jsonenc.Encoder
+	nmHdr   jsonenc.NetworkMessageHeader
+	cl      cloner
+	ext     []extValue   // the cache's side table (cache.go); g.vmu
+	extFree []int32      // free indexes of ext
+	dv      ua.DataValue // scratch: a cached value being written; g.mu
+	ents    []entry
+	cur     *writer // the writer of the open message (single shape)
+	seq     uint32  // sequence number of the notification message being written
+	track   bool    // messages of this cycle carry seq for the tracker
+	now     int64   // UnixNano of this cycle
+	nowDT   ua.DateTime
+	skip    bool // an encoding error ended the open DataSetMessage
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
 	stats    groupCounters
@@ -359,6 +411,12 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 	}
 	ids := map[uint16]bool{}
 	names := map[string]bool{}
+	total := 0
+	for i := range cfg.Writers {
+		total += len(cfg.Writers[i].Fields)
+	}
+	// At its size: appending would leave up to a quarter unused.
+	g.fields = make([]field, 0, total)
 	for i := range cfg.Writers {
 		wc := cfg.Writers[i]
 		if wc.ID == 0 {
@@ -378,24 +436,29 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 	// The writers keep what they need of their configuration; the group's
 	// copy of the fields would only double the memory per item.
 	g.cfg.Writers = nil
-	g.newWriter()
+	g.configureWriter()
 	g.fenc = jsonenc.NewEncoder(nil, jsonenc.Options{Mode: g.headerMode})
 	g.publishSnapshot()
+	liveGroups.Add(1) // Stop counts it out (writerpool.go)
 	return g, nil
 }
 
-// newWriter (re)creates the group's JSON writer.
-func (g *WriterGroup) newWriter() {
-	opts := jsonenc.WriterOptions{
+// configureWriter sets the options of the group's JSON writers (borrowed
+// per cycle, writerpool.go) and its NetworkMessage header.
+func (g *WriterGroup) configureWriter() {
+	if g.wown != nil {
+		g.wown.g = nil // its idle writers have the old options
+	}
+	g.wown = &writerOwner{g: g}
+	g.wopts = jsonenc.WriterOptions{
 		NamespaceURIs:  g.namespaces,
 		HeaderMode:     g.headerMode,
 		MaxMessageSize: g.maxSize,
-		Sink:           g.sinkData,
+		Sink:           g.wown.sink,
 	}
 	if g.samples {
-		opts.Format = jsonenc.FormatSamples
+		g.wopts.Format = jsonenc.FormatSamples
 	}
-	g.w = jsonenc.NewNetworkMessageWriter(opts)
 	switch {
 	case g.samples && g.single:
 		g.nmHdr.ContentMask = jsonenc.NMSingleDataSetMessage
@@ -430,6 +493,16 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		w.nodes[k] = wc.Fields[k].Node
 	}
 	names := make(map[string]bool, len(wc.Fields))
+	size := 0
+	for k := range wc.Fields {
+		size += len(fieldNameOf(&wc.Fields[k]))
+	}
+	if size > math.MaxUint32 {
+		return fmt.Errorf("%s: the field names take more than 4 GiB", where)
+	}
+	var text strings.Builder
+	text.Grow(size)
+	g.fields = slices.Grow(g.fields, len(wc.Fields))
 	for k := range wc.Fields {
 		fc := &wc.Fields[k]
 		if fc.Node == "" {
@@ -438,10 +511,7 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		if _, err := ua.ParseExpandedNodeID(fc.Node); err != nil {
 			return fmt.Errorf("%s: field %d: node %q: %w", where, k+1, fc.Node, err)
 		}
-		name := fc.Name
-		if name == "" {
-			name = fc.Node
-		}
+		name := fieldNameOf(fc)
 		if names[name] {
 			return fmt.Errorf("%s: field name %q is not unique", where, name)
 		}
@@ -449,7 +519,8 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		if _, err := g.itemOptions(*fc, nil); err != nil {
 			return fmt.Errorf("%s: field %s: %w", where, name, err)
 		}
-		f := field{name: name, writer: w.index}
+		f := field{name: uint32(text.Len()), nameLen: uint8(min(len(name), nameLong))}
+		text.WriteString(name)
 		slot := int32(len(g.fields))
 		if hb := fc.Heartbeat; hb > 0 || g.cfg.Nodes.Heartbeat > 0 {
 			if hb <= 0 {
@@ -480,11 +551,14 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		}
 	}
 	w.end = int32(len(g.fields))
+	// One string for all names: no header and no allocation per field, and
+	// the browse's strings are not kept.
+	w.names = text.String()
 	w.sorted = make([]int32, 0, w.end-w.first)
 	for s := w.first; s < w.end; s++ {
 		w.sorted = append(w.sorted, s)
 	}
-	slices.SortFunc(w.sorted, func(a, b int32) int { return strings.Compare(g.fields[a].name, g.fields[b].name) })
+	slices.SortFunc(w.sorted, func(a, b int32) int { return strings.Compare(g.fieldName(w, a), g.fieldName(w, b)) })
 	w.hdr = jsonenc.DataSetMessageHeader{
 		DataSetWriterID:   w.id,
 		DataSetWriterName: w.name,
@@ -511,6 +585,14 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 	g.versions[w.name] = w.version
 	g.writers = append(g.writers, w)
 	return nil
+}
+
+// fieldNameOf is the DataSet field name of fc: its name, or its node.
+func fieldNameOf(fc *config.Field) string {
+	if fc.Name == "" {
+		return fc.Node
+	}
+	return fc.Name
 }
 
 // itemKey identifies equal monitoring parameters, so that items share one
@@ -656,7 +738,7 @@ func (g *WriterGroup) prepare(ctx context.Context, c *client.Client, w *writer, 
 				tx, _ := ua.ParseExpandedNodeID(ev.OfType)
 				tid, err := tx.Resolve(g.namespaces)
 				if err != nil {
-					return nil, fmt.Errorf("bridge: writer %s: field %s: events.ofType: %w", w.name, g.fields[slot].name, err)
+					return nil, fmt.Errorf("bridge: writer %s: field %s: events.ofType: %w", w.name, g.fieldName(w, slot), err)
 				}
 				filter.WhereClause = client.OfType(tid)
 			}
@@ -690,7 +772,7 @@ func (g *WriterGroup) prepare(ctx context.Context, c *client.Client, w *writer, 
 		}
 	}
 	for slot, err := range bad {
-		g.log.Warn("bridge: field node cannot be resolved now", "group", g.cfg.Name, "writer", w.name, "field", g.fields[slot].name, "err", err)
+		g.log.Warn("bridge: field node cannot be resolved now", "group", g.cfg.Name, "writer", w.name, "field", g.fieldName(w, slot), "err", err)
 	}
 	g.vmu.Lock()
 	for i, slot := range readSlots {
@@ -758,8 +840,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	ns := slices.Clone(c.Namespaces())
 	g.mu.Lock()
 	g.namespaces = ns
-	g.w.Release()
-	g.newWriter() // with the namespace table
+	g.configureWriter() // with the namespace table
 	g.fenc.Reset(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: ns})
 	g.mu.Unlock()
 
@@ -928,6 +1009,7 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 		return nil
 	}
 	g.stopped = true
+	defer groupStopped()
 	if g.cancel != nil {
 		g.cancel()
 	}
@@ -946,7 +1028,10 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.closed = true
-		g.w.Release()
+		if g.w != nil { // a handler's cycle ended by an encoding error
+			g.w.Release()
+		}
+		g.wown.g = nil // the idle writers it used keep nothing of the group
 		g.fenc.Release()
 		g.w, g.fenc = nil, nil
 	}()
@@ -1119,10 +1204,14 @@ func (g *WriterGroup) removeSlots(w *writer) []uint32 {
 	w.removed = true
 	handles := make([]uint32, 0, w.end-w.first)
 	for s := w.first; s < w.end; s++ {
-		g.fields[s] = field{writer: -1}
+		f := &g.fields[s]
+		if f.flags&fieldExt != 0 {
+			g.freeExt(f)
+		}
+		*f = field{flags: fieldRemoved}
 		handles = append(handles, g.base+uint32(s))
 	}
-	w.events, w.odd, w.sorted = nil, nil, nil
+	w.events, w.odd, w.sorted, w.names = nil, nil, nil, ""
 	g.publishSnapshot()
 	return handles
 }

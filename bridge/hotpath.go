@@ -20,13 +20,13 @@ import (
 // the NetworkMessageWriter's pooled buffer and from there into a pooled
 // sink.Message.
 
-// entry is one notification of the message being written: the field's slot,
-// the index of the notification, and its round (the k-th value of the same
-// field in this message goes into the k-th DataSetMessage of the writer).
+// entry is one notification of the message being written: the field's slot
+// and the index of the notification. Entries are in slot order; the k-th
+// value of one field in a message (its round, told by the entries before it
+// of the same slot) goes into the k-th DataSetMessage of the writer.
 type entry struct {
-	slot  int32
-	item  int32
-	round int32
+	slot int32
+	item int32
 }
 
 func cmpSlot(a, b entry) int { return cmp.Compare(a.slot, b.slot) }
@@ -58,8 +58,7 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 			unknown++
 			continue
 		}
-		f := &g.fields[idx]
-		if f.writer < 0 || f.flags&fieldEvent != 0 {
+		if g.fields[idx].flags&(fieldRemoved|fieldEvent) != 0 {
 			unknown++
 			continue
 		}
@@ -88,25 +87,34 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 		for i := 1; i < len(ents); i++ {
 			if ents[i].slot == ents[i-1].slot {
 				dup = true
-				ents[i].round = ents[i-1].round + 1
+				break
 			}
 		}
 	}
 	g.beginCycle(seq, true)
 	for i := 0; i < len(ents); {
-		wi := g.fields[ents[i].slot].writer
-		j, rounds := i+1, ents[i].round
-		for j < len(ents) && g.fields[ents[j].slot].writer == wi {
-			rounds = max(rounds, ents[j].round)
+		w := g.writerOf(ents[i].slot)
+		j, rounds, r := i+1, int32(0), int32(0)
+		for j < len(ents) && ents[j].slot < w.end {
+			if dup {
+				r = nextRound(ents, j, r)
+				rounds = max(rounds, r)
+			}
 			j++
 		}
-		if !dup {
-			rounds = 0
-		}
-		g.writeData(g.writers[wi], ents[i:j], int(rounds), items)
+		g.writeData(w, ents[i:j], int(rounds), items)
 		i = j
 	}
 	g.endCycle()
+}
+
+// nextRound returns the round of ents[k] given r, the round of ents[k-1]
+// (ents in slot order; ents[0] is of round 0).
+func nextRound(ents []entry, k int, r int32) int32 {
+	if k > 0 && ents[k].slot == ents[k-1].slot {
+		return r + 1
+	}
+	return 0
 }
 
 // writeData writes the DataSetMessages of writer w for its entries of one
@@ -118,13 +126,17 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 		g.learnTypes(w, ents, items)
 	}
 	for r := int32(0); r <= int32(rounds); r++ {
+		// With one round (the usual case) every entry is of round 0.
 		g.vmu.Lock()
+		rk := int32(0)
 		for k := range ents {
-			if e := &ents[k]; e.round == r {
-				f := &g.fields[e.slot]
-				g.cl.store(&f.last, &items[e.item].Value)
-				f.flags |= fieldHasValue
+			if rounds > 0 {
+				if rk = nextRound(ents, k, rk); rk != r {
+					continue
+				}
 			}
+			e := &ents[k]
+			g.storeValue(&g.fields[e.slot], &items[e.item].Value)
 		}
 		g.vmu.Unlock()
 		key := g.keyFrame(w)
@@ -139,27 +151,39 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 				switch {
 				case f.flags&fieldEvent != 0:
 				case f.flags&fieldHasValue != 0:
-					g.addField(f, s, &f.last)
+					g.addCached(w, f, s)
 				default:
 					// Part 14 §7.2.4.5.4: a key frame carries every field; a
 					// field without a value carries the status saying why
 					// (written as its StatusCode in the Variant encoding).
-					g.addField(f, s, g.missingValue(f))
+					g.addField(w, f, s, g.missingValue(f))
 				}
 			}
 		} else {
+			// A delta frame carries the values just cached: written from
+			// the notifications themselves, the same values, without
+			// unpacking the compact cache.
+			rk := int32(0)
 			for k := range ents {
-				if e := &ents[k]; e.round == r {
-					g.addField(&g.fields[e.slot], e.slot, &g.fields[e.slot].last)
+				if rounds > 0 {
+					if rk = nextRound(ents, k, rk); rk != r {
+						continue
+					}
 				}
+				e := &ents[k]
+				g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
 			}
 		}
 		g.endDSM(w)
 		if len(g.fqueues) > 0 {
+			rk := int32(0)
 			for k := range ents {
-				if e := &ents[k]; e.round == r {
-					g.publishField(w, &g.fields[e.slot])
+				if rounds > 0 {
+					if rk = nextRound(ents, k, rk); rk != r {
+						continue
+					}
 				}
+				g.publishField(w, ents[k].slot, &items[ents[k].item].Value)
 			}
 		}
 	}
@@ -196,7 +220,7 @@ var waitingForData = ua.DataValue{Status: ua.StatusBadWaitingForInitialData}
 // is read under vmu (onItemStatus writes it without g.mu).
 func (g *WriterGroup) missingValue(f *field) *ua.DataValue {
 	g.vmu.RLock()
-	st := f.status
+	st := f.item
 	g.vmu.RUnlock()
 	if !st.IsBad() {
 		return &waitingForData
@@ -270,12 +294,11 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 	for i := range events {
 		ev := &events[i]
 		idx := ev.ClientHandle - g.base
-		if idx >= n || g.fields[idx].writer < 0 || g.fields[idx].flags&fieldEvent == 0 {
+		if idx >= n || g.fields[idx].flags&(fieldRemoved|fieldEvent) != fieldEvent {
 			g.stats.unknownHandles.Add(1)
 			continue
 		}
-		f := &g.fields[idx]
-		w := g.writers[f.writer]
+		w := g.writerOf(int32(idx))
 		sel := w.eventSelect(int32(idx))
 		if !open {
 			g.beginCycle(seq, true)
@@ -307,6 +330,7 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 // messages carry it for acknowledgement).
 func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	g.seq, g.track = seq, track
+	g.w = takeWriter(g.wown, &g.wopts)
 	now := time.Now()
 	g.now = now.UnixNano()
 	g.nowDT = ua.NewDateTime(now)
@@ -321,6 +345,8 @@ func (g *WriterGroup) endCycle() {
 	if !g.single {
 		g.check(g.w.End(), "")
 	}
+	putWriter(g.w, g.wown)
+	g.w = nil
 	g.stats.lastPublish.Store(g.now)
 }
 
@@ -378,22 +404,33 @@ func (g *WriterGroup) endDSM(w *writer) {
 	g.skip = false
 }
 
-// addField writes field f (slot s) with value dv into the open
+// addCached writes slot s of w with its cached value into the open
 // DataSetMessage.
-func (g *WriterGroup) addField(f *field, s int32, dv *ua.DataValue) {
+func (g *WriterGroup) addCached(w *writer, f *field, s int32) {
 	if g.skip {
 		return
 	}
+	g.loadValue(f, &g.dv)
+	g.addField(w, f, s, &g.dv)
+}
+
+// addField writes f, slot s of w, with value dv into the open
+// DataSetMessage.
+func (g *WriterGroup) addField(w *writer, f *field, s int32, dv *ua.DataValue) {
+	if g.skip {
+		return
+	}
+	name := g.nameOf(w, f, s)
 	var err error
 	switch {
 	case g.samples:
-		err = g.w.AddFieldNode(f.name, &g.nodes[s], dv)
+		err = g.w.AddFieldNode(name, &g.nodes[s], dv)
 	case f.flags&fieldAny != 0:
-		err = g.w.AddFieldAny(f.name, dv)
+		err = g.w.AddFieldAny(name, dv)
 	default:
-		err = g.w.AddField(f.name, dv)
+		err = g.w.AddField(name, dv)
 	}
-	g.check(err, f.name)
+	g.check(err, name)
 }
 
 // check counts and logs an encoding error. A field too large for
@@ -410,7 +447,7 @@ func (g *WriterGroup) check(err error, what string) bool {
 		return false
 	}
 	g.w.Release()
-	g.newWriter()
+	g.w = takeWriter(g.wown, &g.wopts)
 	g.skip = true
 	if !g.single {
 		_ = g.w.Begin(&g.nmHdr) // the cycle goes on in the new writer
@@ -480,25 +517,27 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	}
 }
 
-// publishField sends the per-field message of f's current value.
-func (g *WriterGroup) publishField(w *writer, f *field) {
+// publishField sends the per-field message of dv, the value just cached
+// for slot s of w.
+func (g *WriterGroup) publishField(w *writer, s int32, dv *ua.DataValue) {
+	name := g.fieldName(w, s)
 	e := g.fenc
 	e.Truncate()
 	if g.fieldDV {
-		e.WriteDataValue(&f.last)
-	} else if f.last.Status.IsBad() {
+		e.WriteDataValue(dv)
+	} else if dv.Status.IsBad() {
 		var sv ua.Variant
-		sv.SetStatusCode(f.last.Status)
+		sv.SetStatusCode(dv.Status)
 		e.WriteVariantBody(&sv)
 	} else {
-		e.WriteVariantBody(&f.last.Value)
+		e.WriteVariantBody(&dv.Value)
 	}
 	if err := e.Err(); err != nil {
-		g.encodeError(err, f.name)
+		g.encodeError(err, name)
 		e.Reset(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: g.namespaces})
 		return
 	}
-	g.publish(sink.KindField, w.name, f.name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
+	g.publish(sink.KindField, w.name, name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
 }
 
 // heartbeatsDue sends, for every writer, one ua-deltaframe with the last
@@ -524,8 +563,8 @@ func (g *WriterGroup) heartbeatsDue(now time.Time) {
 			if f.flags&fieldHasValue == 0 {
 				continue
 			}
-			if hb.lastAt == 0 || f.last.SourceTimestamp != hb.seenSrc || f.last.ServerTimestamp != hb.seenSrv {
-				hb.seenSrc, hb.seenSrv, hb.lastAt = f.last.SourceTimestamp, f.last.ServerTimestamp, n
+			if hb.lastAt == 0 || f.src != hb.seenSrc || f.srv != hb.seenSrv {
+				hb.seenSrc, hb.seenSrv, hb.lastAt = f.src, f.srv, n
 				continue
 			}
 			if n-hb.lastAt < hb.every {
@@ -540,7 +579,7 @@ func (g *WriterGroup) heartbeatsDue(now time.Time) {
 				g.beginDSM(w, jsonenc.DeltaFrame)
 				began = true
 			}
-			g.addField(f, hb.slot, &f.last)
+			g.addCached(w, f, hb.slot)
 		}
 		if began {
 			g.endDSM(w)
@@ -583,14 +622,13 @@ func (g *WriterGroup) keepAlives(now time.Time) {
 func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.StatusCode) {
 	g.vmu.Lock()
 	idx := handle - g.base
-	if idx >= uint32(len(g.fields)) || g.fields[idx].writer < 0 {
+	if idx >= uint32(len(g.fields)) || g.fields[idx].flags&fieldRemoved != 0 {
 		g.vmu.Unlock()
 		return
 	}
-	f := &g.fields[idx]
-	f.status = st
-	name, wi := f.name, f.writer
-	wname := g.writers[wi].name
+	g.fields[idx].item = st
+	w := g.writerOf(int32(idx))
+	name, wname := g.fieldName(w, int32(idx)), w.name
 	g.vmu.Unlock()
 	if st.IsBad() {
 		g.stats.badItems.Add(1)

@@ -129,6 +129,7 @@ func (g *WriterGroup) metaData(w *writer) *ua.DataSetMetaDataType {
 	}
 	for i := w.first; i < w.end; i++ {
 		f := &g.fields[i]
+		name := g.fieldName(w, i)
 		if f.flags&fieldEvent != 0 {
 			for _, path := range w.eventSelect(i) {
 				bt := eventFieldType(path)
@@ -138,7 +139,7 @@ func (g *WriterGroup) metaData(w *writer) *ua.DataSetMetaDataType {
 				}
 				md.Fields = append(md.Fields, ua.FieldMetaData{
 					Name: path, BuiltInType: bt, DataType: dt, ValueRank: -1,
-					DataSetFieldID: fieldID(g.cfg.Name, w.name, f.name+"/"+path),
+					DataSetFieldID: fieldID(g.cfg.Name, w.name, name+"/"+path),
 				})
 			}
 			continue
@@ -155,11 +156,11 @@ func (g *WriterGroup) metaData(w *writer) *ua.DataSetMetaDataType {
 			}
 		}
 		md.Fields = append(md.Fields, ua.FieldMetaData{
-			Name:           f.name,
+			Name:           name,
 			BuiltInType:    f.builtin,
 			DataType:       dt,
 			ValueRank:      info.valueRank,
-			DataSetFieldID: fieldID(g.cfg.Name, w.name, f.name),
+			DataSetFieldID: fieldID(g.cfg.Name, w.name, name),
 		})
 	}
 	return md

@@ -155,16 +155,19 @@ type FieldValue struct {
 // fieldValue fills a FieldValue for slot s of w; g.vmu held.
 func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
 	f := &g.fields[s]
-	return FieldValue{
+	v := FieldValue{
 		Writer:      w.name,
-		Field:       f.name,
+		Field:       g.fieldName(w, s),
 		Node:        g.fieldNode(w, s),
 		Handle:      g.base + uint32(s),
-		Status:      f.status,
+		Status:      f.item,
 		HasValue:    f.flags&fieldHasValue != 0,
-		Value:       f.last,
 		BuiltInType: ua.TypeID(f.builtin),
 	}
+	if v.HasValue {
+		g.loadValue(f, &v.Value)
+	}
+	return v
 }
 
 // LastValue returns the last value of a field (writer and field name) and
@@ -178,7 +181,7 @@ func (g *WriterGroup) LastValue(writerName, fieldName string) (FieldValue, bool)
 			continue
 		}
 		i, found := slices.BinarySearchFunc(w.sorted, fieldName, func(s int32, name string) int {
-			return strings.Compare(g.fields[s].name, name)
+			return strings.Compare(g.fieldName(w, s), name)
 		})
 		if !found {
 			return FieldValue{}, false

@@ -86,8 +86,9 @@
 //     copied, their strings referenced until End/EndDataSetMessage.
 //   - Options.NamespaceURIs and ServerURIs are read, never modified; they must
 //     not change while an Encoder uses them.
-//   - A NetworkMessageWriter is owned by one goroutine (one per writer group);
-//     Release returns its buffers.
+//   - A NetworkMessageWriter is owned by one goroutine at a time (one per
+//     writer group, or taken from the caller's pool for a publishing cycle
+//     and Reset for its options); Release returns its buffers.
 //
 // # Deviations and choices
 //

@@ -607,10 +607,42 @@ func appendQuoted(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// SWAR constants: one bit or one unit in every byte of a word.
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
+
+// hasByte reports (non-zero) whether a byte of x equals the byte in every
+// byte of c (c = b*lsb8): exact in whether there is one.
+func hasByte(x, c uint64) uint64 {
+	v := x ^ c
+	return (v - lsb8) &^ v & msb8
+}
+
+// unsafe8 reports (non-zero) whether one of the 8 bytes of x (a word of a
+// string, any byte order) needs escaping: below 0x20, '"', '\', DEL or
+// beyond ASCII (not safeASCII). It tests the 8 bytes at once (SWAR); field
+// names and string values are mostly plain, so appendEscaped skips them 8 at
+// a time.
+func unsafe8(x uint64) uint64 {
+	m := x & msb8                    // ≥ 0x80
+	m |= (x - 0x20*lsb8) &^ x & msb8 // < 0x20 (exact once no byte is ≥ 0x80)
+	return m | hasByte(x, '"'*lsb8) | hasByte(x, '\\'*lsb8) | hasByte(x, 0x7f*lsb8)
+}
+
 // appendEscaped appends s escaped for use inside a JSON string.
 func appendEscaped(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		if len(s)-i >= 8 {
+			t := s[i : i+8]
+			if unsafe8(uint64(t[0])|uint64(t[1])<<8|uint64(t[2])<<16|uint64(t[3])<<24|
+				uint64(t[4])<<32|uint64(t[5])<<40|uint64(t[6])<<48|uint64(t[7])<<56) == 0 {
+				i += 8
+				continue
+			}
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safeASCII[c] {

@@ -67,3 +67,20 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("NewEncoder/Release: %v allocs", n)
 	}
 }
+
+// TestResetAllocs: a NetworkMessageWriter Reset for a cycle keeps its
+// buffers: Reset and a message allocate nothing.
+func TestResetAllocs(t *testing.T) {
+	names, dvs := benchFields(100)
+	sink := func([]byte) error { return nil }
+	w := NewNetworkMessageWriter(WriterOptions{Sink: sink})
+	defer w.Release()
+	encodeBenchMessage(w, Compact, names, dvs) // warm up buffers
+	if n := testing.AllocsPerRun(20, func() {
+		w.Reset(WriterOptions{})
+		w.Reset(WriterOptions{Sink: sink, MaxMessageSize: 1 << 20})
+		encodeBenchMessage(w, Compact, names, dvs)
+	}); n != 0 {
+		t.Errorf("%v allocations per Reset and message", n)
+	}
+}

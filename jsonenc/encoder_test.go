@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -139,5 +141,77 @@ func TestAppend(t *testing.T) {
 	got, err = AppendDataValue(nil, &ua.DataValue{Value: v, Status: ua.StatusBadNoData}, Options{Mode: Verbose})
 	if err != nil || string(got) != `{"UaType":6,"Value":42,"Status":{"Code":2157641728,"Symbol":"BadNoData"}}` {
 		t.Fatalf("%s %v", got, err)
+	}
+}
+
+// appendEscapedBytewise is appendEscaped without the 8-byte fast path: the
+// reference it must agree with.
+func appendEscapedBytewise(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if safeASCII[c] {
+				b = append(b, c)
+			} else {
+				b = appendEscapedByte(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, `\u202`...)
+			b = append(b, hexDigits[r&0xF])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return b
+}
+
+// TestAppendEscapedFast: the 8-bytes-at-once path escapes exactly as the
+// byte loop does — every byte value at every position of strings around
+// the word size, runs of unsafe bytes, UTF-8 (valid, invalid, U+2028) — and
+// the result is valid JSON that decodes to the input's valid UTF-8.
+func TestAppendEscapedFast(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		got, want := appendEscaped(nil, s), appendEscapedBytewise(nil, s)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("appendEscaped(%q) = %q, want %q", s, got, want)
+		}
+	}
+	for n := 1; n <= 17; n++ {
+		for pos := range n {
+			for c := range 256 {
+				b := bytes.Repeat([]byte{'a'}, n)
+				b[pos] = byte(c)
+				check(string(b))
+				b[n-1-pos] = byte(255 - c)
+				check(string(b))
+			}
+		}
+	}
+	for _, s := range []string{"", "Field00001", "plain ascii names of some length", "tab\there", "quote\"quote\"", `back\slash\\`,
+		"\x00\x01\x02\x03\x04\x05\x06\x07\x08", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f", "ünïcödé names ✓ — 温度", "line\u2028sep\u2029x",
+		"bad \xff\xfe utf-8 \xc3", "0123456\x1f89abcdef", "01234567\"9abcdef", "~~~~~~~~}}}}}}}}"} {
+		check(s)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, rnd.IntN(40))
+		for i := range b {
+			switch rnd.IntN(4) {
+			case 0:
+				b[i] = byte(rnd.IntN(256))
+			default:
+				b[i] = byte(0x20 + rnd.IntN(0x5f))
+			}
+		}
+		check(string(b))
 	}
 }

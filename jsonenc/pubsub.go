@@ -161,26 +161,50 @@ type NetworkMessageWriter struct {
 
 // NewNetworkMessageWriter returns a writer for opts.
 func NewNetworkMessageWriter(opts WriterOptions) *NetworkMessageWriter {
-	w := &NetworkMessageWriter{opts: opts, typeOff: -1}
+	w := &NetworkMessageWriter{}
+	if _, err := rand.Read(w.idPrefix[:]); err != nil {
+		binary.LittleEndian.PutUint64(w.idPrefix[:], uint64(ua.Now()))
+	}
+	w.Reset(opts)
+	return w
+}
+
+// Reset makes w a writer for opts, as NewNetworkMessageWriter would, but
+// keeping its buffers and going on with its MessageId counter (ids stay
+// unique): writers busy only during a publishing cycle can be shared through
+// the caller's pool instead of each keeping a buffer the size of its largest
+// message. It clears the error and the state of a cycle; Reset(WriterOptions{})
+// drops every reference to the caller's options (Sink, namespaces).
+func (w *NetworkMessageWriter) Reset(opts WriterOptions) {
+	*w = NetworkMessageWriter{
+		opts: opts, typeOff: -1,
+		enc: w.enc, gz: w.gz, gzBuf: w.gzBuf,
+		idPrefix: w.idPrefix, idCount: w.idCount,
+	}
 	w.stream = opts.Sink == nil && opts.Writer != nil && opts.MaxMessageSize <= 0 && !opts.Gzip
 	var ew io.Writer
 	if w.stream {
 		ew = opts.Writer
 	}
-	w.enc = NewEncoder(ew, Options{
+	eopts := Options{
 		Mode:           opts.HeaderMode,
 		NamespaceURIs:  opts.NamespaceURIs,
 		ServerURIs:     opts.ServerURIs,
 		FlushThreshold: opts.FlushThreshold,
-	})
+	}
+	if w.enc == nil {
+		w.enc = NewEncoder(ew, eopts)
+	} else {
+		w.enc.Reset(ew, eopts)
+	}
+	if w.gzBuf != nil {
+		clear(w.gzBuf.B)
+		w.gzBuf.B = w.gzBuf.B[:0]
+	}
 	w.budget = opts.MaxMessageSize
 	if w.budget > 0 && opts.Gzip {
 		w.budget -= gzipOverhead(w.budget)
 	}
-	if _, err := rand.Read(w.idPrefix[:]); err != nil {
-		binary.LittleEndian.PutUint64(w.idPrefix[:], uint64(ua.Now()))
-	}
-	return w
 }
 
 // gzipOverhead bounds what gzip adds to n incompressible bytes: a 10-byte
@@ -207,7 +231,7 @@ func (w *NetworkMessageWriter) Release() {
 // members (it must be left balanced).
 func (w *NetworkMessageWriter) Encoder() *Encoder { return w.enc }
 
-// Emitted returns the number of messages emitted so far.
+// Emitted returns the number of messages emitted since New or Reset.
 func (w *NetworkMessageWriter) Emitted() int { return w.emitted }
 
 // PeakBuffered returns the largest number of bytes the writer buffered.

@@ -473,3 +473,69 @@ func binaryOf(s ua.Encodable) []byte {
 	s.Encode(e)
 	return e.Bytes()
 }
+
+// TestWriterReset: a writer Reset for other options writes what a new
+// writer with those options writes (gzip, a size bound, verbose headers and
+// the samples format, one after the other, and after an error), and its
+// generated MessageIds stay unique across Resets. TestResetAllocs: it keeps
+// its buffer.
+func TestWriterReset(t *testing.T) {
+	names, dvs := benchFields(40)
+	var c1, c2 collector
+	optsFor := func(c *collector) []WriterOptions {
+		return []WriterOptions{
+			{Sink: c.sink, MaxMessageSize: 1500},
+			{Sink: c.sink, Gzip: true, HeaderMode: Verbose},
+			{Sink: c.sink, Format: FormatSamples, NamespaceURIs: []string{"urn:a", "urn:b"}},
+			{Sink: c.sink},
+		}
+	}
+	hdr := NetworkMessageHeader{MessageID: "id", PublisherID: "P", ContentMask: LayoutNetworkMessage}
+	dsm := benchDSM(Compact)
+	shared := NewNetworkMessageWriter(WriterOptions{Sink: func([]byte) error { return errors.New("sink down") }})
+	if err := writeMessage(t, shared, hdr, []DataSetMessageHeader{dsm}, names, dvs); err == nil {
+		t.Fatal("the failing sink's error was not reported")
+	}
+	for i, o := range optsFor(&c1) {
+		shared.Reset(o)
+		if err := writeMessage(t, shared, hdr, []DataSetMessageHeader{dsm}, names, dvs); err != nil {
+			t.Fatalf("options %d, reset writer: %v", i, err)
+		}
+	}
+	for i, o := range optsFor(&c2) {
+		w := NewNetworkMessageWriter(o)
+		if err := writeMessage(t, w, hdr, []DataSetMessageHeader{dsm}, names, dvs); err != nil {
+			t.Fatalf("options %d, new writer: %v", i, err)
+		}
+		w.Release()
+	}
+	if len(c1.msgs) != len(c2.msgs) || len(c1.msgs) < 5 {
+		t.Fatalf("%d messages from the reset writer, %d from new ones", len(c1.msgs), len(c2.msgs))
+	}
+	for i := range c1.msgs {
+		if !bytes.Equal(c1.msgs[i], c2.msgs[i]) {
+			t.Fatalf("message %d differs:\nreset: %q\nnew:   %q", i, c1.msgs[i], c2.msgs[i])
+		}
+	}
+
+	// Generated ids go on across Resets.
+	var c3 collector
+	ids := map[string]bool{}
+	for range 3 {
+		shared.Reset(WriterOptions{Sink: c3.sink})
+		if err := writeMessage(t, shared, NetworkMessageHeader{ContentMask: LayoutNetworkMessage}, []DataSetMessageHeader{dsm}, names[:2], dvs[:2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range c3.msgs {
+		nm, err := testDecoder().DecodeNetworkMessage(m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nm.MessageID == "" || ids[nm.MessageID] {
+			t.Fatalf("MessageId %q repeated or empty", nm.MessageID)
+		}
+		ids[nm.MessageID] = true
+	}
+	shared.Release()
+}
