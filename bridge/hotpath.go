@@ -483,6 +483,11 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	if len(queues) == 0 {
 		return
 	}
+	for _, q := range queues {
+		if r, ok := q.(sink.RoomWaiter); ok {
+			r.WaitRoom(len(msg))
+		}
+	}
 	m := sink.NewMessage(len(msg))
 	m.SetPayload(msg)
 	m.Kind = kind

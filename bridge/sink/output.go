@@ -324,8 +324,32 @@ func (o *Output) Enqueue(m *Message) {
 // fullLocked reports whether the queue has no room for m: QueueSize
 // messages, or m's bytes would take it past QueueBytes (an empty queue
 // takes any message); o.mu held.
-func (o *Output) fullLocked(m *Message) bool {
-	return o.queue.full() || (o.queue.n > 0 && o.queued+m.Len() > o.opts.QueueBytes)
+func (o *Output) fullLocked(m *Message) bool { return o.fullForLocked(m.Len()) }
+
+func (o *Output) fullForLocked(n int) bool {
+	return o.queue.full() || (o.queue.n > 0 && o.queued+n > o.opts.QueueBytes)
+}
+
+// WaitRoom implements RoomWaiter: a Block queue makes the caller wait until
+// it has room for a message of n payload bytes (or is closing); other
+// policies return at once.
+func (o *Output) WaitRoom(n int) {
+	if o.opts.Policy != Block {
+		return
+	}
+	o.mu.Lock()
+	waited := false
+	for !o.closing && o.fullForLocked(n) {
+		o.room.Wait()
+		waited = true
+	}
+	if waited {
+		// A pop wakes one waiter, and this one leaves without adding to the
+		// queue yet: pass the wake-up on, or a waiter behind it could sleep
+		// with room to spare until the next pop.
+		o.room.Signal()
+	}
+	o.mu.Unlock()
 }
 
 // popLocked takes the oldest queued message; o.mu held, queue not empty.

@@ -1,6 +1,9 @@
 package sink
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/uagate/gateway/internal/testutil"
 
 	"context"
@@ -462,5 +465,63 @@ func TestOutputQueueBytes(t *testing.T) {
 	})
 	if _, err := NewOutput(&scriptSink{}, OutputOptions{QueueBytes: -1}); err == nil || !strings.Contains(err.Error(), "QueueBytes") {
 		t.Errorf("QueueBytes -1: %v", err)
+	}
+}
+
+// TestOutputWaitRoom: a Block queue's WaitRoom waits, before any message
+// exists, until the queue has room for that many bytes, and every waiter
+// gets its turn once the worker drains the queue (one pop wakes one
+// waiter, who passes it on); a DropOldest queue never waits; Close
+// releases the waiters.
+func TestOutputWaitRoom(t *testing.T) {
+	const size = len(`{"counter":0}`)
+	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
+	o.Start()
+	tr := newTracker()
+	o.Enqueue(counterMessage(tr, 0))
+	o.Enqueue(counterMessage(tr, 1))
+	var returned atomic.Int32
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o.WaitRoom(size)
+			returned.Add(1)
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // a wait for nothing to happen: the negative check
+	if n := returned.Load(); n != 0 {
+		t.Fatalf("%d WaitRoom calls returned while the queue was full", n)
+	}
+	s.mu.Lock()
+	s.connectFails = 0
+	s.mu.Unlock()
+	waitFor(t, 10*time.Second, "every waiter released", func() bool { return returned.Load() == 3 })
+	wg.Wait()
+	waitFor(t, 10*time.Second, "delivered", func() bool { return tr.settled() == 2 })
+
+	// Close releases a waiter.
+	o2 := newTestOutput(t, &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 1})
+	o2.Start()
+	o2.Enqueue(counterMessage(tr, 2))
+	done := make(chan struct{})
+	go func() { o2.WaitRoom(size); close(done) }()
+	_ = closeOutput(t, o2, 50*time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not release WaitRoom")
+	}
+
+	// DropOldest: never waits.
+	o3 := newTestOutput(t, &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueSize: 1})
+	o3.Start()
+	o3.Enqueue(counterMessage(tr, 3))
+	o3.WaitRoom(size) // returns at once, or the test times out
+	_ = closeOutput(t, o3, 50*time.Millisecond)
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -318,6 +318,16 @@ type Acker interface {
 	Confirmed(m *Message, err error)
 }
 
+// RoomWaiter is a Queue that can make a producer wait for room before the
+// message exists: with it, a writer group held back by a full Block queue
+// waits holding its encoded JSON only, not a pooled message copy of it as
+// well (at a million items, a hundred groups blocked at a burst each held
+// a 256 KiB message on top of the queue's bytes). Enqueue still waits when
+// the room was taken meanwhile.
+type RoomWaiter interface {
+	WaitRoom(n int)
+}
+
 // Queue is what the pipeline hands messages to: an Output (a bounded queue
 // in front of one Sink) or a hub that fans out to consumers of its own (the
 // WebSocket hub). Enqueue takes over one reference of m (the queue calls

@@ -22,7 +22,9 @@ import (
 // collection, which costs a mark of the whole heap).
 const releaseSettle = 2 * time.Second
 
-// trimInterval is the period of the pools' trim: the idle buffers no Get
+// trimInterval is the period of the pools' trim (30 s: longer than the key
+// frame cycle of a group publishing every few seconds, whose burst recurs
+// and must keep its buffers): the idle buffers no Get
 // needed for a whole period are let go (pooling.Pool.Trim, and the decoder's
 // idle notification capacity, ua.TrimIdlePooled), so that a burst
 // that does not recur (a setup that went on after the release, a broker
@@ -31,7 +33,7 @@ const releaseSettle = 2 * time.Second
 // more, the pages go back to the OS at once (one full collection);
 // otherwise the next collection takes them.
 const (
-	trimInterval     = 10 * time.Second
+	trimInterval     = 30 * time.Second
 	trimReleaseBytes = 16 << 20
 )
 
