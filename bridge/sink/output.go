@@ -15,7 +15,7 @@ import (
 const (
 	DefaultQueueSize   = 1024
 	DefaultMaxInFlight = 256
-	// DefaultQueueBytes bounds the payload bytes waiting in a queue: 1024
+	// DefaultQueueBytes bounds the bytes waiting in a queue: 1024
 	// key frames of 128–256 KiB held 200 MB at a million items, most of the
 	// gateway's memory (BENCHMARKS.md, issue 10). 8 MiB is some 80 ms of
 	// what one NATS connection takes at a million notifications a second,
@@ -35,10 +35,11 @@ type OutputOptions struct {
 	// QueueSize bounds the messages waiting to be published; default
 	// DefaultQueueSize.
 	QueueSize int
-	// QueueBytes bounds their payload bytes; default DefaultQueueBytes. The
-	// queue is full when either bound is reached (a message larger than
-	// QueueBytes is taken when the queue is empty): a Block queue makes the
-	// producer wait, a DropOldest queue drops the oldest until it fits.
+	// QueueBytes bounds their bytes (their pooled buffers', Message.Size);
+	// default DefaultQueueBytes. The queue is full when either bound is
+	// reached (a message larger than QueueBytes is taken when the queue is
+	// empty): a Block queue makes the producer wait, a DropOldest queue
+	// drops the oldest until it fits.
 	QueueBytes int
 	// MaxInFlight bounds the messages handed to the sink and not yet
 	// confirmed; default DefaultMaxInFlight.
@@ -113,7 +114,7 @@ type OutputStats struct {
 	Reconnects      uint64
 	ConnectFailures uint64
 	Queued          int // messages waiting to be published
-	QueuedBytes     int // their payload bytes
+	QueuedBytes     int // the bytes of their buffers (Message.Size)
 	InFlight        int // messages published and not yet confirmed
 	Connected       bool
 	LastError       string // "" when there was none
@@ -316,15 +317,17 @@ func (o *Output) Enqueue(m *Message) {
 		return
 	}
 	o.queue.push(m)
-	o.queued += m.Len()
+	o.queued += m.Size()
 	o.mu.Unlock()
 	o.signal()
 }
 
 // fullLocked reports whether the queue has no room for m: QueueSize
-// messages, or m's bytes would take it past QueueBytes (an empty queue
-// takes any message); o.mu held.
-func (o *Output) fullLocked(m *Message) bool { return o.fullForLocked(m.Len()) }
+// messages, or m's buffer would take it past QueueBytes (an empty queue
+// takes any message); o.mu held. Buffers, not payloads, are counted: what
+// the queue holds in memory is its messages' pooled buffers, up to twice
+// their payloads.
+func (o *Output) fullLocked(m *Message) bool { return o.fullForLocked(m.Size()) }
 
 func (o *Output) fullForLocked(n int) bool {
 	return o.queue.full() || (o.queue.n > 0 && o.queued+n > o.opts.QueueBytes)
@@ -337,6 +340,7 @@ func (o *Output) WaitRoom(n int) {
 	if o.opts.Policy != Block {
 		return
 	}
+	n = MessageSize(n)
 	o.mu.Lock()
 	waited := false
 	for !o.closing && o.fullForLocked(n) {
@@ -355,7 +359,7 @@ func (o *Output) WaitRoom(n int) {
 // popLocked takes the oldest queued message; o.mu held, queue not empty.
 func (o *Output) popLocked() *Message {
 	m := o.queue.pop()
-	o.queued -= m.Len()
+	o.queued -= m.Size()
 	return m
 }
 

@@ -398,7 +398,7 @@ func TestOutputCloseWithoutStart(t *testing.T) {
 // queue drops until the message fits, and an empty queue takes a message
 // larger than the bound (it would never fit otherwise).
 func TestOutputQueueBytes(t *testing.T) {
-	const size = len(`{"counter":0}`) // counters 0–9
+	size := MessageSize(len(`{"counter":0}`)) // counters 0–9: one buffer each
 	t.Run("block", func(t *testing.T) {
 		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
 		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
@@ -474,7 +474,7 @@ func TestOutputQueueBytes(t *testing.T) {
 // waiter, who passes it on); a DropOldest queue never waits; Close
 // releases the waiters.
 func TestOutputWaitRoom(t *testing.T) {
-	const size = len(`{"counter":0}`)
+	size := MessageSize(len(`{"counter":0}`))
 	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
 	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
 	o.Start()

@@ -183,6 +183,18 @@ func (m *Message) SetPayload(p []byte) {
 // Len returns len(m.Payload()).
 func (m *Message) Len() int { return len(m.buf.B) }
 
+// Size returns the bytes m's payload buffer takes: its pooled buffer's size
+// class, at least Len.
+func (m *Message) Size() int { return cap(m.buf.B) }
+
+// MessageSize is the Size of a message with a payload of n bytes.
+func MessageSize(n int) int {
+	if c := messageBuffers.ClassSize(max(n, pooling.MinBufferSize)); c > 0 {
+		return c
+	}
+	return n
+}
+
 // Retain adds n references, one for each further holder the message is handed
 // to. Only a holder may call it, before handing the message on.
 func (m *Message) Retain(n int) { m.refs.Add(int32(n)) }

@@ -97,6 +97,12 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 				var before, after goruntime.MemStats
 				goruntime.ReadMemStats(&before)
 				drained := sink.DrainMessageBuffers() + pooling.Buffers.Drain()
+				// Two collections: a sync.Pool (the JSON encoders' buffers)
+				// keeps what it held until the second collection after its
+				// last use, and in steady state the next collection may be
+				// minutes away. The setup's metadata and first key frames
+				// left some 10 MB there at a million items.
+				goruntime.GC()
 				debug.FreeOSMemory()
 				goruntime.ReadMemStats(&after)
 				logf("memory of the writer groups' setup returned to the OS",
