@@ -503,7 +503,7 @@ func (c *Channel) SendRequestAsync(req ua.Structure, resp ua.Structure, timeout 
 // returns an error p is not registered and was not completed. Otherwise p may be
 // completed (and, if asynchronous, recycled) before send returns.
 func (c *Channel) send(req ua.Structure, p *pending, timeout time.Duration) (uint32, error) {
-	m, b, err := c.sc.encode(req)
+	m, b, err := c.sc.encode(req, true)
 	if err != nil {
 		return 0, err
 	}
@@ -695,7 +695,7 @@ func (c *Channel) Close() error {
 }
 
 func (c *Channel) sendClose() {
-	m, b, err := c.sc.encode(&ua.CloseSecureChannelRequest{RequestHeader: ua.RequestHeader{Timestamp: ua.Now()}})
+	m, b, err := c.sc.encode(&ua.CloseSecureChannelRequest{RequestHeader: ua.RequestHeader{Timestamp: ua.Now()}}, true)
 	if err != nil {
 		return
 	}

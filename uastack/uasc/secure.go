@@ -568,12 +568,28 @@ var outMsgs = pooling.NewPool[outMsg](0, func(m *outMsg) { *m = outMsg{} })
 
 var zeroPrefix [symPrefix]byte
 
+// encodeBufferSize is the pooled buffer an outgoing message is encoded
+// into first (see encode).
+const encodeBufferSize = 8 << 10
+
 // encode encodes msg, type id first, after symPrefix reserved bytes. The caller
 // releases the result.
-func (s *secureConn) encode(msg ua.Structure) (*outMsg, []byte, error) {
+func (s *secureConn) encode(msg ua.Structure, small bool) (*outMsg, []byte, error) {
 	m := outMsgs.Get()
 	m.bufs = s.bufs
-	m.buf = s.bufs.Get(int(s.lim.SendBufferSize))
+	// small (a client's requests): most are far smaller than a chunk
+	// (Publish requests and their acknowledgements, reads, keep-alives), and
+	// a buffer of the chunk size each kept the pool's 64 KiB class full of
+	// buffers that had carried a hundred bytes (8 MiB at a hundred
+	// sessions). A larger request grows the encoder's slice by append (an
+	// allocation, the price of the rare large request) and sendSym splits
+	// it as before. A server's responses (Publish responses of thousands of
+	// values) start at the chunk size.
+	size := int(s.lim.SendBufferSize)
+	if small {
+		size = min(size, encodeBufferSize)
+	}
+	m.buf = s.bufs.Get(size)
 	m.enc.Reset(m.buf.B[:cap(m.buf.B)])
 	m.enc.WriteRaw(zeroPrefix[:])
 	m.enc.WriteStructure(msg)

@@ -459,7 +459,7 @@ func (s *ServerChannel) dispatch(reqID uint32, body []byte, handler func(*Reques
 // response larger than the client accepts is replaced by a ServiceFault with
 // Bad_ResponseTooLarge, and the error says so. Safe for concurrent use.
 func (s *ServerChannel) Respond(req *Request, resp ua.Structure) error {
-	m, b, err := s.sc.encode(resp)
+	m, b, err := s.sc.encode(resp, false)
 	if err != nil {
 		_ = s.RespondFault(req, ua.StatusBadEncodingError)
 		return err
@@ -488,7 +488,7 @@ func (s *ServerChannel) RespondFault(req *Request, status ua.StatusCode) error {
 		RequestHandle: req.Handle,
 		ServiceResult: status,
 	}}
-	m, b, err := s.sc.encode(f)
+	m, b, err := s.sc.encode(f, false)
 	if err != nil {
 		return err
 	}
