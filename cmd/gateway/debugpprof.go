@@ -25,6 +25,8 @@ import (
 // a process on the same host may read them, and a non-loopback address is
 // refused rather than exposed. It exists to measure the gateway's memory per
 // item (BENCHMARKS.md, issue 10) on a real deployment-sized configuration.
+// Beside /debug/pprof/ it serves /debug/pools: the message buffer pool per
+// size class and the decoder's idle notification capacity, as JSON.
 const debugPprofEnv = "UAGATE_DEBUG_PPROF"
 
 // startDebugPprof serves net/http/pprof on addr (which must be a loopback
