@@ -22,16 +22,16 @@ import (
 // collection, which costs a mark of the whole heap).
 const releaseSettle = 2 * time.Second
 
-// trimInterval is the period of the pools' trim (30 s: longer than the key
-// frame cycle of a group publishing every few seconds, whose burst recurs
-// and must keep its buffers): the idle buffers no Get
-// needed for a whole period are let go (pooling.Pool.Trim, and the decoder's
-// idle notification capacity, ua.TrimIdlePooled), so that a burst
+// trimInterval is the period of the pools' trim: the idle buffers no Get
+// needed for a whole period are let go (pooling.Pool.Trim, and the
+// decoder's idle notification capacity, ua.TrimIdlePooled), so that a burst
 // that does not recur (a setup that went on after the release, a broker
 // outage's backlog, a storm of key frames) stops costing memory, while the
-// buffers a recurring peak needs stay. When that frees trimReleaseBytes or
-// more, the pages go back to the OS at once (one full collection);
-// otherwise the next collection takes them.
+// buffers a recurring peak needs stay. 30 s is longer than the key-frame
+// cycle of a group publishing every few seconds, whose burst recurs and
+// must keep its buffers. When a trim frees trimReleaseBytes or more, the
+// pages go back to the OS at once (one full collection); otherwise the next
+// collection takes them.
 const (
 	trimInterval     = 30 * time.Second
 	trimReleaseBytes = 16 << 20
