@@ -324,6 +324,9 @@ func TestNATSRefusedCredentials(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("nothing delivered after the fix: %+v", o.Stats())
 	}
+	// The subscriber can have the message before the output, back from
+	// Publish, settles it.
+	brokertest.WaitFor(t, 10*time.Second, "the message settled", func() bool { return tr.settled() == 1 })
 	tr.checkAll(t, 1)
 }
 
