@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"math"
 	"strings"
 
 	"github.com/uagate/gateway/uastack/ua"
@@ -45,39 +44,8 @@ func inlineType(t ua.TypeID) bool {
 }
 
 // setInline sets v to the inline scalar of type t and payload n (as
-// Variant.RawBits returned it).
-func setInline(v *ua.Variant, t ua.TypeID, n uint64) {
-	switch t {
-	case ua.TypeBoolean:
-		v.SetBoolean(n != 0)
-	case ua.TypeSByte:
-		v.SetSByte(int8(n))
-	case ua.TypeByte:
-		v.SetByte(byte(n))
-	case ua.TypeInt16:
-		v.SetInt16(int16(n))
-	case ua.TypeUInt16:
-		v.SetUInt16(uint16(n))
-	case ua.TypeInt32:
-		v.SetInt32(int32(n))
-	case ua.TypeUInt32:
-		v.SetUInt32(uint32(n))
-	case ua.TypeInt64:
-		v.SetInt64(int64(n))
-	case ua.TypeUInt64:
-		v.SetUInt64(n)
-	case ua.TypeFloat:
-		v.SetFloat(math.Float32frombits(uint32(n)))
-	case ua.TypeDouble:
-		v.SetDouble(math.Float64frombits(n))
-	case ua.TypeDateTime:
-		v.SetDateTime(ua.DateTime(n))
-	case ua.TypeStatusCode:
-		v.SetStatusCode(ua.StatusCode(n))
-	default:
-		v.Reset()
-	}
-}
+// Variant.RawBits returned it); any other type resets v.
+func setInline(v *ua.Variant, t ua.TypeID, n uint64) { v.SetRawBits(t, n) }
 
 // storeValue copies src into f's cache (g.vmu held for writing); f has a
 // value from then on.

@@ -306,34 +306,7 @@ func (it *monitoredItem) lastValue() ua.DataValue {
 // variantFromBits rebuilds an inline scalar from its RawBits.
 func variantFromBits(t ua.TypeID, bits uint64) ua.Variant {
 	var v ua.Variant
-	switch t {
-	case ua.TypeBoolean:
-		v.SetBoolean(bits != 0)
-	case ua.TypeSByte:
-		v.SetSByte(int8(bits))
-	case ua.TypeByte:
-		v.SetByte(byte(bits))
-	case ua.TypeInt16:
-		v.SetInt16(int16(bits))
-	case ua.TypeUInt16:
-		v.SetUInt16(uint16(bits))
-	case ua.TypeInt32:
-		v.SetInt32(int32(bits))
-	case ua.TypeUInt32:
-		v.SetUInt32(uint32(bits))
-	case ua.TypeInt64:
-		v.SetInt64(int64(bits))
-	case ua.TypeUInt64:
-		v.SetUInt64(bits)
-	case ua.TypeFloat:
-		v.SetFloat(math.Float32frombits(uint32(bits)))
-	case ua.TypeDouble:
-		v.SetDouble(math.Float64frombits(bits))
-	case ua.TypeDateTime:
-		v.SetDateTime(ua.DateTime(bits))
-	case ua.TypeStatusCode:
-		v.SetStatusCode(ua.StatusCode(bits))
-	}
+	v.SetRawBits(t, bits)
 	return v
 }
 

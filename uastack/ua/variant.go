@@ -187,6 +187,22 @@ func (v *Variant) inline(t TypeID) uint64 {
 // types, IEEE bits for Float/Double) for encoders that switch on Type.
 func (v *Variant) RawBits() uint64 { return v.n }
 
+// SetRawBits sets v to the scalar of built-in type t whose inline payload
+// RawBits returned as bits, for the inline types (Boolean, the integers,
+// Float, Double, DateTime, StatusCode), and reports whether t is one; for
+// any other type v is reset to null. Caches that keep a value as its type
+// and 8 bytes rebuild it with this.
+func (v *Variant) SetRawBits(t TypeID, bits uint64) bool {
+	switch t {
+	case TypeBoolean, TypeSByte, TypeByte, TypeInt16, TypeUInt16, TypeInt32, TypeUInt32,
+		TypeInt64, TypeUInt64, TypeFloat, TypeDouble, TypeDateTime, TypeStatusCode:
+		v.setInline(t, bits)
+		return true
+	}
+	v.Reset()
+	return false
+}
+
 // AsFloat64 converts a numeric scalar (integers, Float, Double, Boolean) to float64.
 func (v *Variant) AsFloat64() (float64, bool) {
 	if v.array {
