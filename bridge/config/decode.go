@@ -92,6 +92,15 @@ func (d *decoder) at(n positioned) origin {
 		if m.Key != nil {
 			return d.at(m.Key)
 		}
+	case *ast.DocumentNode:
+		// Its GetToken is its body's, and a document may have none ("---"
+		// at the end of a file): its header's position then.
+		if m != nil && m.Body == nil {
+			if m.Start != nil && m.Start.Position != nil {
+				return origin{d.file, m.Start.Position.Line, m.Start.Position.Column}
+			}
+			return origin{file: d.file}
+		}
 	}
 	if rv := reflect.ValueOf(n); n != nil && (rv.Kind() != reflect.Pointer || !rv.IsNil()) {
 		if tk := n.GetToken(); tk != nil && tk.Position != nil {

@@ -133,6 +133,7 @@ func TestParseTypeErrors(t *testing.T) {
 		{"gateway: *nope", "test.yaml:1:10: gateway: alias names no anchor"},
 		{"gateway: {\n", ""}, // a syntax error: position and message from the parser
 		{"a: 1\n---\nb: 2\n", "test.yaml:3:2: more than one YAML document; want one"},
+		{"0\n---", "test.yaml:2:1: more than one YAML document; want one"}, // a second document with no body (found by FuzzParse)
 	} {
 		_, _, err := parseWith(t, tc.yaml, nil)
 		if err == nil {
