@@ -163,15 +163,6 @@ var encoders = pooling.NewPool[pooledEncoder](32, func(p *pooledEncoder) {
 // scrubbed: nobody else puts buffers in.
 var bufPool bytebufferpool.Pool
 
-// maxPooledBuffer bounds the buffers Release gives back to bufPool. The
-// pool is a sync.Pool underneath, which keeps whatever it holds until the
-// second collection after its last use, and a gateway in steady state
-// collects rarely: the metadata messages of a thousand writers (tens of KB
-// each, encoded at start and again when the first values settle the types)
-// stayed there as 6–10 MB. Larger buffers go to the GC; the writer groups'
-// data messages keep their writers' buffers in a pool of their own.
-const maxPooledBuffer = 64 << 10
-
 // NewEncoder takes an Encoder from the pool, ready to write with opts to w
 // (nil: in memory, read the result with Bytes).
 //
@@ -202,9 +193,7 @@ func (e *Encoder) dropBuffer() {
 	if e.buf != nil {
 		clear(e.b[:cap(e.b)])
 		e.buf.B = e.b[:0]
-		if cap(e.b) <= maxPooledBuffer {
-			bufPool.Put(e.buf)
-		}
+		bufPool.Put(e.buf)
 		e.buf, e.b, e.base = nil, nil, nil
 	}
 }

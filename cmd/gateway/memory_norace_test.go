@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	goruntime "runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 )
 
@@ -33,29 +31,7 @@ func TestGatewaySteadyStateAllocs(t *testing.T) {
 	items := folders * perFolder
 	url := startSimChild(t, "-folders", fmt.Sprint(folders), "-variables", fmt.Sprint(perFolder),
 		"-rates", "100ms", "-types", "Int32", "-generators", "counter", "-alarm-sources", "-1")
-	var b strings.Builder
-	fmt.Fprintf(&b, `gateway: {stateDir: %q, shutdownTimeout: 5s}
-embedded: {sim: {enabled: false}, mqtt: {enabled: false}, nats: {enabled: false}}
-http: {disabled: true}
-endpoints:
-  - {name: sim, url: %q, securityPolicy: None, securityMode: None, autoAccept: true}
-sinks:
-  file: [{name: null, path: /dev/null}]
-writerGroups:
-  - name: g
-    endpoint: sim
-    publishingInterval: 50ms
-    fieldEncoding: dataValue
-    nodes: {samplingInterval: 100ms}
-    writers:
-`, t.TempDir(), url)
-	for f := range folders {
-		fmt.Fprintf(&b, "      - {id: %d, name: F%03d, browse: [{root: \"ns=1;s=Load.F%03d\", depth: 1, maxNodes: %d}]}\n", f+1, f, f, perFolder)
-	}
-	cfg, _, err := config.Parse([]byte(b.String()), "steady state test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := browseConfig(t, url, folders, perFolder, folders, "publishingInterval: 50ms, fieldEncoding: dataValue, nodes: {samplingInterval: 100ms}")
 	var released atomic.Bool
 	rt, err := startRuntime(context.Background(), cfg, runtimeOptions{
 		logger:        quietLogger(),

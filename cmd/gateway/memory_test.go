@@ -104,27 +104,7 @@ func TestGatewayItemMemory(t *testing.T) {
 	url := startSimChild(t, "-folders", fmt.Sprint(folders), "-variables", fmt.Sprint(perFolder),
 		"-rates", "1h", "-types", "Int32", "-generators", "counter", "-alarm-sources", "-1")
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `gateway: {stateDir: %q, shutdownTimeout: 5s}
-embedded: {sim: {enabled: false}, mqtt: {enabled: false}, nats: {enabled: false}}
-http: {disabled: true}
-endpoints:
-  - {name: sim, url: %q, securityPolicy: None, securityMode: None, autoAccept: true}
-sinks:
-  file: [{name: null, path: /dev/null}]
-writerGroups:
-`, t.TempDir(), url)
-	const perGroup = 10
-	for g := 0; g*perGroup < folders; g++ {
-		fmt.Fprintf(&b, "  - name: g%03d\n    endpoint: sim\n    publishingInterval: 100ms\n    fieldEncoding: dataValue\n    writers:\n", g)
-		for f := g * perGroup; f < min((g+1)*perGroup, folders); f++ {
-			fmt.Fprintf(&b, "      - {id: %d, name: F%03d, browse: [{root: \"ns=1;s=Load.F%03d\", depth: 1, maxNodes: %d}]}\n", f+1, f, f, perFolder)
-		}
-	}
-	cfg, _, err := config.Parse([]byte(b.String()), "memory test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := browseConfig(t, url, folders, perFolder, 10, "publishingInterval: 100ms, fieldEncoding: dataValue")
 
 	heap := func() goruntime.MemStats {
 		goruntime.GC()
@@ -281,4 +261,35 @@ func TestMemReleaserTrimsIdleBuffers(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// browseConfig is the configuration of the memory tests: the simulation
+// server at url (its folders Load.F000 … of perFolder variables each), a
+// null file sink, and writer groups of perGroup writers, one per folder,
+// each browsing its folder; settings are the groups' other keys (YAML flow
+// mapping entries).
+func browseConfig(t *testing.T, url string, folders, perFolder, perGroup int, settings string) *config.Config {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, `gateway: {stateDir: %q, shutdownTimeout: 5s}
+embedded: {sim: {enabled: false}, mqtt: {enabled: false}, nats: {enabled: false}}
+http: {disabled: true}
+endpoints:
+  - {name: sim, url: %q, securityPolicy: None, securityMode: None, autoAccept: true}
+sinks:
+  file: [{name: null, path: /dev/null}]
+writerGroups:
+`, t.TempDir(), url)
+	for g := 0; g*perGroup < folders; g++ {
+		fmt.Fprintf(&b, "  - {name: g%03d, endpoint: sim, %s, writers: [\n", g, settings)
+		for f := g * perGroup; f < min((g+1)*perGroup, folders); f++ {
+			fmt.Fprintf(&b, "      {id: %d, name: F%03d, browse: [{root: \"ns=1;s=Load.F%03d\", depth: 1, maxNodes: %d}]},\n", f+1, f, f, perFolder)
+		}
+		b.WriteString("    ]}\n")
+	}
+	cfg, _, err := config.Parse([]byte(b.String()), "memory test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
