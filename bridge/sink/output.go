@@ -20,7 +20,7 @@ const (
 	// gateway's memory (BENCHMARKS.md, issue 10). 8 MiB is some 80 ms of
 	// what one NATS connection takes at a million notifications a second,
 	// enough to keep it busy; what does not fit waits at the OPC UA server
-	// (Block) instead of in the gateway's memory. 32 MiB cost 25 MB more
+	// (Block) instead of in the gateway's memory. 32 MiB cost some 50 MB more
 	// at a million items with no gain in throughput.
 	DefaultQueueBytes = 8 << 20
 	// dropLogInterval throttles the drop-oldest log line.
