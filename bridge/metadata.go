@@ -166,6 +166,10 @@ func (g *WriterGroup) metaData(w *writer) *ua.DataSetMetaDataType {
 	return md
 }
 
+// metaDataPooled is the largest metadata message whose encoder buffer goes
+// back to the pool (jsonenc.Encoder.Discard for larger ones).
+const metaDataPooled = 16 << 10
+
 // sendMetaData encodes and publishes w's ua-metadata message; g.mu held.
 func (g *WriterGroup) sendMetaData(w *writer) {
 	if len(g.queues) == 0 {
@@ -173,7 +177,13 @@ func (g *WriterGroup) sendMetaData(w *writer) {
 		return
 	}
 	e := jsonenc.NewEncoder(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: g.namespaces})
-	defer e.Release()
+	defer func() {
+		if e.Len() > metaDataPooled {
+			e.Discard() // a large writer's metadata: rare, not worth keeping
+		} else {
+			e.Release()
+		}
+	}()
 	jsonenc.EncodeMetaDataMessage(e, &jsonenc.MetaDataMessage{
 		MessageID:         newMessageID(),
 		PublisherID:       g.publisher,

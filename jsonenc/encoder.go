@@ -188,6 +188,23 @@ func (e *Encoder) Release() {
 	}
 }
 
+// Discard is Release for an Encoder whose buffer is not worth keeping, a
+// one-off large document (a writer's metadata message, encoded at start and
+// when its fields change): the buffer is scrubbed and left to the GC
+// instead of going back to the buffer pool, a sync.Pool that would keep it
+// until the second collection after its last use, which in a steady state
+// may be minutes away (6–10 MB of metadata buffers at a thousand writers).
+// The Encoder goes back to its pool. Data messages, encoded again and again,
+// use Release.
+func (e *Encoder) Discard() {
+	e.scrubOld()
+	if e.buf != nil {
+		clear(e.b[:cap(e.b)])
+		e.buf, e.b, e.base = nil, nil, nil
+	}
+	e.Release()
+}
+
 func (e *Encoder) dropBuffer() {
 	e.scrubOld()
 	if e.buf != nil {

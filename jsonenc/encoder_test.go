@@ -215,3 +215,30 @@ func TestAppendEscapedFast(t *testing.T) {
 		check(string(b))
 	}
 }
+
+// TestEncoderDiscard: Discard scrubs the buffer as Release does (it may
+// hold secrets) and gives the Encoder back; a new Encoder works as ever.
+func TestEncoderDiscard(t *testing.T) {
+	e := NewEncoder(nil, Options{})
+	e.StartObject()
+	e.FieldString("secret", strings.Repeat("s", 100<<10))
+	e.EndObject()
+	if e.Err() != nil {
+		t.Fatal(e.Err())
+	}
+	b := e.Bytes()
+	e.Discard()
+	for i, c := range b {
+		if c != 0 {
+			t.Fatalf("byte %d is %q after Discard, want the buffer scrubbed", i, c)
+		}
+	}
+	e2 := NewEncoder(nil, Options{})
+	defer e2.Release()
+	e2.StartObject()
+	e2.FieldString("a", "b")
+	e2.EndObject()
+	if got := string(e2.Bytes()); got != `{"a":"b"}` {
+		t.Fatalf("after a Discard: %s", got)
+	}
+}
