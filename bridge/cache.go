@@ -43,10 +43,6 @@ func inlineType(t ua.TypeID) bool {
 	return t < 32 && inlineTypes&(1<<t) != 0
 }
 
-// setInline sets v to the inline scalar of type t and payload n (as
-// Variant.RawBits returned it); any other type resets v.
-func setInline(v *ua.Variant, t ua.TypeID, n uint64) { v.SetRawBits(t, n) }
-
 // storeValue copies src into f's cache (g.vmu held for writing); f has a
 // value from then on.
 func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
@@ -85,7 +81,7 @@ func (g *WriterGroup) loadValue(f *field, dv *ua.DataValue) {
 		dv.SourcePicoseconds, dv.ServerPicoseconds = x.srcPico, x.srvPico
 		return
 	}
-	setInline(&dv.Value, ua.TypeID(f.typ), f.val)
+	dv.Value.SetRawBits(ua.TypeID(f.typ), f.val)
 	dv.SourcePicoseconds, dv.ServerPicoseconds = 0, 0
 }
 

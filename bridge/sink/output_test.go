@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -290,17 +291,7 @@ func TestOutputBlockPolicy(t *testing.T) {
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
 	o.Enqueue(counterMessage(tr, 1))
-	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		o.Enqueue(counterMessage(tr, 2))
-	}()
-	waitFor(t, 10*time.Second, "3 enqueued", func() bool { return o.Stats().Enqueued == 3 })
-	select {
-	case <-returned:
-		t.Fatal("Enqueue on a full blocking queue returned")
-	case <-time.After(50 * time.Millisecond): // a wait for nothing to happen: the negative check
-	}
+	returned := enqueueBlocks(t, o, counterMessage(tr, 2), 3, "Enqueue on a full blocking queue returned")
 	err := closeOutput(t, o, 100*time.Millisecond)
 	<-returned
 	if err == nil || !strings.Contains(err.Error(), "2 messages undelivered") {
@@ -409,17 +400,7 @@ func TestOutputQueueBytes(t *testing.T) {
 		if st := o.Stats(); st.Queued != 2 || st.QueuedBytes != 2*size {
 			t.Fatalf("stats %+v, want 2 queued, %d bytes", st, 2*size)
 		}
-		returned := make(chan struct{})
-		go func() {
-			defer close(returned)
-			o.Enqueue(counterMessage(tr, 2))
-		}()
-		waitFor(t, 10*time.Second, "3 enqueued", func() bool { return o.Stats().Enqueued == 3 })
-		select {
-		case <-returned:
-			t.Fatal("Enqueue past QueueBytes returned on a blocking queue")
-		case <-time.After(50 * time.Millisecond): // a wait for nothing to happen: the negative check
-		}
+		returned := enqueueBlocks(t, o, counterMessage(tr, 2), 3, "Enqueue past QueueBytes returned on a blocking queue")
 		s.mu.Lock()
 		s.connectFails = 0
 		s.mu.Unlock()
@@ -524,4 +505,23 @@ func TestOutputWaitRoom(t *testing.T) {
 	if err := closeOutput(t, o, time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// enqueueBlocks enqueues m on a goroutine, waits until the output counted it
+// (the enqueued-th), and fails with msg if Enqueue returned within 50 ms; the
+// channel is closed when it does return.
+func enqueueBlocks(t *testing.T, o *Output, m *Message, enqueued uint64, msg string) <-chan struct{} {
+	t.Helper()
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		o.Enqueue(m)
+	}()
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d enqueued", enqueued), func() bool { return o.Stats().Enqueued == enqueued })
+	select {
+	case <-returned:
+		t.Fatal(msg)
+	case <-time.After(50 * time.Millisecond): // a wait for nothing to happen: the negative check
+	}
+	return returned
 }

@@ -46,17 +46,7 @@ func TestGatewaySteadyStateAllocs(t *testing.T) {
 		defer cancel()
 		rt.stop(ctx)
 	}()
-	notifications := func() uint64 {
-		n := uint64(0)
-		rt.mu.Lock()
-		for _, rg := range rt.groups {
-			if rg.g != nil {
-				n += rg.g.Stats().Notifications
-			}
-		}
-		rt.mu.Unlock()
-		return n
-	}
+	notifications := func() uint64 { return runtimeNotifications(rt) }
 	waitUntil(t, nil, 2*time.Minute, "every item's initial value and the setup release", func() bool {
 		return notifications() >= uint64(3*items) && released.Load()
 	})

@@ -137,15 +137,7 @@ func TestGatewayItemMemory(t *testing.T) {
 	}()
 	start := time.Now()
 	waitUntil(t, nil, 3*time.Minute, "every item's initial value", func() bool {
-		n := uint64(0)
-		rt.mu.Lock()
-		for _, rg := range rt.groups {
-			if rg.g != nil {
-				n += rg.g.Stats().Notifications
-			}
-		}
-		rt.mu.Unlock()
-		return n >= uint64(items)
+		return runtimeNotifications(rt) >= uint64(items)
 	})
 	setup := time.Since(start)
 	waitUntil(t, nil, time.Minute, "the setup memory given back", func() bool { return lastRelease.Load() != nil })
@@ -292,4 +284,17 @@ writerGroups:
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// runtimeNotifications is the notifications rt's writer groups received.
+func runtimeNotifications(rt *runtime) uint64 {
+	n := uint64(0)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, rg := range rt.groups {
+		if rg.g != nil {
+			n += rg.g.Stats().Notifications
+		}
+	}
+	return n
 }
