@@ -24,6 +24,7 @@ type EndpointConfig struct {
 	RequestTimeout  *Duration `json:"requestTimeout,omitempty"`
 	SessionTimeout  *Duration `json:"sessionTimeout,omitempty"`
 	MaxMessageSize  int       `json:"maxMessageSize,omitempty"`
+	Sessions        int       `json:"sessions,omitempty" doc:"sessions opened to the endpoint, its writer groups spread over them; default 1"`
 }
 
 // Identity is the user a session is activated as.
@@ -49,7 +50,8 @@ type Endpoint struct {
 func endpointConfigOf(e *config.Endpoint) *EndpointConfig {
 	out := &EndpointConfig{Name: e.Name, URL: e.URL, SecurityPolicy: e.SecurityPolicy, SecurityMode: e.SecurityMode,
 		PKI: e.PKI, AutoAccept: e.AutoAccept, AllowDeprecated: e.AllowDeprecated,
-		RequestTimeout: durPtr(e.RequestTimeout), SessionTimeout: durPtr(e.SessionTimeout), MaxMessageSize: e.MaxMessageSize}
+		RequestTimeout: durPtr(e.RequestTimeout), SessionTimeout: durPtr(e.SessionTimeout), MaxMessageSize: e.MaxMessageSize,
+		Sessions: e.Sessions}
 	id := e.Identity
 	if id != (config.Identity{}) {
 		out.Identity = &Identity{Type: id.Type, Username: id.Username, PasswordFile: id.Password.File, PasswordEnv: id.Password.Env,
@@ -61,7 +63,8 @@ func endpointConfigOf(e *config.Endpoint) *EndpointConfig {
 func (e *EndpointConfig) config(old *config.Endpoint) config.Endpoint {
 	out := config.Endpoint{Name: e.Name, URL: e.URL, SecurityPolicy: e.SecurityPolicy, SecurityMode: e.SecurityMode,
 		PKI: e.PKI, AutoAccept: e.AutoAccept, AllowDeprecated: e.AllowDeprecated,
-		RequestTimeout: cfgDur(e.RequestTimeout), SessionTimeout: cfgDur(e.SessionTimeout), MaxMessageSize: e.MaxMessageSize}
+		RequestTimeout: cfgDur(e.RequestTimeout), SessionTimeout: cfgDur(e.SessionTimeout), MaxMessageSize: e.MaxMessageSize,
+		Sessions: e.Sessions}
 	if id := e.Identity; id != nil {
 		out.Identity = config.Identity{Type: id.Type, Username: id.Username, CertFile: id.CertFile, KeyFile: id.KeyFile,
 			Password: config.Secret{Value: id.Password, File: id.PasswordFile, Env: id.PasswordEnv}}
@@ -101,6 +104,7 @@ func checkEndpointConfig(e *EndpointConfig) error {
 		checkDuration("/requestTimeout", e.RequestTimeout),
 		checkDuration("/sessionTimeout", e.SessionTimeout),
 		checkNotNegative("/maxMessageSize", e.MaxMessageSize),
+		checkNotNegative("/sessions", e.Sessions),
 	} {
 		if c != nil {
 			return c

@@ -233,6 +233,7 @@ func (e *Endpoint) applyDefaults(stateDir string) {
 	}
 	setString(&e.PKI, filepath.Join(stateDir, "pki"))
 	setDuration(&e.RequestTimeout, DefaultRequestTimeout)
+	setInt(&e.Sessions, 1)
 }
 
 func (wg *WriterGroup) applyDefaults() {

@@ -126,6 +126,15 @@ type Endpoint struct {
 	SessionTimeout Duration `yaml:"sessionTimeout"`
 	// MaxMessageSize of the secure channel, bytes; default the client's.
 	MaxMessageSize int `yaml:"maxMessageSize"`
+	// Sessions is how many sessions the gateway opens to the endpoint; its
+	// writer groups are subscriptions spread over them (a new group goes
+	// to the session with the fewest). Default 1: PLCs allow few sessions,
+	// and one carries many subscriptions. More let the groups' data be
+	// handled on more cores (each session has one dispatch goroutine), and
+	// a group blocked by a full Block queue holds only its own session's
+	// groups. Under scale-out every group has a session of its own (a
+	// replica hands a group over by detaching its session).
+	Sessions int `yaml:"sessions"`
 }
 
 // Identity is the user a session is activated as.

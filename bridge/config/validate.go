@@ -29,6 +29,7 @@ const (
 	MaxGroupMessageSize             = 64 << 20
 	MinEndpointMessage              = 8192
 	MaxEndpointMessage              = 1 << 30
+	MaxEndpointSessions             = 64
 	MaxBrowseDepth                  = 32
 	MaxBrowseNodes                  = 1000000
 	MaxFieldsPerWriter              = 65535
@@ -296,6 +297,9 @@ func (e *Endpoint) validateConnection(v *validator, p string) {
 	}
 	if e.MaxMessageSize != 0 && (e.MaxMessageSize < MinEndpointMessage || e.MaxMessageSize > MaxEndpointMessage) {
 		v.errorf(p+".maxMessageSize", "%d: want 0 (the default) or %d to %d bytes", e.MaxMessageSize, MinEndpointMessage, MaxEndpointMessage)
+	}
+	if e.Sessions < 1 || e.Sessions > MaxEndpointSessions {
+		v.errorf(p+".sessions", "%d: want 1 to %d", e.Sessions, MaxEndpointSessions)
 	}
 }
 

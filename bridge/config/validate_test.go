@@ -88,6 +88,8 @@ func TestValidateRules(t *testing.T) {
 		{"request timeout", func(c *Config) { c.Endpoints[0].RequestTimeout = -5 }, "endpoints[0].requestTimeout: -5ns: must be positive"},
 		{"session timeout", func(c *Config) { c.Endpoints[0].SessionTimeout = -5 }, "endpoints[0].sessionTimeout: -5ns: must not be negative"},
 		{"endpoint message size", func(c *Config) { c.Endpoints[0].MaxMessageSize = 100 }, "endpoints[0].maxMessageSize: 100: want 0 (the default) or 8192 to 1073741824 bytes"},
+		{"endpoint sessions", func(c *Config) { c.Endpoints[0].Sessions = -1 }, "endpoints[0].sessions: -1: want 1 to 64"},
+		{"endpoint sessions above the bound", func(c *Config) { c.Endpoints[0].Sessions = 65 }, "endpoints[0].sessions: 65: want 1 to 64"},
 
 		{"group name", func(c *Config) { c.WriterGroups[0].Name = "" }, "writerGroups[0].name: missing"},
 		{"group name space", func(c *Config) { c.WriterGroups[0].Name = "line 1" }, `writerGroups[0].name: "line 1": " " is not allowed in a name (it is a topic level: no / + # * > or white space)`},

@@ -111,11 +111,11 @@ func (rt *runtime) sessionOf(name string) (*client.ManagedSession, *config.Endpo
 	if m := rt.apiSessions[name]; m != nil {
 		return m, ep, nil
 	}
-	ccfg, err := config.ClientConfig(ep, rt.cfg.Gateway.StateDir, rt.log.With("upstream", ep.Name))
+	ccfg, err := rt.clientConfigLocked(ep)
 	if err != nil {
-		return nil, ep, fmt.Errorf("endpoint %s: %w", name, err)
+		return nil, ep, err
 	}
-	m, err := rt.pool.SessionWith(rt.url(ep.URL), "api", &client.ManagedConfig{Client: *ccfg})
+	m, err := rt.pool.SessionWith(rt.url(ep.URL), ep.Name+"/api", &client.ManagedConfig{Client: *ccfg})
 	if err != nil {
 		return nil, ep, fmt.Errorf("endpoint %s: %w", name, err)
 	}

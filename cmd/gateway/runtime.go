@@ -84,6 +84,11 @@ type runtime struct {
 	mu     sync.Mutex
 	cfg    *config.Config // the running configuration (placeholders kept)
 	groups map[string]*runGroup
+	// sessions are the pool's sessions the writer groups run on, with how
+	// many use each (sessions.go); clients the client configuration each
+	// endpoint's sessions share.
+	sessions map[client.PoolKey]*sharedSession
+	clients  map[string]endpointClient
 	starts sync.WaitGroup // group starts in flight
 	mem    *memReleaser   // gives setup memory back after the starts (memory.go)
 	ctx    context.Context
@@ -94,7 +99,7 @@ type runtime struct {
 type runGroup struct {
 	g      *bridge.WriterGroup
 	m      *client.ManagedSession
-	key    client.PoolKey
+	ss     *sharedSession     // m and the other groups on it
 	cancel context.CancelFunc // ends a Start still waiting for the session
 }
 
@@ -401,42 +406,29 @@ func endpointOf(cfg *config.Config, name string) *config.Endpoint {
 	return nil
 }
 
-// addGroupLocked makes a writer group with a session of its own and starts it
-// in the background (Start waits for the session: an endpoint that is down
-// must not hold the others up).
+// addGroupLocked makes a writer group as a subscription on one of its
+// endpoint's sessions (sessions.go) and starts it in the background (Start
+// waits for the session: an endpoint that is down must not hold the others
+// up).
 func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.ManagedSession, client.State, error)) error {
 	ep := endpointOf(rt.cfg, wg.Endpoint)
 	if ep == nil {
 		return fmt.Errorf("writer group %s: endpoint %q is not configured", wg.Name, wg.Endpoint)
 	}
-	ccfg, err := config.ClientConfig(ep, rt.cfg.Gateway.StateDir, rt.log.With("upstream", ep.Name))
-	if err != nil {
-		return fmt.Errorf("endpoint %s: %w", ep.Name, err)
-	}
-	url := rt.url(ep.URL)
-	mc := &client.ManagedConfig{
-		Client: *ccfg,
-		// The client logs every state change itself.
-		OnStateChange:  onState,
-		PublishLatency: rt.hist.PublishRoundTrip(ep.Name),
-	}
-	key, err := rt.pool.Key(url, wg.Name, mc)
+	ss, err := rt.sessionForLocked(ep, wg.Name, onState)
 	if err != nil {
 		return fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
-	m, err := rt.pool.SessionWith(url, wg.Name, mc)
-	if err != nil {
-		return fmt.Errorf("writer group %s: %w", wg.Name, err)
-	}
+	m, url := ss.m, rt.url(ep.URL)
 	gctx, cancel := context.WithCancel(rt.ctx)
-	rg := &runGroup{m: m, key: key, cancel: cancel}
+	rg := &runGroup{m: m, ss: ss, cancel: cancel}
 	rt.groups[wg.Name] = rg
 	if !hasBrowse(wg) {
 		g, err := rt.newGroup(wg, m, url)
 		if err != nil {
 			delete(rt.groups, wg.Name)
 			cancel()
-			_ = rt.pool.Remove(context.Background(), key)
+			rt.releaseSessionLocked(context.Background(), wg.Name, ss)
 			return err
 		}
 		rg.g = g
@@ -445,6 +437,15 @@ func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.M
 	rt.starts.Add(1)
 	go func() {
 		defer rt.starts.Done()
+		// A few groups of a session set up at once: browsing, reading
+		// data types and creating items of every group together would
+		// hold all their transient memory at the same time.
+		select {
+		case ss.slots <- struct{}{}:
+			defer func() { <-ss.slots }()
+		case <-gctx.Done():
+			return
+		}
 		g := rg.g
 		if g == nil {
 			// Browse selections need the server: expand them into fields
@@ -571,9 +572,7 @@ func (rt *runtime) removeGroupLocked(ctx context.Context, name string) {
 			rt.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
-	if err := rt.pool.Remove(ctx, rg.key); err != nil {
-		rt.log.Debug("session close", "group", name, "err", err)
-	}
+	rt.releaseSessionLocked(ctx, name, rg.ss)
 }
 
 // errNeedsRestart marks a reload that changes what the runtime cannot change
@@ -777,28 +776,30 @@ func (rt *runtime) stop(ctx context.Context) {
 // state (nil when it has none). rg is no longer in rt.groups.
 func (rt *runtime) detachGroup(ctx context.Context, name string, rg *runGroup) *client.ResumeState {
 	rg.cancel() // a Start still waiting for the session ends
-	subs := rg.m.Subscriptions()
 	// Detach first: Stop alone would delete the subscription at the server.
+	// A session shared with other groups is detached for all of them: this
+	// runs for every group at shutdown (scale-out, which hands single
+	// groups over, gives each group a session of its own).
 	if err := rg.m.Detach(ctx); err != nil {
 		rt.log.Debug("session detach", "group", name, "err", err)
-	}
-	var final *client.ResumeState
-	if len(subs) == 1 {
-		if st, ok := subs[0].ResumeState(); ok {
-			final = &st
-		}
 	}
 	rt.mu.Lock()
 	g := rg.g // a group still being built stops itself (its context is done)
 	rt.mu.Unlock()
+	var final *client.ResumeState
 	if g != nil {
+		if sub := g.Subscription(); sub != nil {
+			if st, ok := sub.ResumeState(); ok {
+				final = &st
+			}
+		}
 		if err := g.Stop(ctx); err != nil {
 			rt.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
-	if err := rt.pool.Remove(ctx, rg.key); err != nil {
-		rt.log.Debug("session close", "group", name, "err", err)
-	}
+	rt.mu.Lock()
+	rt.releaseSessionLocked(ctx, name, rg.ss)
+	rt.mu.Unlock()
 	return final
 }
 

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/uagate/gateway/uastack/server"
+)
+
+// TestWriterGroupsShareSessions: the writer groups of an endpoint are
+// subscriptions on one session (endpoints[].sessions, default 1), against
+// the embedded simulation server, which counts the sessions it serves. A
+// reload that removes and adds groups leaves the session (and the other
+// groups' data) alone; sessions: 2 spreads the groups over two; the last
+// group to leave a session closes it.
+func TestWriterGroupsShareSessions(t *testing.T) {
+	conf := func(sessions int, groups ...string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "endpoints:\n  - {name: plc, url: \"embedded:sim\", sessions: %d}\nwriterGroups:\n", sessions)
+		for _, g := range groups {
+			fmt.Fprintf(&b, "  - name: %s\n    publishingInterval: 100ms\n    nodes: {samplingInterval: 10ms}\n    writers:\n      - name: w\n        fields: [{name: Counter, node: %q}]\n", g, server.NodeCounter)
+		}
+		b.WriteString("sinks:\n  mqtt: [{name: mqtt, url: \"embedded:mqtt\"}]\n")
+		return b.String()
+	}
+	g := startGateway(t, "gateway.yaml", conf(1, "g1", "g2", "g3"))
+	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	for _, n := range []string{"g1", "g2", "g3"} {
+		sub.waitCount(t, g, n, "w", 5)
+	}
+	sim := g.rt.sim
+	if st := sim.Stats(); st.Sessions != 1 || st.SessionsCreated != 1 || st.Subscriptions != 3 {
+		t.Fatalf("three writer groups of one endpoint: %d sessions (%d created), %d subscriptions at the server; want 1 (1), 3",
+			st.Sessions, st.SessionsCreated, st.Subscriptions)
+	}
+	if n := g.sessionRefs(); fmt.Sprint(n) != "[3]" {
+		t.Errorf("groups per session: %v, want [3]", n)
+	}
+
+	// Remove g2, add g4: g1 and g3 go on, on the same session.
+	g.rewrite(conf(1, "g1", "g3", "g4"))
+	g.waitLog("configuration change applied")
+	sub.waitCount(t, g, "g4", "w", 5)
+	for _, n := range []string{"g1", "g3"} {
+		sub.waitCount(t, g, n, "w", sub.count(n, "w")+5)
+	}
+	if st := sim.Stats(); st.Sessions != 1 || st.SessionsCreated != 1 || st.Subscriptions != 3 {
+		t.Errorf("after removing one group and adding another: %d sessions (%d created), %d subscriptions; want 1 (1), 3",
+			st.Sessions, st.SessionsCreated, st.Subscriptions)
+	}
+	// Every group's stream is whole across the reload.
+	msgs := sub.all(t)
+	for _, n := range []string{"g1", "g3", "g4"} {
+		checkStream(t, msgs, streamCheck{publisher: "uagate", group: n, writer: "w", field: "Counter"})
+	}
+
+	// Two sessions: the endpoint changed, its groups are recreated and
+	// spread over both; the old session is closed.
+	g.rewrite(conf(2, "g1", "g3", "g4"))
+	g.waitLog("configuration change applied")
+	waitUntil(t, g, e2eWait, "two sessions at the server", func() bool {
+		st := sim.Stats()
+		return st.Sessions == 2 && st.SessionsCreated == 3 && st.Subscriptions == 3
+	})
+	if n := g.sessionRefs(); fmt.Sprint(n) != "[1 2]" {
+		t.Errorf("groups per session: %v, want [1 2]", n)
+	}
+	for _, n := range []string{"g1", "g3", "g4"} {
+		sub.waitCount(t, g, n, "w", sub.count(n, "w")+5)
+	}
+
+	// The last group of a session leaves: the session is closed.
+	g.rewrite(conf(2, "g1"))
+	g.waitLog("configuration change applied")
+	waitUntil(t, g, e2eWait, "one session left at the server", func() bool {
+		st := sim.Stats()
+		return st.Sessions == 1 && st.Subscriptions == 1
+	})
+	if n := g.sessionRefs(); fmt.Sprint(n) != "[1]" {
+		t.Errorf("groups per session: %v, want [1]", n)
+	}
+	sub.waitCount(t, g, "g1", "w", sub.count("g1", "w")+5)
+}
+
+// sessionRefs is the number of writer groups on each of the runtime's
+// sessions, ascending.
+func (g *e2eGateway) sessionRefs() []int {
+	g.rt.mu.Lock()
+	defer g.rt.mu.Unlock()
+	var n []int
+	for _, ss := range g.rt.sessions {
+		n = append(n, ss.refs)
+	}
+	slices.Sort(n)
+	return n
+}
