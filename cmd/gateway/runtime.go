@@ -89,10 +89,10 @@ type runtime struct {
 	// endpoint's sessions share.
 	sessions map[client.PoolKey]*sharedSession
 	clients  map[string]endpointClient
-	starts sync.WaitGroup // group starts in flight
-	mem    *memReleaser   // gives setup memory back after the starts (memory.go)
-	ctx    context.Context
-	cancel context.CancelFunc
+	starts   sync.WaitGroup // group starts in flight
+	mem      *memReleaser   // gives setup memory back after the starts (memory.go)
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // runGroup is a running writer group and its session.
