@@ -84,7 +84,10 @@ and with -bridge both a last line ratio_cpu=<baseline/gateway>.
                          was received (not in the latency)
   lost                   counter values that never arrived (gaps), in the window
   rss_mb bytes_per_item  the bridge's RSS at the end of the window, and RSS/items:
-                         an upper bound, the runtime's fixed memory included
+                         the runtime's fixed memory included
+  rss_peak_mb            the highest RSS sampled (every 0.5 s) in the window: the
+                         heap grows between collections (GOGC), so the end of the
+                         window is one point of a sawtooth
   bridge_cores sub_cores sim_cores nats_cores
                          CPU of each process in the window, in cores; the
                          subscriber must stay well below one core
@@ -408,6 +411,7 @@ type benchResult struct {
 	simCPU, natsCPU   time.Duration
 	natsMeasured      bool
 	rssBytes          int64
+	rssPeak           int64 // the highest RSS sampled in the window
 	wall              time.Duration
 	setup             time.Duration
 }
@@ -430,6 +434,7 @@ func (r benchResult) line() string {
 	fmt.Fprintf(&b, "bridge=%s notifications_per_s=%.0f gateway_cpu_us_per_notification=%.3f p50_ms=%.2f p99_ms=%.2f lost=%d rss_mb=%.1f bytes_per_item=%.0f",
 		r.bridge, float64(n)/r.window.Seconds(), r.cpuPerNotification(), r.b.P50ms, r.b.P99ms,
 		r.b.Lost-r.a.Lost, float64(r.rssBytes)/(1<<20), float64(r.rssBytes)/float64(r.items))
+	fmt.Fprintf(&b, " rss_peak_mb=%.1f", float64(max(r.rssPeak, r.rssBytes))/(1<<20))
 	fmt.Fprintf(&b, " items=%d offered_per_s=%.0f window_s=%.1f notifications=%d dup=%d repeat=%d unknown=%d bad=%d sub_dropped=%d max_ms=%.1f bridge_cores=%.2f sub_cores=%.2f sub_cpu_us_per_notification=%.3f sim_cores=%.2f",
 		r.items, r.offered, r.window.Seconds(), n, r.b.Dup-r.a.Dup, r.b.Repeat-r.a.Repeat, r.b.Unknown-r.a.Unknown, r.b.Bad-r.a.Bad,
 		r.b.Dropped-r.a.Dropped, r.b.MaxMs, cores(r.bridgeCPU), cores(r.subCPU),
@@ -534,8 +539,16 @@ func runBenchBridge(ctx context.Context, o *benchOptions, procs *benchProcs, bri
 	if r.a, err = sub.query(ctx, "window"); err != nil {
 		return r, err
 	}
-	if err := sleepCtx(ctx, o.duration); err != nil {
-		return r, err
+	// The RSS is sampled through the window: the collector lets the heap
+	// grow between collections, so the end is one point of a sawtooth.
+	end := t0.Add(o.duration)
+	for d := time.Until(end); d > 0; d = time.Until(end) {
+		if err := sleepCtx(ctx, min(d, 500*time.Millisecond)); err != nil {
+			return r, err
+		}
+		if v, err := procRSS(br.pid()); err == nil {
+			r.rssPeak = max(r.rssPeak, v)
+		}
 	}
 	if r.b, err = sub.query(ctx, "window"); err != nil {
 		return r, err

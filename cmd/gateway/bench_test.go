@@ -92,6 +92,9 @@ func TestBenchEndToEnd(t *testing.T) {
 			if kv["gateway_cpu_us_per_notification"] <= 0 || kv["rss_mb"] <= 0 || kv["bytes_per_item"] <= 0 {
 				t.Errorf("CPU or memory not measured: %v", kv)
 			}
+			if kv["rss_peak_mb"] < kv["rss_mb"] {
+				t.Errorf("rss_peak_mb=%v below rss_mb=%v", kv["rss_peak_mb"], kv["rss_mb"])
+			}
 			// The latency includes the sampling delay (≤ 20 ms) and is
 			// bounded by the window.
 			if p50, p99 := kv["p50_ms"], kv["p99_ms"]; p50 <= 0 || p99 < p50 || p99 > 2000 {

@@ -36,8 +36,9 @@ import (
 // The gateway's runtime: one configuration brought to life. It owns, in the
 // order they start (and stop in reverse): the embedded parts (simulation
 // server, MQTT broker, NATS server) the configuration asks for, one Output per
-// sink and the WebSocket hub, the HTTP listener, the client pool with one
-// managed session per writer group, and the writer groups. A reload applies
+// sink and the WebSocket hub, the HTTP listener, the client pool with the
+// managed sessions the writer groups share (sessions.go), and the writer
+// groups. A reload applies
 // the difference between two configurations: writer groups and writers are
 // added, removed or replaced while the others go on; what cannot be changed
 // in place (gateway settings, embedded parts, sinks) is refused with a
