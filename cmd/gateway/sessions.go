@@ -31,6 +31,18 @@ import (
 // filled); the server answers one session's requests in turn anyway.
 const setupSlotsPerSession = 4
 
+// maxPublishRequests bounds the Publish requests a session keeps at the
+// server (client.ManagedConfig.MaxPublishRequests; the client's default is
+// 10). The client keeps one per subscription plus what one round trip
+// needs, so one group's session keeps 2–3 whatever the bound; a session
+// with 100 groups publishing every 20 ms needs about one per group: with
+// 10, the server had a response ready for more subscriptions than it had
+// requests, and at the setup's load some went unserved past their
+// keep-alive window, which the client takes for a lost subscription. A
+// server that allows fewer says BadTooManyPublishRequests and the client
+// keeps to its number (then more sessions serve many groups better).
+const maxPublishRequests = 64
+
 // sharedSession is a session of the pool and the writer groups on it.
 type sharedSession struct {
 	key   client.PoolKey
@@ -76,8 +88,9 @@ func (rt *runtime) sessionForLocked(ep *config.Endpoint, group string, onState f
 	mc := &client.ManagedConfig{
 		Client: *ccfg,
 		// The client logs every state change itself.
-		OnStateChange:  onState,
-		PublishLatency: rt.hist.PublishRoundTrip(ep.Name),
+		OnStateChange:      onState,
+		PublishLatency:     rt.hist.PublishRoundTrip(ep.Name),
+		MaxPublishRequests: maxPublishRequests,
 	}
 	// The pool's group names the session (and goes into its SessionName):
 	// the endpoint's name for its only session, <name>#<k> for one of

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
 )
 
@@ -95,4 +96,49 @@ func (g *e2eGateway) sessionRefs() []int {
 	}
 	slices.Sort(n)
 	return n
+}
+
+// TestManyGroupsOnOneSession: 100 writer groups publishing every 20 ms on
+// the endpoint's one session. The session must keep enough Publish requests
+// at the server for all of them (maxPublishRequests): with the client's
+// default of 10, subscriptions waited for a request past their keep-alive
+// window at the setup's load, the client took them for lost and recovered
+// the session over and over (a 1,000,000-item bench never finished its
+// setup). Every group delivers, and the session has no fault.
+func TestManyGroupsOnOneSession(t *testing.T) {
+	const groups = 100
+	var b strings.Builder
+	b.WriteString("endpoints:\n  - {name: plc, url: \"embedded:sim\"}\nwriterGroups:\n")
+	for i := range groups {
+		fmt.Fprintf(&b, "  - name: g%03d\n    publishingInterval: 20ms\n    keepAlive: 100ms\n    nodes: {samplingInterval: 5ms}\n    writers:\n      - name: w\n        fields: [{name: Counter, node: %q}, {name: Sine, node: %q}]\n",
+			i, server.NodeCounter, server.NodeSine)
+	}
+	b.WriteString("sinks:\n  mqtt: [{name: mqtt, url: \"embedded:mqtt\"}]\n")
+	g := startGateway(t, "gateway.yaml", b.String())
+	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/data/#")
+	for i := range groups {
+		sub.waitCount(t, g, fmt.Sprintf("g%03d", i), "w", 10)
+	}
+	// Two more seconds of all of them at once.
+	before := make([]int, groups)
+	for i := range groups {
+		before[i] = sub.count(fmt.Sprintf("g%03d", i), "w")
+	}
+	for i := range groups {
+		sub.waitCount(t, g, fmt.Sprintf("g%03d", i), "w", before[i]+50)
+	}
+	if st := g.rt.sim.Stats(); st.Sessions != 1 || st.SessionsCreated != 1 || st.Subscriptions != groups {
+		t.Errorf("%d sessions (%d created), %d subscriptions at the server; want 1 (1), %d", st.Sessions, st.SessionsCreated, st.Subscriptions, groups)
+	}
+	g.rt.mu.Lock()
+	var ms client.ManagedStats
+	for _, ss := range g.rt.sessions {
+		ms = ss.m.Stats()
+	}
+	g.rt.mu.Unlock()
+	if ms.Faults != 0 || ms.Reactivations != 0 || ms.Connects != 1 {
+		t.Errorf("session: %d faults, %d reactivations, %d connects; want 0, 0, 1 (log: %q)", ms.Faults, ms.Reactivations, ms.Connects,
+			logLine(g.log.String(), "session fault"))
+	}
+	t.Logf("session: %d Publish requests outstanding (limit %d)", ms.PublishRequests, ms.PublishLimit)
 }
