@@ -2,7 +2,6 @@ package sink
 
 import (
 	"fmt"
-	"hash/maphash"
 	"strings"
 )
 
@@ -125,40 +124,41 @@ func (t *topicTemplate) appendTopic(dst []byte, a *Addr, sep byte, sanitize func
 	return dst
 }
 
-// DefaultTopicCacheSize is the number of rendered topics a Topics keeps.
-const DefaultTopicCacheSize = 1024
+// DefaultTopicCacheSize is the most rendered topics a Topics keeps: a
+// million items in 5,000 writers are 5,000 topics (about 100 B each in the
+// cache). When a sink sees more (a per-field sink of a million nodes), the
+// cache starts over when full, and topics are rendered as they come.
+const DefaultTopicCacheSize = 1 << 16
 
 // Topics maps a message's Kind and Addr to its topic through the sink's
-// templates, keeping rendered topics in a small direct-mapped cache so that
-// the steady state renders and allocates nothing: the Addr strings come from
-// the configuration, so a stream sees the same few over and over. A cache
-// miss renders the topic and allocates its string once. Not safe for
-// concurrent use: a sink calls it from Publish, which is serialised.
+// templates, keeping rendered topics in a bounded map so that the steady
+// state renders and allocates nothing: the Addr strings come from the
+// configuration, so a stream sees the same topics over and over. A miss
+// renders the topic and allocates its string once. (A direct-mapped cache of
+// 1,024 entries did this before: at 5,000 writers most messages missed.) Not
+// safe for concurrent use: a sink calls it from Publish, which is
+// serialised.
 type Topics struct {
 	tmpl     [4]topicTemplate // by Kind
 	sep      byte
 	sanitize func(byte) byte
-	seed     maphash.Seed
-	hash     maphash.Hash
-	cache    []topicEntry
-	mask     uint64
+	cache    map[topicKey]string
+	max      int
 	buf      []byte
 	misses   uint64
 }
 
-type topicEntry struct {
-	kind  Kind
-	used  bool
-	addr  Addr
-	topic string
+type topicKey struct {
+	kind Kind
+	addr Addr
 }
 
 // NewTopics parses the templates. sep is the level separator ('/' for MQTT,
 // '.' for NATS); sanitize maps each byte of a placeholder value (say, '.' to
-// '_' for NATS); cacheSize is rounded up to a power of two, 0 means
+// '_' for NATS); cacheSize bounds the topics kept, 0 means
 // DefaultTopicCacheSize.
 func NewTopics(t TopicTemplates, sep byte, sanitize func(byte) byte, cacheSize int) (*Topics, error) {
-	ts := &Topics{sep: sep, sanitize: sanitize, seed: maphash.MakeSeed()}
+	ts := &Topics{sep: sep, sanitize: sanitize}
 	if ts.sanitize == nil {
 		ts.sanitize = func(b byte) byte { return b }
 	}
@@ -171,12 +171,7 @@ func NewTopics(t TopicTemplates, sep byte, sanitize func(byte) byte, cacheSize i
 	if cacheSize <= 0 {
 		cacheSize = DefaultTopicCacheSize
 	}
-	n := 1
-	for n < cacheSize {
-		n <<= 1
-	}
-	ts.cache, ts.mask = make([]topicEntry, n), uint64(n-1)
-	ts.hash.SetSeed(ts.seed)
+	ts.max, ts.cache = cacheSize, map[topicKey]string{}
 	return ts, nil
 }
 
@@ -186,24 +181,18 @@ func (ts *Topics) Topic(k Kind, a *Addr) string {
 	if int(k) >= len(ts.tmpl) || ts.tmpl[k].levels == nil {
 		return ""
 	}
-	h := &ts.hash
-	h.Reset()
-	h.WriteByte(byte(k))
-	h.WriteString(a.Publisher)
-	h.WriteByte(0)
-	h.WriteString(a.Group)
-	h.WriteByte(0)
-	h.WriteString(a.Writer)
-	h.WriteByte(0)
-	h.WriteString(a.Field)
-	e := &ts.cache[h.Sum64()&ts.mask]
-	if e.used && e.kind == k && e.addr == *a {
-		return e.topic
+	key := topicKey{kind: k, addr: *a}
+	if t, ok := ts.cache[key]; ok {
+		return t
 	}
 	ts.misses++
+	if len(ts.cache) >= ts.max {
+		clear(ts.cache)
+	}
 	ts.buf = ts.tmpl[k].appendTopic(ts.buf[:0], a, ts.sep, ts.sanitize)
-	*e = topicEntry{kind: k, used: true, addr: *a, topic: string(ts.buf)}
-	return e.topic
+	t := string(ts.buf)
+	ts.cache[key] = t
+	return t
 }
 
 // Render renders a topic without the cache (for a status topic known at

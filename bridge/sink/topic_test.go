@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -78,5 +80,44 @@ func BenchmarkTopicsCached(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ts.Topic(KindData, &a)
+	}
+}
+
+// TestTopicsCache: 5,000 writers' topics (1,000,000 items in writers of
+// 200) are rendered once each and then served from the cache, exactly; a
+// sink that sees more topics than the bound (a per-field sink of a million
+// nodes) keeps at most the bound.
+func TestTopicsCache(t *testing.T) {
+	ts, err := NewTopics(TopicTemplates{Data: "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"}, '/', nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]Addr, 5000)
+	for i := range addrs {
+		addrs[i] = Addr{Publisher: "p", Group: fmt.Sprintf("g%03d", i/50), Writer: fmt.Sprintf("w%d", i)}
+	}
+	for range 3 {
+		for i := range addrs {
+			if got, want := ts.Topic(KindData, &addrs[i]), ts.Render(KindData, &addrs[i]); got != want {
+				t.Fatalf("topic %q, want %q", got, want)
+			}
+		}
+	}
+	if m := ts.Misses(); m != uint64(len(addrs)) {
+		t.Errorf("%d renders for %d topics looked up 3 times each, want one per topic", m, len(addrs))
+	}
+
+	small, err := NewTopics(TopicTemplates{Data: "plant/{WriterGroup}/{Field}"}, '/', nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		a := Addr{Publisher: "p", Group: "g", Field: strconv.Itoa(i)}
+		if got := small.Topic(KindData, &a); got != "plant/g/"+strconv.Itoa(i) {
+			t.Fatalf("topic %q", got)
+		}
+		if len(small.cache) > 1000 {
+			t.Fatalf("cache of %d topics, bound 1000", len(small.cache))
+		}
 	}
 }
