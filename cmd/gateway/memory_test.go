@@ -241,7 +241,7 @@ func TestMemReleaserTrimsIdleBuffers(t *testing.T) {
 		m.Done(true)
 	}
 	before := classOf().Trimmed
-	r := newMemReleaser()
+	r := newMemReleaser(os.Getenv)
 	r.trimEvery = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	r.run(ctx, func(string, ...any) {})
@@ -297,4 +297,32 @@ func runtimeNotifications(rt *runtime) uint64 {
 		}
 	}
 	return n
+}
+
+// TestMemReleaserGCPercent: after a setup's release the collector runs at
+// steadyGCPercent, unless $GOGC was given.
+func TestMemReleaserGCPercent(t *testing.T) {
+	if r := newMemReleaser(func(k string) string { return map[string]string{"GOGC": "200"}[k] }); r.gcPercent != 0 {
+		t.Errorf("GOGC=200 given: gcPercent %d, want 0 (left alone)", r.gcPercent)
+	}
+	r := newMemReleaser(func(string) string { return "" })
+	if r.gcPercent != steadyGCPercent {
+		t.Fatalf("no GOGC: gcPercent %d, want %d", r.gcPercent, steadyGCPercent)
+	}
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	released := make(chan struct{}, 1)
+	r.released = func(before, after goruntime.MemStats) { released <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	r.run(ctx, func(string, ...any) {})
+	defer func() { cancel(); r.wait() }()
+	r.started()
+	select {
+	case <-released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no release 30 s after a start")
+	}
+	if got := debug.SetGCPercent(100); got != steadyGCPercent {
+		t.Errorf("GOGC after the release: %d, want %d", got, steadyGCPercent)
+	}
 }

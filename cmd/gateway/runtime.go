@@ -144,7 +144,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 	rt.persist.path = opts.savePath
 	rt.hist = api.NewHistograms()
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
-	rt.mem = newMemReleaser()
+	rt.mem = newMemReleaser(os.Getenv)
 	rt.mem.released = opts.onMemReleased
 	rt.mem.run(rt.ctx, rt.log.Info)
 	defer func() {
