@@ -384,6 +384,22 @@ func TestOutputCloseWithoutStart(t *testing.T) {
 	}
 }
 
+// fullBlockOutput is a started Block output whose broker refuses to connect,
+// with counters 0 and 1 queued and room for half a message more (QueueBytes
+// 2.5 counter messages): the next Enqueue or WaitRoom waits until the sink's
+// connectFails is set to 0.
+func fullBlockOutput(t *testing.T) (*scriptSink, *Output, *tracker) {
+	t.Helper()
+	size := MessageSize(len(`{"counter":0}`))
+	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
+	o.Start()
+	tr := newTracker()
+	o.Enqueue(counterMessage(tr, 0))
+	o.Enqueue(counterMessage(tr, 1))
+	return s, o, tr
+}
+
 // QueueBytes bounds the payload bytes queued as QueueSize bounds the
 // messages: a Block queue waits until the worker took enough, a DropOldest
 // queue drops until the message fits, and an empty queue takes a message
@@ -391,12 +407,7 @@ func TestOutputCloseWithoutStart(t *testing.T) {
 func TestOutputQueueBytes(t *testing.T) {
 	size := MessageSize(len(`{"counter":0}`)) // counters 0–9: one buffer each
 	t.Run("block", func(t *testing.T) {
-		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
-		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
-		o.Start()
-		tr := newTracker()
-		o.Enqueue(counterMessage(tr, 0))
-		o.Enqueue(counterMessage(tr, 1))
+		s, o, tr := fullBlockOutput(t)
 		if st := o.Stats(); st.Queued != 2 || st.QueuedBytes != 2*size {
 			t.Fatalf("stats %+v, want 2 queued, %d bytes", st, 2*size)
 		}
@@ -456,12 +467,7 @@ func TestOutputQueueBytes(t *testing.T) {
 // releases the waiters.
 func TestOutputWaitRoom(t *testing.T) {
 	size := MessageSize(len(`{"counter":0}`))
-	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
-	o.Start()
-	tr := newTracker()
-	o.Enqueue(counterMessage(tr, 0))
-	o.Enqueue(counterMessage(tr, 1))
+	s, o, tr := fullBlockOutput(t)
 	var returned atomic.Int32
 	var wg sync.WaitGroup
 	for range 3 {

@@ -104,7 +104,7 @@ func (rt *runtime) sessionOf(name string) (*client.ManagedSession, *config.Endpo
 	for _, wg := range rt.cfg.WriterGroups {
 		if wg.Endpoint == name {
 			if rg := rt.groups[wg.Name]; rg != nil {
-				return rg.m, ep, nil
+				return rg.ss.m, ep, nil
 			}
 		}
 	}
@@ -135,7 +135,7 @@ func (rt *runtime) Endpoints() []api.EndpointStatus {
 		rt.mu.Lock()
 		for _, wg := range cfg.WriterGroups {
 			if rg := rt.groups[wg.Name]; wg.Endpoint == ep.Name && rg != nil {
-				m = rg.m
+				m = rg.ss.m
 				break
 			}
 		}

@@ -99,8 +99,7 @@ type runtime struct {
 // runGroup is a running writer group and its session.
 type runGroup struct {
 	g      *bridge.WriterGroup
-	m      *client.ManagedSession
-	ss     *sharedSession     // m and the other groups on it
+	ss     *sharedSession     // its session (ss.m) and the other groups on it
 	cancel context.CancelFunc // ends a Start still waiting for the session
 }
 
@@ -422,7 +421,7 @@ func (rt *runtime) addGroupLocked(wg *config.WriterGroup, onState func(*client.M
 	}
 	m, url := ss.m, rt.url(ep.URL)
 	gctx, cancel := context.WithCancel(rt.ctx)
-	rg := &runGroup{m: m, ss: ss, cancel: cancel}
+	rg := &runGroup{ss: ss, cancel: cancel}
 	rt.groups[wg.Name] = rg
 	if !hasBrowse(wg) {
 		g, err := rt.newGroup(wg, m, url)
@@ -781,7 +780,7 @@ func (rt *runtime) detachGroup(ctx context.Context, name string, rg *runGroup) *
 	// A session shared with other groups is detached for all of them: this
 	// runs for every group at shutdown (scale-out, which hands single
 	// groups over, gives each group a session of its own).
-	if err := rg.m.Detach(ctx); err != nil {
+	if err := rg.ss.m.Detach(ctx); err != nil {
 		rt.log.Debug("session detach", "group", name, "err", err)
 	}
 	rt.mu.Lock()
