@@ -142,13 +142,16 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 }
 
 // saveResume saves the subscription's state when it changed since the last
-// save (or always, with force); it returns whether it saved.
+// save (or always, with force); it returns whether it saved. The check is
+// the client's ResumeMark, which copies nothing; the state, a list of every
+// item, is built only to be saved and not kept.
 func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
-	st, ok := sub.ResumeState()
-	if !ok {
+	mark, ok := sub.ResumeMark()
+	if !ok || !force && mark == g.saved {
 		return false
 	}
-	if !force && st.SubscriptionID == g.saved.SubscriptionID && st.LastAcked == g.saved.LastAcked && sameItems(st.Items, g.saved.Items) {
+	st, ok := sub.ResumeState()
+	if !ok {
 		return false
 	}
 	rec := ResumeRecord{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
@@ -159,15 +162,9 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		}
 		return false
 	}
-	g.saved.SubscriptionID, g.saved.LastAcked, g.saved.Items = st.SubscriptionID, st.LastAcked, st.Items
+	// The mark taken before the state: a change in between saves once more.
+	g.saved = mark
 	return true
-}
-
-// sameItems reports whether a and b are the same list: the client hands out
-// one shared slice while its items do not change (ResumeState), so the
-// check is one comparison, not one per item.
-func sameItems(a, b []client.ResumeItem) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // resumeLoop saves the resume record every interval while it changes; at

@@ -372,7 +372,7 @@ func (l *KV) SaveResume(name string, rec bridge.ResumeRecord) error {
 	if u == nil || u.state == stateFree {
 		return fmt.Errorf("%w: %s", ErrNotHeld, name)
 	}
-	u.rec = &rec // the item list stays shared: a writer group saves every second while it stays the client's same slice
+	u.rec = &rec // kept as it is: a writer group saves only when its state changed (client.ResumeMark)
 	u.recGen++
 	if u.state == stateHeld {
 		l.pokeLocked()

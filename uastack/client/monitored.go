@@ -301,12 +301,8 @@ type itemTable struct {
 	reserved int // items announced by reserve and not pushed yet
 
 	// gen counts the changes of the items' server ids (created, adopted,
-	// forgotten, deleted): the resume list below is rebuilt only when it
-	// moved, so that a subscription's ResumeState every second copies
-	// nothing while its items stay as they are (resume.go).
-	gen       uint64
-	resumeGen uint64       // gen of resume
-	resume    []ResumeItem // shared, never modified once built; nil: not built
+	// forgotten, deleted): Subscription.ResumeMark (resume.go).
+	gen uint64
 }
 
 // uriIndex returns item.nsu for uri, adding it; t.mu must be held.

@@ -97,10 +97,11 @@ func (s *Subscription) initResume(r *ResumeState) {
 // not acknowledged (AckManual), or the last delivered one when all are; under
 // AckOnReturn it is 0 (the messages the server still has are republished).
 //
-// Items is shared: while the items' server ids do not change, every call
-// returns the same slice (a writer group asks every second, and copying a
-// million items' ids each time was garbage the heap's growth room turned
-// into resident memory). It must not be modified; it may be kept.
+// Items is a new list at each call (8 bytes per item): ask ResumeMark, which
+// copies nothing, whether it changed before asking for the state again. The
+// client keeps no copy of it, so a group that saved its record holds none
+// either (at a million items the list was 10 MB of the gateway's resident
+// memory, BENCHMARKS.md, issue 10).
 func (s *Subscription) ResumeState() (ResumeState, bool) {
 	id := s.id.Load()
 	if id == 0 {
@@ -109,41 +110,70 @@ func (s *Subscription) ResumeState() (ResumeState, bool) {
 	st := ResumeState{SubscriptionID: id}
 	t := &s.items
 	t.mu.Lock()
-	if t.resume == nil || t.resumeGen != t.gen {
-		items := make([]ResumeItem, 0, t.created)
-		for h := uint32(1); int(h) <= t.n; h++ {
-			if it := t.at(h); !it.deleted() && it.id != 0 {
-				items = append(items, ResumeItem{Handle: h, ServerID: it.id})
-			}
+	items := make([]ResumeItem, 0, t.created)
+	for h := uint32(1); int(h) <= t.n; h++ {
+		if it := t.at(h); !it.deleted() && it.id != 0 {
+			items = append(items, ResumeItem{Handle: h, ServerID: it.id})
 		}
-		t.resume, t.resumeGen = items, t.gen
 	}
-	st.Items = t.resume
+	st.Items = items
 	t.mu.Unlock()
-	if s.cfg.AckMode == AckManual {
-		a := &s.acks
-		a.mu.Lock()
-		mark := a.lastSeq
-		for _, e := range a.ents {
-			if !e.marked {
-				mark = seqPrev(e.seq)
-				break
-			}
-		}
-		a.mu.Unlock()
-		if mark == 0 {
-			s.rs.mu.Lock()
-			if s.rs.id == id {
-				mark = s.rs.from
-			}
-			s.rs.mu.Unlock()
-		}
-		st.LastAcked = mark
-	}
+	st.LastAcked = s.lastAcked(id)
 	if s.id.Load() != id {
 		return ResumeState{}, false // recreated meanwhile
 	}
 	return st, true
+}
+
+// ResumeMark tells when the ResumeState changed, without copying it: two
+// marks are equal while the subscription, its items' server ids and the last
+// acknowledged number stay as they were. False while the subscription does
+// not exist on the server. It allocates nothing.
+func (s *Subscription) ResumeMark() (ResumeMark, bool) {
+	id := s.id.Load()
+	if id == 0 {
+		return ResumeMark{}, false
+	}
+	t := &s.items
+	t.mu.Lock()
+	m := ResumeMark{SubscriptionID: id, Items: t.gen}
+	t.mu.Unlock()
+	m.LastAcked = s.lastAcked(id)
+	if s.id.Load() != id {
+		return ResumeMark{}, false
+	}
+	return m, true
+}
+
+// ResumeMark identifies a ResumeState (Subscription.ResumeMark).
+type ResumeMark struct {
+	SubscriptionID, LastAcked uint32
+	Items                     uint64 // counts the changes of the items' server ids
+}
+
+// lastAcked is ResumeState.LastAcked of the subscription whose id is id.
+func (s *Subscription) lastAcked(id uint32) uint32 {
+	if s.cfg.AckMode != AckManual {
+		return 0
+	}
+	a := &s.acks
+	a.mu.Lock()
+	mark := a.lastSeq
+	for _, e := range a.ents {
+		if !e.marked {
+			mark = seqPrev(e.seq)
+			break
+		}
+	}
+	a.mu.Unlock()
+	if mark == 0 {
+		s.rs.mu.Lock()
+		if s.rs.id == id {
+			mark = s.rs.from
+		}
+		s.rs.mu.Unlock()
+	}
+	return mark
 }
 
 // Redelivered reports whether the message whose handler is running is one
