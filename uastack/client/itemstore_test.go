@@ -13,18 +13,18 @@ import (
 )
 
 // TestItemSize keeps the client's per-item memory small: an item entry and
-// its last value stay within 56 bytes (the node id's text aside, which the
+// its last value stay within 48 bytes (the node id's text aside, which the
 // table keeps in its arena without a string header), so that with the
 // bridge's field a million items fit the gateway's 200 bytes each.
 func TestItemSize(t *testing.T) {
 	if sz := unsafe.Sizeof(item{}); sz > 32 {
 		t.Errorf("item = %d bytes, want ≤ 32", sz)
 	}
-	if sz := unsafe.Sizeof(lastValue{}); sz > 24 {
-		t.Errorf("lastValue = %d bytes, want ≤ 24", sz)
+	if sz := unsafe.Sizeof(lastValue{}); sz > 16 {
+		t.Errorf("lastValue = %d bytes, want ≤ 16", sz)
 	}
-	if sz := unsafe.Sizeof(item{}) + unsafe.Sizeof(lastValue{}); sz > 56 {
-		t.Errorf("item + lastValue = %d bytes, want ≤ 56", sz)
+	if sz := unsafe.Sizeof(item{}) + unsafe.Sizeof(lastValue{}); sz > 48 {
+		t.Errorf("item + lastValue = %d bytes, want ≤ 48", sz)
 	}
 }
 

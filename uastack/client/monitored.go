@@ -257,14 +257,10 @@ type item struct {
 // lastValue is the last value delivered for an item, for dropping resent ones
 // (resend.go); the dispatch loop reads and writes it, under itemTable.mu. It
 // lives beside the items, in pages of its own, so the pass over a message's
-// notifications touches 24 bytes per item, not the whole entry.
+// notifications touches 16 bytes per item, not the whole entry.
 type lastValue struct {
-	ts     ua.DateTime
-	fp     uint64
-	status ua.StatusCode
-	gen    uint16 // Subscription.recoverGen whose window this item closed
-	typ    uint8
-	flags  uint8
+	ts uint64 // the SourceTimestamp (lastTS bits), 0: none; lastOpen: in a recovery window
+	fp uint64 // digest of the value, its type and its status (resend.go)
 }
 
 const (

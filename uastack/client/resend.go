@@ -13,20 +13,41 @@ import (
 // (node-opcua does on every ActivateSession). The sequence check cannot see
 // it; the values can: the dispatch loop keeps, beside each item's entry in
 // the dense item table (lastValue, in pages parallel to the items'), the
-// status, source timestamp and a fingerprint of the last value it delivered
-// (24 bytes, no map), and after a recovery compares
-// the item's notifications with it until the first one that comes in a fresh
-// (not republished) message: that one ends the item's window. One identical
-// in all three is dropped and counted (SubscriptionStats.Suppressed). An item
-// without a source timestamp is never dropped.
+// source timestamp of the last value it delivered and a 64-bit digest of
+// that value with its type and status (16 bytes, no map). A recovery opens
+// every item's window (armResend sets lastOpen on each); until the item's
+// first notification in a fresh (not republished) message, which closes it,
+// a notification with the same source timestamp and digest is dropped and
+// counted (SubscriptionStats.Suppressed). An item without a source timestamp
+// is never dropped.
 //
-// Subscription.recoverGen numbers the recoveries; an item whose lastValue.gen
-// is behind it is in its window. Both belong to the dispatch loop, which reads
-// and writes the lastValue entries under the table's mutex (taken once per
-// message, not per notification).
+// The digest is exact where it matters in practice: for a number it is a
+// bijection of its bits once the type and status are fixed, so two numbers
+// that differ in only one of value, type or status never match (a text,
+// array or structure is first hashed to 64 bits, as before the digest). Two
+// that differ in value and in status or type at once match with probability
+// 2⁻⁶⁴, and only with equal source timestamps inside a window.
+//
+// The dispatch loop reads and writes the lastValue entries under the
+// table's mutex (taken once per message, not per notification).
 
-// lastSet marks an item whose last* fields hold a delivered value.
-const lastSet = 1
+const (
+	lastOpen = 1 << 63      // lastValue.ts: the item is in a recovery window
+	lastTS   = lastOpen - 1 // lastValue.ts: the timestamp's bits
+)
+
+// digest combines a value's fingerprint with its type (and array flag) and
+// status: the tag is spread by an odd multiplier (injective on its 40 bits)
+// and the sum mixed by a bijective finaliser (murmur3's fmix64).
+func digest(fp uint64, typ uint8, st ua.StatusCode) uint64 {
+	h := fp ^ (uint64(st)<<8|uint64(typ))*0x9e3779b97f4a7c15
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
 
 // fingerprinter reduces a value to 64 bits: the payload itself for numbers,
 // a hash of the text or of the binary encoding otherwise. Dispatch loop only.
@@ -79,7 +100,6 @@ func (f *fingerprinter) of(v *ua.Variant) uint64 {
 // false for a republished message.
 func (p *publisher) dropResent(sub *Subscription, items []ua.MonitoredItemNotification, fresh bool) []ua.MonitoredItemNotification {
 	t := &sub.items
-	gen := sub.recoverGen
 	k := 0
 	t.mu.Lock()
 	for i := range items {
@@ -98,18 +118,18 @@ func (p *publisher) dropResent(sub *Subscription, items []ua.MonitoredItemNotifi
 			default:
 				fp = p.fp.of(&dv.Value)
 			}
-			if gen != 0 && lv.gen != gen {
+			d := digest(fp, typ, dv.Status)
+			ts := uint64(dv.SourceTimestamp) & lastTS
+			if lv.ts&lastOpen != 0 {
 				if fresh {
-					lv.gen = gen
+					lv.ts &^= lastOpen
 				}
-				if lv.flags&lastSet != 0 && dv.SourceTimestamp != 0 && lv.ts == dv.SourceTimestamp &&
-					lv.status == dv.Status && lv.typ == typ && lv.fp == fp {
+				if ts != 0 && lv.ts&lastTS == ts && lv.fp == d {
 					sub.stats.suppressed.Add(1)
 					continue
 				}
 			}
-			lv.ts, lv.status, lv.typ, lv.fp = dv.SourceTimestamp, dv.Status, typ, fp
-			lv.flags |= lastSet
+			lv.ts, lv.fp = ts|lv.ts&lastOpen, d
 		}
 		if k != i {
 			items[k], items[i] = items[i], items[k]
@@ -121,10 +141,15 @@ func (p *publisher) dropResent(sub *Subscription, items []ua.MonitoredItemNotifi
 }
 
 // armResend opens every item's window: a recovery (reactivation or transfer)
-// has just happened. Dispatch loop only.
+// has just happened. Dispatch loop only; one pass over the last values
+// (about a millisecond per million items).
 func (s *Subscription) armResend() {
-	s.recoverGen++
-	if s.recoverGen == 0 { // wrapped: 0 means never
-		s.recoverGen = 1
+	t := &s.items
+	t.mu.Lock()
+	for _, pg := range t.last {
+		for i := range pg {
+			pg[i].ts |= lastOpen
+		}
 	}
+	t.mu.Unlock()
 }

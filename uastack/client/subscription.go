@@ -253,8 +253,6 @@ type Subscription struct {
 	items itemTable
 	stats subStats
 
-	recoverGen uint16 // dispatch loop only: recoveries so far, for dropping resent values
-
 	acks       ackSet       // AckManual: delivered, not yet acknowledged
 	releasedAt atomic.Int64 // UnixNano when it was last released from being held (for the watchdog)
 
