@@ -7,13 +7,17 @@ import (
 )
 
 // The last-value cache lives in the fields themselves, compactly: a
-// million of them must fit beside the client's item table. A field keeps
-// the value's status and timestamps and, for an inline scalar (numbers,
-// Boolean, DateTime, StatusCode, null) without picoseconds, its built-in
-// type and its 8-byte payload (Variant.RawBits). Anything else — strings,
-// byte strings, arrays, ExtensionObjects, picoseconds … — goes into the
-// group's side table g.ext, indexed by the field's payload (fieldExt): only
-// fields with such values pay for a whole Variant.
+// million of them must fit beside the client's item table (a field is 32
+// bytes). A field keeps the value's status and source timestamp and, for an
+// inline scalar (numbers, Boolean, DateTime, StatusCode, null) without
+// picoseconds whose server timestamp is within ±214 s of its source
+// timestamp, the distance between the two, its built-in type and its 8-byte
+// payload (Variant.RawBits). Anything else — strings, byte strings, arrays,
+// ExtensionObjects, picoseconds, a missing or distant timestamp … — goes
+// into the group's side table g.ext, indexed by the field's payload
+// (fieldExt), with the server timestamp: only fields with such values pay
+// for a whole Variant. The monitored item's status (the server's answer) is
+// in the map g.itemSt, for the items not answered Good only.
 //
 // Notifications are borrowed from the client's pools, so a side-table value
 // is copied in: a String or XmlElement is cloned (unless it is the same text
@@ -28,6 +32,7 @@ import (
 // in its field.
 type extValue struct {
 	v                ua.Variant
+	srv              ua.DateTime
 	srcPico, srvPico uint16
 }
 
@@ -47,21 +52,27 @@ func inlineType(t ua.TypeID) bool {
 // value from then on.
 func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
 	v := &src.Value
-	f.status, f.src, f.srv = src.Status, src.SourceTimestamp, src.ServerTimestamp
+	f.status, f.src = src.Status, src.SourceTimestamp
 	f.flags |= fieldHasValue
-	if !v.IsArray() && inlineType(v.Type()) && src.SourcePicoseconds|src.ServerPicoseconds == 0 {
+	// The server timestamp is kept as its distance from the source's, which
+	// fits 32 bits (±214 s) for every server that stamps both; one that
+	// does not (no source timestamp, a device clock minutes off) has the
+	// value in the side table.
+	d := src.ServerTimestamp - src.SourceTimestamp
+	if !v.IsArray() && inlineType(v.Type()) && src.SourcePicoseconds|src.ServerPicoseconds == 0 && d == ua.DateTime(int32(d)) {
 		if f.flags&fieldExt != 0 {
 			g.freeExt(f)
 		}
-		f.typ, f.val = byte(v.Type()), v.RawBits()
+		f.typ, f.val, f.srvd = byte(v.Type()), v.RawBits(), int32(d)
 		return
 	}
 	if f.flags&fieldExt == 0 {
 		f.val = uint64(g.allocExt())
 		f.flags |= fieldExt
 	}
+	f.srvd = 0
 	x := &g.ext[f.val]
-	x.srcPico, x.srvPico = src.SourcePicoseconds, src.ServerPicoseconds
+	x.srv, x.srcPico, x.srvPico = src.ServerTimestamp, src.SourcePicoseconds, src.ServerPicoseconds
 	f.typ = byte(v.Type())
 	g.cl.store(&x.v, v)
 	if x.v.IsNull() && !v.IsNull() {
@@ -74,15 +85,43 @@ func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
 // loadValue fills dv with f's cached value (g.vmu held, or g.mu: only the
 // dispatch path writes the cache, under both).
 func (g *WriterGroup) loadValue(f *field, dv *ua.DataValue) {
-	dv.Status, dv.SourceTimestamp, dv.ServerTimestamp = f.status, f.src, f.srv
+	dv.Status, dv.SourceTimestamp = f.status, f.src
 	if f.flags&fieldExt != 0 {
 		x := &g.ext[f.val]
-		dv.Value = x.v
+		dv.Value, dv.ServerTimestamp = x.v, x.srv
 		dv.SourcePicoseconds, dv.ServerPicoseconds = x.srcPico, x.srvPico
 		return
 	}
+	dv.ServerTimestamp = f.src + ua.DateTime(f.srvd)
 	dv.Value.SetRawBits(ua.TypeID(f.typ), f.val)
 	dv.SourcePicoseconds, dv.ServerPicoseconds = 0, 0
+}
+
+// serverTimestamp is the ServerTimestamp of f's cached value (g.vmu or g.mu
+// held, as for loadValue).
+func (g *WriterGroup) serverTimestamp(f *field) ua.DateTime {
+	if f.flags&fieldExt != 0 {
+		return g.ext[f.val].srv
+	}
+	return f.src + ua.DateTime(f.srvd)
+}
+
+// itemStatus is the status of slot s's monitored item (the server's answer);
+// g.vmu held.
+func (g *WriterGroup) itemStatus(s int32) ua.StatusCode { return g.itemSt[s] }
+
+// setItemStatus records it; g.vmu held for writing. Good is the absence of
+// an entry, so the map holds only the items the server refused or
+// qualified.
+func (g *WriterGroup) setItemStatus(s int32, st ua.StatusCode) {
+	if st == ua.StatusGood {
+		delete(g.itemSt, s)
+		return
+	}
+	if g.itemSt == nil {
+		g.itemSt = make(map[int32]ua.StatusCode)
+	}
+	g.itemSt[s] = st
 }
 
 // allocExt returns a free side-table index (g.vmu held for writing).

@@ -226,6 +226,81 @@ func TestCacheValues(t *testing.T) {
 	}
 }
 
+// TestCacheTimestamps: a field keeps its server timestamp as the distance
+// from the source timestamp, in 32 bits; every pair of timestamps comes
+// back exactly (LastValue and the JSON), those more than ±214 s apart or
+// with one missing by way of the side table, the rest inline. The monitored
+// items' statuses are kept for the items the server did not answer Good.
+func TestCacheTimestamps(t *testing.T) {
+	ts := ua.NewDateTime(time.Date(2026, 3, 4, 5, 6, 7, 123456700, time.UTC))
+	cases := []struct {
+		src, srv ua.DateTime
+		inline   bool
+	}{
+		{ts, ts, true},
+		{ts, ts + 10_000, true},
+		{ts, ts - 3, true},
+		{ts, ts + math.MaxInt32, true},
+		{ts, ts + math.MinInt32, true},
+		{ts, ts + math.MaxInt32 + 1, false},
+		{ts, ts + math.MinInt32 - 1, false},
+		{0, ts, false},
+		{ts, 0, false},
+		{0, 0, true},
+		{ts, ts - 24*3600*10_000_000, false}, // a device clock a day ahead
+	}
+	names := make([]string, len(cases))
+	for i := range names {
+		names[i] = fmt.Sprintf("t%02d", i)
+	}
+	g, q := cacheGroup(t, names)
+	q.types = jsonenc.FieldTypes{}
+	for _, n := range names {
+		q.types[n] = ua.TypeDouble
+	}
+	items := make([]ua.MonitoredItemNotification, len(cases))
+	for i, c := range cases {
+		items[i] = ua.MonitoredItemNotification{ClientHandle: uint32(i + 1), Value: ua.DataValue{Value: ua.NewDoubleVariant(float64(i)), SourceTimestamp: c.src, ServerTimestamp: c.srv}}
+	}
+	for round := range 2 {
+		g.onDataChange(nil, uint32(round+1), items)
+		ms := dataSetMessages(q.all(), "a")
+		for i, c := range cases {
+			want := items[i].Value
+			fv, ok := g.LastValue("a", names[i])
+			if !ok || !bytes.Equal(binaryOf(t, &fv.Value), binaryOf(t, &want)) {
+				t.Errorf("round %d: LastValue(%s) = %+v, want %+v", round, names[i], fv.Value, want)
+			}
+			if inline := g.fields[i].flags&fieldExt == 0; inline != c.inline {
+				t.Errorf("round %d: %s (source %d, server %d) inline %v, want %v", round, names[i], c.src, c.srv, inline, c.inline)
+			}
+			got, ok := fieldValue(&ms[len(ms)-1].DataSetMessage, names[i])
+			if !ok || !bytes.Equal(binaryOf(t, &got), binaryOf(t, &want)) {
+				t.Errorf("round %d: JSON %s = %+v, want %+v", round, names[i], got, want)
+			}
+		}
+		// The next round swaps which fields need the side table.
+		for i := range items {
+			c := &cases[len(cases)-1-i]
+			items[i].Value.SourceTimestamp, items[i].Value.ServerTimestamp = c.src, c.srv
+		}
+		slices.Reverse(cases)
+	}
+
+	g.onItemStatus(nil, 2, ua.StatusBadNodeIdUnknown)
+	g.onItemStatus(nil, 3, ua.StatusGood)
+	if fv, _ := g.LastValue("a", names[1]); fv.Status != ua.StatusBadNodeIdUnknown {
+		t.Errorf("item status %v, want BadNodeIdUnknown", fv.Status)
+	}
+	if len(g.itemSt) != 1 {
+		t.Errorf("%d item statuses kept, want 1 (Good is the absence of one)", len(g.itemSt))
+	}
+	g.onItemStatus(nil, 2, ua.StatusGood)
+	if fv, _ := g.LastValue("a", names[1]); fv.Status != ua.StatusGood || len(g.itemSt) != 0 {
+		t.Errorf("item status %v after Good, %d kept", fv.Status, len(g.itemSt))
+	}
+}
+
 // TestCacheConcurrentReaders: LastValues, run while the handler stores
 // values that move fields in and out of the side table (which grows and is
 // reallocated meanwhile), always sees whole values: a field's string and

@@ -88,15 +88,15 @@ type Options struct {
 // only the metadata or the REST API needs stays in the writer (its
 // configuration, its odd types).
 type field struct {
-	src, srv ua.DateTime   // the cached value's SourceTimestamp and ServerTimestamp
-	val      uint64        // inline payload (Variant.RawBits), or with fieldExt the index in g.ext
-	status   ua.StatusCode // the cached value's status
-	item     ua.StatusCode // the monitored item's status (the server's answer)
-	name     uint32        // offset of its name in writer.names
-	nameLen  uint8         // its length; nameLong: up to the next field's name
-	typ      byte          // built-in type of the cached value
-	builtin  byte          // built-in type for the metadata; 0 when unknown or abstract
-	flags    uint8
+	src     ua.DateTime   // the cached value's SourceTimestamp
+	val     uint64        // inline payload (Variant.RawBits), or with fieldExt the index in g.ext
+	status  ua.StatusCode // the cached value's status
+	srvd    int32         // its ServerTimestamp − SourceTimestamp (100 ns); with fieldExt the ServerTimestamp is in g.ext
+	name    uint32        // offset of its name in writer.names
+	nameLen uint8         // its length; nameLong: up to the next field's name
+	typ     byte          // built-in type of the cached value
+	builtin byte          // built-in type for the metadata; 0 when unknown or abstract
+	flags   uint8
 }
 
 const (
@@ -269,9 +269,10 @@ type WriterGroup struct {
 	fenc    *jsonenc.Encoder
 	nmHdr   jsonenc.NetworkMessageHeader
 	cl      cloner
-	ext     []extValue   // the cache's side table (cache.go); g.vmu
-	extFree []int32      // free indexes of ext
-	dv      ua.DataValue // scratch: a cached value being written; g.mu
+	ext     []extValue              // the cache's side table (cache.go); g.vmu
+	itemSt  map[int32]ua.StatusCode // the monitored items' statuses (the server's answers) other than Good, by slot; g.vmu
+	extFree []int32                 // free indexes of ext
+	dv      ua.DataValue            // scratch: a cached value being written; g.mu
 	ents    []entry
 	cur     *writer // the writer of the open message (single shape)
 	seq     uint32  // sequence number of the notification message being written
@@ -1206,6 +1207,7 @@ func (g *WriterGroup) removeSlots(w *writer) []uint32 {
 			g.freeExt(f)
 		}
 		*f = field{flags: fieldRemoved}
+		delete(g.itemSt, s)
 		handles = append(handles, g.base+uint32(s))
 	}
 	w.events, w.odd, w.sorted, w.names = nil, nil, nil, ""

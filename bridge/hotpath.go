@@ -156,7 +156,7 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 					// Part 14 §7.2.4.5.4: a key frame carries every field; a
 					// field without a value carries the status saying why
 					// (written as its StatusCode in the Variant encoding).
-					g.addField(w, f, s, g.missingValue(f))
+					g.addField(w, f, s, g.missingValue(s))
 				}
 			}
 		} else {
@@ -214,13 +214,13 @@ func (g *WriterGroup) overflowed(n int) {
 // waitingForData is written for fields without a value in a key frame.
 var waitingForData = ua.DataValue{Status: ua.StatusBadWaitingForInitialData}
 
-// missingValue is what a key frame carries for f, which has no value: the
+// missingValue is what a key frame carries for slot s, which has no value: the
 // server's refusal of its monitored item (BadNodeIdUnknown …), which tells a
 // subscriber more than BadWaitingForInitialData does. g.mu held; the status
 // is read under vmu (onItemStatus writes it without g.mu).
-func (g *WriterGroup) missingValue(f *field) *ua.DataValue {
+func (g *WriterGroup) missingValue(s int32) *ua.DataValue {
 	g.vmu.RLock()
-	st := f.item
+	st := g.itemStatus(s)
 	g.vmu.RUnlock()
 	if !st.IsBad() {
 		return &waitingForData
@@ -568,8 +568,8 @@ func (g *WriterGroup) heartbeatsDue(now time.Time) {
 			if f.flags&fieldHasValue == 0 {
 				continue
 			}
-			if hb.lastAt == 0 || f.src != hb.seenSrc || f.srv != hb.seenSrv {
-				hb.seenSrc, hb.seenSrv, hb.lastAt = f.src, f.srv, n
+			if srv := g.serverTimestamp(f); hb.lastAt == 0 || f.src != hb.seenSrc || srv != hb.seenSrv {
+				hb.seenSrc, hb.seenSrv, hb.lastAt = f.src, srv, n
 				continue
 			}
 			if n-hb.lastAt < hb.every {
@@ -631,7 +631,7 @@ func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.
 		g.vmu.Unlock()
 		return
 	}
-	g.fields[idx].item = st
+	g.setItemStatus(int32(idx), st)
 	w := g.writerOf(int32(idx))
 	name, wname := g.fieldName(w, int32(idx)), w.name
 	g.vmu.Unlock()

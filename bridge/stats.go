@@ -160,7 +160,7 @@ func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
 		Field:       g.fieldName(w, s),
 		Node:        g.fieldNode(w, s),
 		Handle:      g.base + uint32(s),
-		Status:      f.item,
+		Status:      g.itemStatus(s),
 		HasValue:    f.flags&fieldHasValue != 0,
 		BuiltInType: ua.TypeID(f.builtin),
 	}
