@@ -238,10 +238,11 @@ type WriterGroup struct {
 
 	resume      ResumeStore // nil: none
 	resumeEvery time.Duration
-	fingerprint string            // of the items asked for at Start
-	serverStart int64             // the server's StartTime at Start, 0 when unknown
-	saved       client.ResumeMark // of the last record saved; resume loop (or Start before it runs)
-	redeliver   bool              // g.mu: the message being written was redelivered after a resume
+	fingerprint string              // of the items asked for at Start
+	serverStart int64               // the server's StartTime at Start, 0 when unknown
+	saved       client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
+	savedItems  []client.ResumeItem // its list, kept only at least once (saveResume)
+	redeliver   bool                // g.mu: the message being written was redelivered after a resume
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription

@@ -150,8 +150,11 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	if !ok || !force && mark == g.saved {
 		return false
 	}
-	st, ok := sub.ResumeState()
-	if !ok {
+	var st client.ResumeState
+	if g.savedItems != nil && mark.SubscriptionID == g.saved.SubscriptionID && mark.Items == g.saved.Items {
+		// Only LastAcked moved: the list saved last time is still true.
+		st = client.ResumeState{SubscriptionID: mark.SubscriptionID, Items: g.savedItems, LastAcked: mark.LastAcked}
+	} else if st, ok = sub.ResumeState(); !ok {
 		return false
 	}
 	rec := ResumeRecord{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
@@ -164,6 +167,11 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	}
 	// The mark taken before the state: a change in between saves once more.
 	g.saved = mark
+	if g.tr != nil {
+		// At least once, LastAcked moves with every acknowledgement: the
+		// list is kept for the next saves rather than built each second.
+		g.savedItems = st.Items
+	}
 	return true
 }
 
