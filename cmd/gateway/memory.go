@@ -6,6 +6,7 @@ import (
 	"math"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,10 +33,39 @@ const releaseSettle = 2 * time.Second
 // must keep its buffers. When a trim frees trimReleaseBytes or more, the
 // pages go back to the OS at once (one full collection); otherwise the next
 // collection takes them.
+//
+// The trim also gives back the heap's free pages when they add up to
+// idleReleaseBytes and idleReleaseShare of the heap in use. The runtime's
+// scavenger keeps about a tenth over the collector's goal mapped, and in
+// the steady state the freed pages it keeps are faulted in again one by
+// one: at a million items RSS crept from 164 to 180 MB over five minutes
+// with the heap in use flat at 140–148 MB (BENCHMARKS.md, issue 10). The
+// release is one full collection: the heap is mostly pointer-free tables,
+// so it costs a few tens of milliseconds of CPU at a million items, at most
+// once per trim.
 const (
 	trimInterval     = 30 * time.Second
 	trimReleaseBytes = 16 << 20
+	idleReleaseBytes = 4 << 20
+	idleReleaseShare = 32 // free pages above 1/32 of the heap in use
 )
+
+// heapPages reads the heap's free pages still mapped and the bytes in use
+// by objects (runtime/metrics: no stop of the world).
+func heapPages() (free, inUse uint64) {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0, 0
+	}
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
+}
+
+// releaseIdle reports whether the free pages the heap keeps mapped are worth
+// a release (see idleReleaseBytes).
+func releaseIdle(free, inUse uint64) bool {
+	return free >= idleReleaseBytes && free >= inUse/idleReleaseShare
+}
 
 // steadyGCPercent is the collector's GOGC once the writer groups are set up,
 // unless $GOGC is given. The gateway's heap is then mostly its long-lived
@@ -67,6 +97,9 @@ type memReleaser struct {
 	wg   sync.WaitGroup
 	// released, when set (tests), is told after each release.
 	released func(before, after goruntime.MemStats)
+	// idleReleased, when set (tests), is told the free bytes of each
+	// release of the heap's free pages.
+	idleReleased func(free uint64)
 	// trimEvery is the pools' trim period (trimInterval; tests shorten it).
 	trimEvery time.Duration
 	// gcPercent is set (runtime/debug.SetGCPercent) after each setup
@@ -111,6 +144,11 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 				if n := sink.TrimMessageBuffers() + pooling.Buffers.Trim() + ua.TrimIdlePooled(); n >= trimReleaseBytes {
 					debug.FreeOSMemory()
 					logf("idle pooled buffers returned to the OS", "trimmedMB", mb(uint64(n)))
+				} else if free, inUse := heapPages(); releaseIdle(free, inUse) {
+					debug.FreeOSMemory()
+					if r.idleReleased != nil {
+						r.idleReleased(free)
+					}
 				}
 			case <-t.C:
 				var before, after goruntime.MemStats

@@ -255,6 +255,66 @@ func TestMemReleaserTrimsIdleBuffers(t *testing.T) {
 	}
 }
 
+// TestMemReleaserReleasesFreePages: the periodic trim gives the heap's
+// free pages back when they add up to a share of the heap in use (the
+// runtime's scavenger would keep them mapped), and not for a few pages.
+func TestMemReleaserReleasesFreePages(t *testing.T) {
+	for _, c := range []struct {
+		free, inUse uint64
+		want        bool
+	}{
+		{0, 140 << 20, false},
+		{3 << 20, 10 << 20, false},        // below idleReleaseBytes
+		{4 << 20, 200 << 20, false},       // below 1/32 of the heap
+		{5 << 20, 140 << 20, true},        // a million items' steady state
+		{64 << 20, 1 << 30, true},         //
+		{idleReleaseBytes, 1 << 20, true}, //
+		{idleReleaseBytes - 1, 1 << 20, false},
+	} {
+		if got := releaseIdle(c.free, c.inUse); got != c.want {
+			t.Errorf("releaseIdle(%d, %d) = %v, want %v", c.free, c.inUse, got, c.want)
+		}
+	}
+	if free, inUse := heapPages(); inUse == 0 {
+		t.Fatalf("heapPages: free %d, in use %d", free, inUse)
+	}
+	// Garbage of 64 MB, collected: its pages are free and still mapped
+	// until a release.
+	var keep [][]byte
+	for range 64 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	keep = nil
+	_ = keep
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	goruntime.GC()
+	r := newMemReleaser(func(string) string { return "" })
+	r.trimEvery = 20 * time.Millisecond
+	got := make(chan uint64, 16)
+	r.idleReleased = func(free uint64) {
+		select {
+		case got <- free:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.run(ctx, func(string, ...any) {})
+	defer func() { cancel(); r.wait() }()
+	select {
+	case free := <-got:
+		if free < idleReleaseBytes {
+			t.Errorf("released %d free bytes, want ≥ %d", free, idleReleaseBytes)
+		}
+	case <-time.After(10 * time.Second):
+		f, u := heapPages()
+		t.Fatalf("no release of the free pages in 10 s of 20 ms trims (free %d, in use %d)", f, u)
+	}
+	if f, u := heapPages(); releaseIdle(f, u) && f > 32<<20 {
+		t.Errorf("after the release %d bytes are free and mapped still (in use %d)", f, u)
+	}
+}
+
 // browseConfig is the configuration of the memory tests: the simulation
 // server at url (its folders Load.F000 … of perFolder variables each), a
 // null file sink, and writer groups of perGroup writers, one per folder,
