@@ -82,7 +82,8 @@
 // Resume (resume.go). SubscriptionConfig.Resume takes over a subscription
 // an earlier process (or another replica) made, from the ResumeState it
 // kept (Subscription.ResumeState: the subscription's id, its items' server
-// ids by client handle, the last acknowledged sequence number):
+// ids by client handle, the last acknowledged sequence number; built at
+// each call, Subscription.ResumeMark tells cheaply whether it changed):
 // TransferSubscriptions to the new session, the items adopted by handle
 // instead of created, and the messages the server kept republished in order,
 // with Subscription.Redelivered true during their handlers (they may be
