@@ -24,8 +24,10 @@ func TestDropResentDigest(t *testing.T) {
 		return len(p.dropResent(sub, []ua.MonitoredItemNotification{n}, fresh)) == 1
 	}
 	base := note(ua.MustVariant(float64(7)), ua.StatusGood, ts)
-	if !send(true, base) || !send(true, base) {
-		t.Fatal("outside a window a repeated value was dropped")
+	for range 2 {
+		if !send(true, base) {
+			t.Fatal("outside a window a repeated value was dropped")
+		}
 	}
 	sub.armResend()
 	for _, c := range []struct {
