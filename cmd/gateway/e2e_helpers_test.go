@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -121,7 +122,9 @@ func startGateway(t *testing.T, name, config string) *e2eGateway {
 				t.Errorf("gateway run: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("gateway did not stop in 30 s")
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Errorf("gateway did not stop in 30 s; goroutines:\n%s", b.String())
 		}
 		if t.Failed() {
 			t.Logf("gateway log:\n%s", g.logTail())

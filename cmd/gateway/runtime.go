@@ -838,11 +838,15 @@ func (rt *runtime) hints(w io.Writer) {
 		lines = append(lines, fmt.Sprintf("  NATS:      nats sub -s %s 'opcua.json.>'", rt.nats.URL()))
 	}
 	if rt.hub != nil && rt.httpLn != nil {
+		// The API may be applying a change already (rt.apply replaces rt.cfg).
+		rt.mu.Lock()
+		cfg := rt.cfg
+		rt.mu.Unlock()
 		var groups []string
-		for _, g := range rt.cfg.WriterGroups {
+		for _, g := range cfg.WriterGroups {
 			groups = append(groups, g.Name)
 		}
-		lines = append(lines, fmt.Sprintf("  WebSocket: ws://%s%s?group=%s", rt.httpLn.Addr(), rt.cfg.Sinks.WebSocket.Path, strings.Join(groups, ",")))
+		lines = append(lines, fmt.Sprintf("  WebSocket: ws://%s%s?group=%s", rt.httpLn.Addr(), cfg.Sinks.WebSocket.Path, strings.Join(groups, ",")))
 	}
 	if len(lines) == 0 {
 		return
