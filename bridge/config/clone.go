@@ -73,15 +73,26 @@ func deepCopy(dst, src reflect.Value) {
 	}
 }
 
-// Save writes c as YAML to path, atomically (a temporary file renamed over
-// it), so that a restart finds what the running gateway was changed to (by
-// the REST API). Secrets keep where they come from; an inline secret (one
-// given by value, as the API takes passwords) is written to a file of its own
-// under secretsDir (mode 0600) and referenced as {file: …}, so the YAML never
-// holds a secret. c itself is not changed; the configuration as written (its
-// inline secrets turned into file references) is returned, to become the
-// running one so that the file watcher finds nothing to change.
+// Save writes c as YAML to path (StoreSecrets, then Write) and returns the
+// configuration as written, to become the running one so that the file
+// watcher finds nothing to change. c itself is not changed.
 func Save(c *Config, path, secretsDir string) (*Config, error) {
+	out, err := StoreSecrets(c, secretsDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := Write(out, path); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StoreSecrets returns a copy of c whose inline secrets (ones given by
+// value, as the API takes passwords) are written to files of their own under
+// secretsDir (mode 0600) and referenced as {file: …}, so that the YAML Write
+// makes never holds a secret. Secrets from a file or the environment keep
+// where they come from.
+func StoreSecrets(c *Config, secretsDir string) (*Config, error) {
 	out := c.Clone()
 	for _, ref := range out.secrets() {
 		s := ref.secret
@@ -103,15 +114,19 @@ func Save(c *Config, path, secretsDir string) (*Config, error) {
 		}
 		s.File, s.Value = name, ""
 	}
-	b, err := yaml.MarshalWithOptions(out, yaml.Indent(2), yaml.OmitEmpty())
+	return out, nil
+}
+
+// Write writes c as YAML to path, atomically (a temporary file renamed over
+// it), so that a restart finds what the running gateway was changed to (by
+// the REST API). An inline secret is written as it is: StoreSecrets first.
+func Write(c *Config, path string) error {
+	b, err := yaml.MarshalWithOptions(c, yaml.Indent(2), yaml.OmitEmpty())
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
 	head := "# Written by the gateway (REST API changes); edits are picked up while it runs.\n"
-	if err := writeAtomic(path, append([]byte(head), b...), 0o600); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return writeAtomic(path, append([]byte(head), b...), 0o600)
 }
 
 // writeAtomic writes data to a temporary file beside path, syncs it and

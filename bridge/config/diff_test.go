@@ -112,7 +112,7 @@ func startWatch(t *testing.T, path string) (*watchEvents, context.CancelFunc, <-
 	t.Helper()
 	ev := &watchEvents{configs: make(chan *Config, 16), errs: make(chan error, 16)}
 	ctx, cancel := context.WithCancel(context.Background())
-	done, err := Watch(ctx, path, func(c *Config, _ []Warning) { ev.configs <- c }, func(err error) { ev.errs <- err })
+	done, err := Watch(ctx, path, func(c *Config, _ []Warning) error { ev.configs <- c; return nil }, func(err error) { ev.errs <- err })
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -22,7 +22,10 @@ var watchDebounce = 200 * time.Millisecond
 // Watch watches the configuration file at path until ctx ends. When its
 // content changes it loads it as Load does; a valid configuration goes to
 // onChange with its warnings, a file that does not load goes to onError with
-// the *Error (the caller keeps running its current configuration). It watches
+// the *Error (the caller keeps running its current configuration). When
+// onChange returns an error (the change was applied in part, or not at all)
+// the content is not taken as seen: the next event on the file, a re-save
+// of the same content included, calls onChange again. It watches
 // the directory, not the file, so that editors that save by writing a new file
 // and renaming it over the old one, and Kubernetes ConfigMap updates (a
 // "..data" symlink swapped), are seen. Writes that leave the content as it was
@@ -32,7 +35,7 @@ var watchDebounce = 200 * time.Millisecond
 // Load the file first, then Watch: the content at the time of the call is
 // the reference. The returned channel is closed once the watcher stopped
 // after ctx ended (or the watcher failed, which onError is told).
-func Watch(ctx context.Context, path string, onChange func(*Config, []Warning), onError func(error)) (<-chan struct{}, error) {
+func Watch(ctx context.Context, path string, onChange func(*Config, []Warning) error, onError func(error)) (<-chan struct{}, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: watch %s: %w", path, err)
@@ -84,8 +87,11 @@ func Watch(ctx context.Context, path string, onChange func(*Config, []Warning), 
 					onError(err)
 					continue
 				}
-				last = sum
-				onChange(c, warns)
+				if onChange(c, warns) == nil {
+					last = sum
+				} else {
+					last = nil
+				}
 			}
 		}
 	}()

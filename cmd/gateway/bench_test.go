@@ -25,9 +25,6 @@ import (
 const benchChildEnv = "UAGATE_BENCH_CHILD"
 
 func TestMain(m *testing.M) {
-	if conf := os.Getenv(natsChildEnv); conf != "" {
-		os.Exit(runNATSChild(conf))
-	}
 	if os.Getenv(benchChildEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

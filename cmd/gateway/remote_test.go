@@ -40,7 +40,7 @@ func TestRemoteCommands(t *testing.T) {
 
 	start := func() (stop func() string) {
 		ctx, cancel := context.WithCancel(context.Background())
-		var errOut lockedBuffer // the log goes on being written from other goroutines
+		var errOut testutil.LockedBuffer // the log goes on being written from other goroutines
 		done := make(chan error, 1)
 		go func() { done <- cmdRunGateway(ctx, nil, io.Discard, &errOut) }()
 		testutil.WaitFor(t, 20*time.Second, "the gateway ready", func() bool {
@@ -131,7 +131,7 @@ func TestMetricsLatencies(t *testing.T) {
 	addr := freeAddr(t)
 	t.Setenv("UAGATE_HTTP_LISTEN", addr)
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut lockedBuffer
+	var errOut testutil.LockedBuffer
 	done := make(chan error, 1)
 	go func() { done <- cmdRunGateway(ctx, []string{"-interval", "100ms"}, io.Discard, &errOut) }()
 	defer func() {
@@ -175,7 +175,7 @@ func TestAPIEndpointSaved(t *testing.T) {
 	t.Setenv("UAGATE_HTTP_LISTEN", addr)
 	state := os.Getenv("UAGATE_STATE_DIR")
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut lockedBuffer
+	var errOut testutil.LockedBuffer
 	done := make(chan error, 1)
 	go func() { done <- cmdRunGateway(ctx, nil, io.Discard, &errOut) }()
 	defer func() {

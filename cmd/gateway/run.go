@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/uastack/client"
@@ -31,11 +32,6 @@ var defaultRunNodes = []struct{ name, node string }{
 	{"Step", server.NodeStep},
 }
 
-// runtimeStarted, when set (by tests), is called with the runtime once it
-// started: the end-to-end tests reach the embedded parts' addresses and the
-// counters through it.
-var runtimeStarted func(*runtime)
-
 // runNode is a node to monitor and the DataSet field it is written as.
 type runNode struct {
 	name string
@@ -47,6 +43,13 @@ type runNode struct {
 // the embedded defaults (simulation server → embedded MQTT broker, NATS server
 // and the WebSocket stream).
 func cmdRunGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runGateway(ctx, args, stdout, stderr, nil)
+}
+
+// runGateway is cmdRunGateway; started, when not nil, is called with the
+// gateway once it started (the command's tests look at it through its
+// exported API).
+func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer, started func(*gateway.Gateway)) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration `file` (YAML, or OPC Publisher's publishednodes.json); watched: changes apply while running")
@@ -107,10 +110,10 @@ Flags:
 		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
 	logger := slog.New(handler)
-	if limit, err := applyMemoryLimit(os.Getenv); err != nil {
+	if limit, err := gateway.ApplyMemoryLimit(os.Getenv); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	} else if limit > 0 {
-		logger.Info("memory limit for the Go runtime", "limitMB", mb(uint64(limit)), "env", memoryLimitEnv, "share", memoryLimitShare)
+		logger.Info("memory limit for the Go runtime", "limitMB", limit>>20, "env", gateway.MemoryLimitEnv)
 	}
 	if addr := debugPprofAddr(); addr != "" {
 		pctx, cancel := context.WithCancel(ctx)
@@ -172,7 +175,7 @@ Flags:
 		defer cancel()
 	}
 	counted := make(chan struct{})
-	opts := runtimeOptions{logger: logger, stderr: stderr}
+	opts := gateway.Options{Logger: logger, Version: version}
 	var failed chan error
 	if *upstream != "" {
 		// One endpoint from the command line: a permanent failure before it
@@ -181,21 +184,21 @@ Flags:
 		// error; retrying slowly, as a configured gateway does for each of
 		// its endpoints, would only hide it.
 		failed = make(chan error, 1)
-		opts.onState = exitOnPermanentFailure(*upstream, failed)
+		opts.OnState = exitOnPermanentFailure(*upstream, failed)
 	}
 	switch *out {
 	case "":
 	case "-":
-		opts.extraSinks = append(opts.extraSinks, filesink.NewWriter("out", stdout))
+		opts.ExtraSinks = append(opts.ExtraSinks, filesink.NewWriter("out", stdout))
 	default:
 		f, err := filesink.New(filesink.Config{Name: "out", Path: *out})
 		if err != nil {
 			return fmt.Errorf("-out: %w", err)
 		}
-		opts.extraSinks = append(opts.extraSinks, f)
+		opts.ExtraSinks = append(opts.ExtraSinks, f)
 	}
 	if *count > 0 {
-		opts.wrapSink = func(s sink.Sink) sink.Sink {
+		opts.WrapSink = func(s sink.Sink) sink.Sink {
 			if s.Name() != "out" {
 				return s
 			}
@@ -205,33 +208,22 @@ Flags:
 	if savePath == "" {
 		savePath = filepath.Join(cfg.Gateway.StateDir, stateConfigName)
 	}
-	opts.savePath = savePath
-	rt, err := startRuntime(ctx, cfg, opts)
+	opts.SavePath = savePath
+	gw, err := gateway.New(cfg, opts)
 	if err != nil {
 		return err
 	}
-	if runtimeStarted != nil {
-		runtimeStarted(rt)
+	if err := gw.Start(ctx); err != nil {
+		return err
+	}
+	if started != nil {
+		started(gw)
 	}
 	if *out != "-" {
-		rt.hints(stderr)
+		gw.Hints(stderr)
 	}
 	if *cfgPath != "" {
-		if _, err := config.Watch(ctx, *cfgPath, func(next *config.Config, warns []config.Warning) {
-			for _, w := range warns {
-				logger.Warn("configuration: " + w.String())
-			}
-			ch, err := rt.apply(ctx, next)
-			if err != nil {
-				logger.Error("configuration change not applied", "file", *cfgPath, "err", err)
-				return
-			}
-			if !ch.Empty() {
-				logger.Info("configuration change applied", "file", *cfgPath, "changes", strings.TrimSpace(ch.String()))
-			}
-		}, func(err error) {
-			logger.Error("configuration change refused; the running configuration stays", "file", *cfgPath, "err", err)
-		}); err != nil {
+		if err := gw.Watch(ctx, *cfgPath); err != nil {
 			logger.Warn("configuration file not watched", "file", *cfgPath, "err", err)
 		}
 	}
@@ -244,7 +236,9 @@ Flags:
 	logger.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
 	defer cancel()
-	rt.stop(sctx)
+	if serr := gw.Stop(sctx); serr != nil {
+		logger.Warn("stopped at the shutdown timeout", "err", serr)
+	}
 	return err
 }
 

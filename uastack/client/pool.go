@@ -288,6 +288,20 @@ func sessionName(base, group string) string {
 	return base + " [" + group + "]"
 }
 
+// Take forgets the session of a key and returns it (nil: none) for the
+// caller to close: a later SessionWith of the key makes a new one. It does no
+// I/O, so a caller may hold its own lock across it and close outside.
+func (p *Pool) Take(key PoolKey) *ManagedSession {
+	p.mu.Lock()
+	e := p.sessions[key]
+	delete(p.sessions, key)
+	p.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.m
+}
+
 // Remove closes (ManagedSession.Close with ctx) and forgets the session of a
 // key.
 func (p *Pool) Remove(ctx context.Context, key PoolKey) error {

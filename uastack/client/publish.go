@@ -294,7 +294,7 @@ func (p *publisher) collectAcks(resume bool) {
 // meanwhile.
 func (p *publisher) quiesce(ctx context.Context) {
 	done := make(chan struct{})
-	if !p.post(func() { p.draining, p.drained = true, done; p.checkDrained() }) {
+	if !p.postCtx(ctx, func() { p.draining, p.drained = true, done; p.checkDrained() }) {
 		return
 	}
 	select {
@@ -303,7 +303,7 @@ func (p *publisher) quiesce(ctx context.Context) {
 	case <-p.done:
 		return
 	}
-	p.post(func() {
+	p.postCtx(ctx, func() {
 		p.drained = nil
 		p.collectAcks(false)
 		p.sendFinalAcks()
@@ -384,10 +384,19 @@ func (p *publisher) drain() {
 // post runs f on the dispatch loop and waits for it; false when the loop has
 // ended.
 func (p *publisher) post(f func()) bool {
+	return p.postCtx(context.Background(), f)
+}
+
+// postCtx is post within ctx: false, with f not run, when ctx ends before the
+// loop takes f (the loop may be inside a handler that waits for a full
+// queue). Once taken, f runs to its end: it is short.
+func (p *publisher) postCtx(ctx context.Context, f func()) bool {
 	done := make(chan struct{})
 	select {
 	case p.ctl <- func() { f(); close(done) }:
 	case <-p.done:
+		return false
+	case <-ctx.Done():
 		return false
 	}
 	<-done

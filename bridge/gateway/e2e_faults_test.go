@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"context"
@@ -183,7 +183,7 @@ endpoints:
 sinks:
   mqtt: [{name: mqtt, url: "embedded:mqtt"}]
 `, simEndpoint("sim", sim.url()), server.NodeCounter))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "counter", 10)
 	sim.restart()
 	waitUntil(t, g, e2eWait, "the gap reported", func() bool { return g.groupStats("g").Gaps >= 1 })
@@ -218,14 +218,14 @@ sinks:
   mqtt: [{name: mqtt, url: "embedded:mqtt"}]
   websocket: {clientQueue: 4}
 `, server.NodeCounter, server.StaticNode(ua.TypeString, false)))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "counter", 5)
 
 	slow := dialWS(t, g.wsURL("group=g&kind=data"))
 	gone := dialWS(t, g.wsURL("group=g&kind=data"))
-	waitUntil(t, g, e2eWait, "2 WebSocket clients", func() bool { return g.rt.hub.Stats().Clients == 2 })
+	waitUntil(t, g, e2eWait, "2 WebSocket clients", func() bool { return g.gw.HubStats().Clients == 2 })
 	_ = gone.UnderlyingConn().Close()
-	waitUntil(t, g, e2eWait, "the vanished client dropped", func() bool { return g.rt.hub.Stats().Clients == 1 })
+	waitUntil(t, g, e2eWait, "the vanished client dropped", func() bool { return g.gw.HubStats().Clients == 1 })
 
 	// 32 KiB values, one every 20 ms, until the hub gives up on the client
 	// that does not read (bounded: 1000 writes, 20 s).
@@ -237,12 +237,12 @@ sinks:
 		t.Fatal(err)
 	}
 	i := 0
-	for ; g.rt.hub.Stats().SlowClosed == 0; i++ {
+	for ; g.gw.HubStats().SlowClosed == 0; i++ {
 		if i == 1000 {
-			t.Fatalf("the slow client was not closed after %d large messages; hub %+v", i, g.rt.hub.Stats())
+			t.Fatalf("the slow client was not closed after %d large messages; hub %+v", i, g.gw.HubStats())
 		}
 		text := strings.Repeat(fmt.Sprintf("%07d ", i), 4096)
-		if err := g.rt.sim.SetValue(node, ua.DataValue{Value: ua.NewStringVariant(text)}); err != nil {
+		if err := g.gw.Sim().SetValue(node, ua.DataValue{Value: ua.NewStringVariant(text)}); err != nil {
 			t.Fatal(err)
 		}
 		<-tick.C
@@ -263,7 +263,7 @@ sinks:
 	if rb.dsms < 2 {
 		t.Errorf("%d DataSetMessages of the large writer on MQTT", rb.dsms)
 	}
-	if st := g.rt.hub.Stats(); st.SlowClosed != 1 || st.Clients != 0 {
+	if st := g.gw.HubStats(); st.SlowClosed != 1 || st.Clients != 0 {
 		t.Errorf("hub %+v: want one slow client closed and none left", st)
 	}
 }
@@ -289,7 +289,7 @@ writerGroups:
 	b := fmt.Sprintf("      - name: b\n        fields: [{name: Step, node: %q}]\n", server.NodeStep)
 	c := fmt.Sprintf("      - name: c\n        fields: [{name: Sine, node: %q}]\n", server.NodeSine)
 	g := startGateway(t, "gateway.yaml", conf(b))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "live", "a", 5)
 	sub.waitCount(t, g, "live", "b", 5)
 

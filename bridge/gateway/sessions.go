@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // scale-out every group has a session of its own, since a replica hands a
 // group over by detaching its session (client.ManagedSession.Detach).
 //
-// All of it is under rt.mu.
+// The bookkeeping is under gw.mu; closing a session is not.
 
 // setupSlotsPerSession bounds the groups of one session that browse, read
 // data types and create their monitored items at once: with 100 groups of
@@ -31,7 +31,7 @@ import (
 // filled); the server answers one session's requests in turn anyway.
 const setupSlotsPerSession = 4
 
-// maxPublishRequests bounds the Publish requests a session keeps at the
+// MaxPublishRequests bounds the Publish requests a session keeps at the
 // server (client.ManagedConfig.MaxPublishRequests; the client's default is
 // 10). The client keeps one per subscription plus what one round trip
 // needs, so one group's session keeps 2–3 whatever the bound; a session
@@ -41,7 +41,7 @@ const setupSlotsPerSession = 4
 // keep-alive window, which the client takes for a lost subscription. A
 // server that allows fewer says BadTooManyPublishRequests and the client
 // keeps to its number (then more sessions serve many groups better).
-const maxPublishRequests = 64
+const MaxPublishRequests = 64
 
 // sharedSession is a session of the pool and the writer groups on it.
 type sharedSession struct {
@@ -60,37 +60,56 @@ type endpointClient struct {
 	cfg *client.Config
 }
 
-// clientConfigLocked returns the endpoint's client configuration, made once
-// per version of the endpoint's settings.
-func (rt *runtime) clientConfigLocked(ep *config.Endpoint) (*client.Config, error) {
-	if c, ok := rt.clients[ep.Name]; ok && reflect.DeepEqual(c.ep, *ep) {
+// clientConfig returns the client configuration of the endpoint named
+// name in cfg, made once per version of the endpoint's settings. Making one
+// opens the endpoint's certificate store (file work): call it without gw.mu.
+func (gw *Gateway) clientConfig(cfg *config.Config, name string) (*client.Config, error) {
+	ep := endpointOf(cfg, name)
+	if ep == nil {
+		return nil, fmt.Errorf("endpoint %q is not configured", name)
+	}
+	gw.mu.Lock()
+	c, ok := gw.clients[ep.Name]
+	gw.mu.Unlock()
+	if ok && reflect.DeepEqual(c.ep, *ep) {
 		return c.cfg, nil
 	}
-	ccfg, err := config.ClientConfig(ep, rt.cfg.Gateway.StateDir, rt.log.With("upstream", ep.Name))
+	ccfg, err := config.ClientConfig(ep, cfg.Gateway.StateDir, gw.log.With("upstream", ep.Name))
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", ep.Name, err)
 	}
-	if rt.clients == nil {
-		rt.clients = map[string]endpointClient{}
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	if c, ok := gw.clients[ep.Name]; ok && reflect.DeepEqual(c.ep, *ep) {
+		return c.cfg, nil // made meanwhile: the pool tells sessions apart by it
 	}
-	rt.clients[ep.Name] = endpointClient{ep: *ep, cfg: ccfg}
+	if gw.clients == nil {
+		gw.clients = map[string]endpointClient{}
+	}
+	gw.clients[ep.Name] = endpointClient{ep: *ep, cfg: ccfg}
 	return ccfg, nil
+}
+
+// endpointOf returns the configured endpoint named name (nil: none).
+func endpointOf(cfg *config.Config, name string) *config.Endpoint {
+	for i := range cfg.Endpoints {
+		if cfg.Endpoints[i].Name == name {
+			return &cfg.Endpoints[i]
+		}
+	}
+	return nil
 }
 
 // sessionForLocked picks the session of ep the writer group named group
 // runs on, makes it on first use and counts the group in.
-func (rt *runtime) sessionForLocked(ep *config.Endpoint, group string, onState func(*client.ManagedSession, client.State, error)) (*sharedSession, error) {
-	ccfg, err := rt.clientConfigLocked(ep)
-	if err != nil {
-		return nil, err
-	}
-	url := rt.url(ep.URL)
+func (gw *Gateway) sessionForLocked(ep *config.Endpoint, group string, ccfg *client.Config) (*sharedSession, error) {
+	url := gw.url(ep.URL)
 	mc := &client.ManagedConfig{
 		Client: *ccfg,
 		// The client logs every state change itself.
-		OnStateChange:      onState,
-		PublishLatency:     rt.hist.PublishRoundTrip(ep.Name),
-		MaxPublishRequests: maxPublishRequests,
+		OnStateChange:      gw.opts.OnState,
+		PublishLatency:     gw.hist.PublishRoundTrip(ep.Name),
+		MaxPublishRequests: MaxPublishRequests,
 	}
 	// The pool's group names the session (and goes into its SessionName):
 	// the endpoint's name for its only session, <name>#<k> for one of
@@ -98,7 +117,7 @@ func (rt *runtime) sessionForLocked(ep *config.Endpoint, group string, onState f
 	// these never meet each other or the API's <name>/api.
 	var labels []string
 	switch {
-	case rt.cfg.ScaleOut.Enabled:
+	case gw.cfg.ScaleOut.Enabled:
 		labels = []string{group}
 	case ep.Sessions <= 1:
 		labels = []string{ep.Name}
@@ -110,45 +129,54 @@ func (rt *runtime) sessionForLocked(ep *config.Endpoint, group string, onState f
 	var key client.PoolKey
 	label, fewest := "", -1
 	for _, l := range labels {
-		k, err := rt.pool.Key(url, l, mc)
+		k, err := gw.pool.Key(url, l, mc)
 		if err != nil {
 			return nil, err
 		}
 		n := 0
-		if ss := rt.sessions[k]; ss != nil {
+		if ss := gw.sessions[k]; ss != nil {
 			n = ss.refs
 		}
 		if fewest < 0 || n < fewest {
 			key, label, fewest = k, l, n
 		}
 	}
-	m, err := rt.pool.SessionWith(url, label, mc)
+	m, err := gw.pool.SessionWith(url, label, mc)
 	if err != nil {
 		return nil, err
 	}
-	ss := rt.sessions[key]
+	ss := gw.sessions[key]
 	if ss == nil {
 		ss = &sharedSession{key: key, m: m, slots: make(chan struct{}, setupSlotsPerSession)}
-		if rt.sessions == nil {
-			rt.sessions = map[client.PoolKey]*sharedSession{}
+		if gw.sessions == nil {
+			gw.sessions = map[client.PoolKey]*sharedSession{}
 		}
-		rt.sessions[key] = ss
+		gw.sessions[key] = ss
 	}
 	ss.refs++
 	return ss, nil
 }
 
-// releaseSessionLocked counts the writer group named group out of ss and
-// closes the session when no group is left on it.
-func (rt *runtime) releaseSessionLocked(ctx context.Context, group string, ss *sharedSession) {
+// releaseSessionLocked counts the writer group out of ss and, when no group
+// is left on it, takes the session out of the pool and returns it for the
+// caller to close outside gw.mu (closeSession); nil otherwise.
+func (gw *Gateway) releaseSessionLocked(ss *sharedSession) *client.ManagedSession {
 	ss.refs--
 	if ss.refs > 0 {
+		return nil
+	}
+	if gw.sessions[ss.key] == ss {
+		delete(gw.sessions, ss.key)
+	}
+	return gw.pool.Take(ss.key)
+}
+
+// closeSession closes a session releaseSessionLocked returned (nil: none).
+func (gw *Gateway) closeSession(ctx context.Context, group string, m *client.ManagedSession) {
+	if m == nil {
 		return
 	}
-	if rt.sessions[ss.key] == ss {
-		delete(rt.sessions, ss.key)
-	}
-	if err := rt.pool.Remove(ctx, ss.key); err != nil {
-		rt.log.Debug("session close", "group", group, "err", err)
+	if err := m.Close(ctx); err != nil {
+		gw.log.Debug("session close", "group", group, "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
 )
@@ -27,11 +28,11 @@ func TestWriterGroupsShareSessions(t *testing.T) {
 		return b.String()
 	}
 	g := startGateway(t, "gateway.yaml", conf(1, "g1", "g2", "g3"))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	for _, n := range []string{"g1", "g2", "g3"} {
 		sub.waitCount(t, g, n, "w", 5)
 	}
-	sim := g.rt.sim
+	sim := g.gw.Sim()
 	if st := sim.Stats(); st.Sessions != 1 || st.SessionsCreated != 1 || st.Subscriptions != 3 {
 		t.Fatalf("three writer groups of one endpoint: %d sessions (%d created), %d subscriptions at the server; want 1 (1), 3",
 			st.Sessions, st.SessionsCreated, st.Subscriptions)
@@ -88,11 +89,9 @@ func TestWriterGroupsShareSessions(t *testing.T) {
 // sessionRefs is the number of writer groups on each of the runtime's
 // sessions, ascending.
 func (g *e2eGateway) sessionRefs() []int {
-	g.rt.mu.Lock()
-	defer g.rt.mu.Unlock()
 	var n []int
-	for _, ss := range g.rt.sessions {
-		n = append(n, ss.refs)
+	for _, ss := range g.gw.Sessions() {
+		n = append(n, ss.Groups)
 	}
 	slices.Sort(n)
 	return n
@@ -101,7 +100,7 @@ func (g *e2eGateway) sessionRefs() []int {
 // TestManyGroupsOnOneSession: 100 writer groups publishing every 20 ms on
 // the endpoint's one session all deliver, the session has no fault, and it
 // keeps more Publish requests at the server than the client's default of 10
-// (maxPublishRequests): a 1,000,000-item bench with 10 never finished its
+// (gateway.MaxPublishRequests): a 1,000,000-item bench with 10 never finished its
 // setup — under the load of creating 100 × 10,000 items, the server had
 // responses ready for more subscriptions than it had requests, some went past
 // their keep-alive window, and the client recovered the session over and
@@ -117,7 +116,7 @@ func TestManyGroupsOnOneSession(t *testing.T) {
 	}
 	b.WriteString("sinks:\n  mqtt: [{name: mqtt, url: \"embedded:mqtt\"}]\n")
 	g := startGateway(t, "gateway.yaml", b.String())
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/data/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/data/#")
 	for i := range groups {
 		sub.waitCount(t, g, fmt.Sprintf("g%03d", i), "w", 10)
 	}
@@ -129,28 +128,24 @@ func TestManyGroupsOnOneSession(t *testing.T) {
 	for i := range groups {
 		sub.waitCount(t, g, fmt.Sprintf("g%03d", i), "w", before[i]+50)
 	}
-	if st := g.rt.sim.Stats(); st.Sessions != 1 || st.SessionsCreated != 1 || st.Subscriptions != groups {
+	if st := g.gw.Sim().Stats(); st.Sessions != 1 || st.SessionsCreated != 1 || st.Subscriptions != groups {
 		t.Errorf("%d sessions (%d created), %d subscriptions at the server; want 1 (1), %d", st.Sessions, st.SessionsCreated, st.Subscriptions, groups)
 	}
-	g.rt.mu.Lock()
 	var ms client.ManagedStats
-	for _, ss := range g.rt.sessions {
-		ms = ss.m.Stats()
+	for _, ss := range g.gw.Sessions() {
+		ms = ss.Session.Stats()
 	}
-	g.rt.mu.Unlock()
 	if ms.Faults != 0 || ms.Reactivations != 0 || ms.Connects != 1 {
 		t.Errorf("session: %d faults, %d reactivations, %d connects; want 0, 0, 1 (log: %q)", ms.Faults, ms.Reactivations, ms.Connects,
 			logLine(g.log.String(), "session fault"))
 	}
-	if ms.PublishLimit != maxPublishRequests {
-		t.Errorf("the session's Publish request limit is %d, want %d", ms.PublishLimit, maxPublishRequests)
+	if ms.PublishLimit != gateway.MaxPublishRequests {
+		t.Errorf("the session's Publish request limit is %d, want %d", ms.PublishLimit, gateway.MaxPublishRequests)
 	}
 	most := 0
 	waitUntil(t, g, e2eWait, fmt.Sprintf("more than %d Publish requests outstanding for %d groups", client.DefaultMaxPublishRequests, groups), func() bool {
-		g.rt.mu.Lock()
-		defer g.rt.mu.Unlock()
-		for _, ss := range g.rt.sessions {
-			most = max(most, ss.m.Stats().PublishRequests)
+		for _, ss := range g.gw.Sessions() {
+			most = max(most, ss.Session.Stats().PublishRequests)
 		}
 		return most > client.DefaultMaxPublishRequests
 	})

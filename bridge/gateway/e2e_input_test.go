@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -55,7 +56,7 @@ writerGroups:
 sinks:
   mqtt: [{name: mqtt, url: "embedded:mqtt"}]
 `, server.NodeCounter))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	g.waitLog("monitored item refused", "field=Missing", "BadNodeIdUnknown")
 	g.waitLog("monitored item refused", "field=NoNamespace", "BadNodeIdUnknown")
 	sub.waitCount(t, g, "g", "w", 10)
@@ -88,13 +89,17 @@ sinks:
 	if st.RefusedItems < 2 {
 		t.Errorf("RefusedItems %d, want 2", st.RefusedItems)
 	}
-	for _, fv := range g.group("g").LastValues("w") {
+	values := g.gw.LastValues(api.ValueFilter{Group: "g", Writer: "w"})
+	if len(values) == 0 {
+		t.Fatal("no last values of writer g/w")
+	}
+	for _, fv := range values {
 		want := ua.StatusBadNodeIdUnknown
 		if fv.Field == "Counter" {
 			want = ua.StatusGood
 		}
-		if fv.Status != want {
-			t.Errorf("field %s: status %v, want %v", fv.Field, fv.Status, want)
+		if got := fv.Value.Status; got != want {
+			t.Errorf("field %s: status %v, want %v", fv.Field, got, want)
 		}
 	}
 }
@@ -165,7 +170,7 @@ writerGroups:
 %ssinks:
   mqtt: [{name: mqtt, url: "embedded:mqtt"}]
 `, limit, fields.String()))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "w", 30)
 
 	// Every part of a split DataSetMessage has its own SequenceNumber (one
@@ -273,18 +278,18 @@ func TestE2EPublishedNodesJSON(t *testing.T) {
   }
 ]
 `, sim.url(), server.DefaultNamespaceURI))
-	if g.rt.mqtt == nil {
+	if g.gw.Addrs().MQTT == "" {
 		t.Fatal("no embedded MQTT broker: the defaults did not apply")
 	}
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	var counterGroup, counterWriter string
-	for _, wg := range g.rt.cfg.WriterGroups {
+	for _, wg := range g.gw.Config().WriterGroups {
 		if wg.Name != "Line1" {
 			counterGroup, counterWriter = wg.Name, wg.Writers[0].Name
 		}
 	}
 	if counterGroup == "" {
-		t.Fatalf("writer groups %+v: want Line1 and the endpoint's", g.rt.cfg.WriterGroups)
+		t.Fatalf("writer groups %+v: want Line1 and the endpoint's", g.gw.Config().WriterGroups)
 	}
 	sub.waitCount(t, g, counterGroup, counterWriter, 10)
 	sub.waitCount(t, g, "Line1", "Press", 6)
@@ -328,7 +333,7 @@ writerGroups:
 sinks:
   mqtt: [{name: mqtt, url: "embedded:mqtt"}]
 `, server.NodeCounter))
-	sub := subscribeMQTT(t, g.rt.mqtt.URL(), "", "", "", "opcua/json/#")
+	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	waitUntil(t, g, e2eWait, "2 overflows counted", func() bool { return g.groupStats("g").Overflows >= 2 })
 	g.waitLog("queues overflowed", "group=g", "overflowsTotal=")
 	sub.waitCount(t, g, "g", "counter", 6)

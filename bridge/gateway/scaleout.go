@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -33,23 +33,22 @@ import (
 // group.<name>), and each replica logs what it acquires and releases.
 
 // scaleHandler is the runtime's lease.Handler.
-type scaleHandler struct{ rt *runtime }
+type scaleHandler struct{ gw *Gateway }
 
-// Serve starts a writer group this replica now holds.
+// Serve starts a writer group this replica now holds. It does no OPC UA
+// work itself (the group starts in the background) and takes gw.mu only for
+// memory operations, so the lease loop that calls it is not held up.
 func (h scaleHandler) Serve(name string) {
-	rt := h.rt
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.ctx.Err() != nil || rt.groups[name] != nil {
+	gw := h.gw
+	if gw.ctx.Err() != nil {
 		return
 	}
-	for i := range rt.cfg.WriterGroups {
-		if wg := &rt.cfg.WriterGroups[i]; wg.Name == name {
-			if err := rt.addGroupLocked(wg, rt.onState); err != nil {
-				rt.log.Error("writer group not started", "group", name, "err", err)
-			}
-			return
-		}
+	cfg := gw.Config()
+	if findGroup(cfg, name) == nil {
+		return
+	}
+	if err := gw.startGroup(cfg, name); err != nil {
+		gw.log.Error("writer group not started", "group", name, "err", err)
 	}
 }
 
@@ -57,37 +56,35 @@ func (h scaleHandler) Serve(name string) {
 // keeping its subscription at the server, and returns the subscription's
 // final resume state.
 func (h scaleHandler) Halt(ctx context.Context, name string) *client.ResumeState {
-	rt := h.rt
-	rt.mu.Lock()
-	rg := rt.groups[name]
-	delete(rt.groups, name)
-	rt.mu.Unlock()
+	gw := h.gw
+	rg := gw.takeGroup(name)
 	if rg == nil {
 		return nil
 	}
-	return rt.detachGroup(ctx, name, rg)
+	return gw.detachGroup(ctx, name, rg)
 }
 
 // startScaleOut connects to the lease bucket's NATS and starts the KV over
-// the configured writer groups; rt.mu held.
-func (rt *runtime) startScaleOutLocked(so config.ScaleOut) error {
-	nc, err := scaleOutConn(so, rt.log)
+// the configured writer groups.
+func (gw *Gateway) startScaleOut(cfg *config.Config) error {
+	so := cfg.ScaleOut
+	nc, err := scaleOutConn(so, gw.log)
 	if err != nil {
 		return fmt.Errorf("scaleOut.natsUrl: %w", err)
 	}
 	kv, err := lease.NewKV(lease.KVConfig{
 		Conn: nc, Bucket: so.Bucket, Replicas: so.Replicas, TTL: so.LeaseTTL.D(), ReplicaID: so.ReplicaID,
-		Logger: rt.log.With("part", "scale-out"),
-	}, scaleHandler{rt})
+		Logger: gw.log.With("part", "scale-out"),
+	}, scaleHandler{gw})
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("scaleOut: %w", err)
 	}
-	rt.scaleConn, rt.scale = nc, kv
-	kv.SetUnits(groupNames(rt.cfg))
+	gw.scaleConn, gw.scale = nc, kv
+	kv.SetUnits(groupNames(cfg))
 	kv.Start()
-	rt.log.Info("scale-out: sharing the writer groups with the other replicas", "replica", so.ReplicaID, "bucket", so.Bucket,
-		"leaseTTL", so.LeaseTTL.D(), "groups", len(rt.cfg.WriterGroups))
+	gw.log.Info("scale-out: sharing the writer groups with the other replicas", "replica", so.ReplicaID, "bucket", so.Bucket,
+		"leaseTTL", so.LeaseTTL.D(), "groups", len(cfg.WriterGroups))
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"context"
@@ -39,8 +39,8 @@ type gatewayChild struct {
 
 func startGatewayChild(t *testing.T, cfgPath string, env ...string) *gatewayChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "run", "-config", cfgPath)
-	cmd.Env = append(append(os.Environ(), benchChildEnv+"=1"), env...)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), gatewayChildEnv+"="+cfgPath), env...)
 	g := &gatewayChild{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout = g.stderr
 	cmd.Stderr = g.stderr

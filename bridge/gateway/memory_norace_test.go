@@ -1,17 +1,17 @@
 //go:build !race
 
-package main
+package gateway_test
 
 import (
-	"context"
-	"fmt"
-	"io"
 	goruntime "runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/uastack/server"
+	"github.com/uagate/gateway/uastack/ua"
 )
 
 // Allocation tests: the race detector allocates on its own account, so they
@@ -29,23 +29,14 @@ import (
 func TestGatewaySteadyStateAllocs(t *testing.T) {
 	const folders, perFolder = 10, 1000
 	items := folders * perFolder
-	url := startSimChild(t, "-folders", fmt.Sprint(folders), "-variables", fmt.Sprint(perFolder),
-		"-rates", "100ms", "-types", "Int32", "-generators", "counter", "-alarm-sources", "-1")
+	url := startSimChild(t, server.SimConfig{Folders: folders, Variables: perFolder, Rates: []time.Duration{100 * time.Millisecond},
+		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1})
 	cfg := browseConfig(t, url, folders, perFolder, folders, "publishingInterval: 50ms, fieldEncoding: dataValue, nodes: {samplingInterval: 100ms}")
 	var released atomic.Bool
-	rt, err := startRuntime(context.Background(), cfg, runtimeOptions{
-		logger:        quietLogger(),
-		stderr:        io.Discard,
-		onMemReleased: func(_, _ goruntime.MemStats) { released.Store(true) },
+	rt := startLibGateway(t, cfg, gateway.Options{
+		Logger:        quietLogger(),
+		OnMemReleased: func(_, _ goruntime.MemStats) { released.Store(true) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		rt.stop(ctx)
-	}()
 	notifications := func() uint64 { return runtimeNotifications(rt) }
 	waitUntil(t, nil, 2*time.Minute, "every item's initial value and the setup release", func() bool {
 		return notifications() >= uint64(3*items) && released.Load()

@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 import (
 	"context"

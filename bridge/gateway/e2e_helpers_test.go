@@ -1,4 +1,4 @@
-package main
+package gateway_test
 
 // Helpers of the end-to-end tests (e2e_*_test.go): the whole gateway run
 // in-process from a configuration file (cmdRunGateway, as `gateway run
@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,7 +30,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 )
 
@@ -56,75 +60,81 @@ func waitUntil(t *testing.T, g *e2eGateway, d time.Duration, what string, cond f
 }
 
 // lockedBuffer collects the gateway's log, bounded.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+type lockedBuffer = testutil.LockedBuffer
+
+// isolate gives the embedded parts, the HTTP listener and the state
+// directory of the gateways a test starts places of their own.
+func isolate(t *testing.T) {
+	t.Setenv("UAGATE_STATE_DIR", t.TempDir())
+	t.Setenv("UAGATE_HTTP_LISTEN", "127.0.0.1:0")
+	t.Setenv("UAGATE_SIM_LISTEN", "127.0.0.1:0")
+	t.Setenv("UAGATE_MQTT_LISTEN", "127.0.0.1:0")
+	t.Setenv("UAGATE_NATS_LISTEN", "127.0.0.1:0")
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 8<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// e2eGateway is one `gateway run -config FILE` in this process.
+// e2eGateway is one gateway running the configuration file at path, as
+// `gateway run -config FILE` does: loaded, started, the file watched, API
+// changes saved to it.
 type e2eGateway struct {
 	t      *testing.T
-	rt     *runtime
+	gw     *gateway.Gateway
 	path   string
 	log    *lockedBuffer
 	cancel context.CancelFunc
-	done   chan error
 }
 
-// startGateway writes config to a file named name in a temporary directory
+// startGateway writes text to a file named name in a temporary directory
 // and runs the gateway on it until the test ends. The embedded parts and the
 // HTTP listener get ports of their own (isolate).
-func startGateway(t *testing.T, name, config string) *e2eGateway {
+func startGateway(t *testing.T, name, text string) *e2eGateway {
 	t.Helper()
 	isolate(t)
 	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := &e2eGateway{t: t, path: path, log: &lockedBuffer{}, done: make(chan error, 1)}
-	started := make(chan *runtime, 1)
-	runtimeStarted = func(rt *runtime) { started <- rt }
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	go func() { g.done <- cmdRunGateway(ctx, []string{"-config", path}, &lockedBuffer{}, g.log) }()
-	select {
-	case g.rt = <-started:
-	case err := <-g.done:
-		cancel()
-		runtimeStarted = nil
-		t.Fatalf("gateway did not start: %v\nlog:\n%s", err, g.log.String())
-	case <-time.After(e2eWait):
-		cancel()
-		runtimeStarted = nil
-		t.Fatalf("gateway did not start in %v\nlog:\n%s", e2eWait, g.log.String())
+	g := &e2eGateway{t: t, path: path, log: &lockedBuffer{}}
+	logger := slog.New(slog.NewTextHandler(g.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("configuration: %v", err)
 	}
-	runtimeStarted = nil
+	opts := gateway.Options{Logger: logger}
+	if !strings.HasSuffix(name, ".json") {
+		opts.SavePath = path
+	} else {
+		opts.SavePath = filepath.Join(cfg.Gateway.StateDir, "gateway.yaml")
+	}
+	gw, err := gateway.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel, g.gw = cancel, gw
+	if err := gw.Start(ctx); err != nil {
+		cancel()
+		t.Fatalf("gateway did not start: %v\nlog:\n%s", err, g.log.String())
+	}
+	if err := gw.Watch(ctx, path); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		g.cancel()
+		done := make(chan error, 1)
+		go func() {
+			sctx, scancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
+			defer scancel()
+			done <- gw.Stop(sctx)
+		}()
 		select {
-		case err := <-g.done:
+		case err := <-done:
 			if err != nil {
-				t.Errorf("gateway run: %v", err)
+				t.Errorf("gateway stop: %v", err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(cfg.Gateway.ShutdownTimeout.D() + 5*time.Second):
 			var b strings.Builder
 			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Errorf("gateway did not stop in 30 s; goroutines:\n%s", b.String())
+			t.Errorf("gateway did not stop in %v; goroutines:\n%s", cfg.Gateway.ShutdownTimeout.D()+5*time.Second, b.String())
 		}
 		if t.Failed() {
 			t.Logf("gateway log:\n%s", g.logTail())
@@ -183,34 +193,20 @@ func (g *e2eGateway) rewrite(config string) {
 	}
 }
 
-// group returns the running writer group name (nil until it was built).
-func (g *e2eGateway) group(name string) *bridge.WriterGroup {
-	g.rt.mu.Lock()
-	defer g.rt.mu.Unlock()
-	if rg := g.rt.groups[name]; rg != nil {
-		return rg.g
-	}
-	return nil
-}
-
 // groupStats returns the counters of writer group name (zero until built).
 func (g *e2eGateway) groupStats(name string) bridge.GroupStats {
-	if wg := g.group(name); wg != nil {
-		return wg.Stats()
-	}
-	return bridge.GroupStats{}
+	st, _ := g.gw.GroupStats(name)
+	return st
 }
 
 // outputStats returns the counters of the sink name.
 func (g *e2eGateway) outputStats(name string) sink.OutputStats {
 	g.t.Helper()
-	for _, o := range g.rt.outputs {
-		if o.Name() == name {
-			return o.Stats()
-		}
+	st, ok := g.gw.SinkStats(name)
+	if !ok {
+		g.t.Fatalf("no sink %q", name)
 	}
-	g.t.Fatalf("no sink %q", name)
-	return sink.OutputStats{}
+	return st
 }
 
 // e2eSim is our simulation server on a loopback port the test owns, so that
@@ -235,13 +231,9 @@ func startSim(t *testing.T, rate time.Duration) *e2eSim {
 
 func (s *e2eSim) start() {
 	s.t.Helper()
-	policies, err := parsePolicies("None")
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	srv, err := server.New(&server.Config{
 		Address:  s.addr,
-		Policies: policies,
+		Policies: nonePolicy,
 		Sim:      server.SimConfig{DemoRate: s.rate, Folders: -1, AlarmSources: -1},
 	})
 	if err != nil {
@@ -461,7 +453,7 @@ func subscribeNATS(t *testing.T, url, subject string) *collector {
 
 // wsURL is the WebSocket stream's URL with query q.
 func (g *e2eGateway) wsURL(q string) string {
-	u := url.URL{Scheme: "ws", Host: g.rt.HTTPAddr(), Path: "/ws", RawQuery: q}
+	u := url.URL{Scheme: "ws", Host: g.gw.Addrs().HTTP, Path: "/ws", RawQuery: q}
 	return u.String()
 }
 

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -181,7 +181,7 @@ func (r *memReleaser) wait() { r.wg.Wait() }
 
 func mb(n uint64) float64 { return float64(n*10/(1<<20)) / 10 }
 
-// memoryLimitEnv names the environment variable with the memory the
+// MemoryLimitEnv names the environment variable with the memory the
 // gateway's container may use (bytes, or a quantity such as 512Mi or 2G):
 // the Helm chart sets it from the container's resources.limits.memory
 // through the downward API. The gateway then gives the Go runtime a soft
@@ -193,7 +193,7 @@ func mb(n uint64) float64 { return float64(n*10/(1<<20)) / 10 }
 // the collector runs continually (the runtime caps it at about half the
 // CPU) and the container's own limit still applies. An explicit GOMEMLIMIT
 // wins; the runtime has read it already.
-const memoryLimitEnv = "UAGATE_MEMORY_LIMIT"
+const MemoryLimitEnv = "UAGATE_MEMORY_LIMIT"
 
 // memoryLimitShare is the share of the container's limit given to the Go
 // runtime: the rest is for what it does not count (the binary's text, thread
@@ -201,17 +201,17 @@ const memoryLimitEnv = "UAGATE_MEMORY_LIMIT"
 // collector's headway.
 const memoryLimitShare = 0.9
 
-// applyMemoryLimit sets the runtime's soft memory limit from
+// ApplyMemoryLimit sets the runtime's soft memory limit from
 // $UAGATE_MEMORY_LIMIT unless $GOMEMLIMIT is set; it returns the limit set
 // (0: none) and an error for a value it cannot read.
-func applyMemoryLimit(getenv func(string) string) (int64, error) {
-	v := getenv(memoryLimitEnv)
+func ApplyMemoryLimit(getenv func(string) string) (int64, error) {
+	v := getenv(MemoryLimitEnv)
 	if v == "" || getenv("GOMEMLIMIT") != "" {
 		return 0, nil
 	}
 	n, err := parseQuantity(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %w", memoryLimitEnv, v, err)
+		return 0, fmt.Errorf("%s=%q: %w", MemoryLimitEnv, v, err)
 	}
 	limit := int64(float64(n) * memoryLimitShare)
 	debug.SetMemoryLimit(limit)

@@ -1,14 +1,12 @@
-package main
+package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +20,7 @@ import (
 	"github.com/uagate/gateway/uastack/uasc"
 )
 
-// The dashboard's test: the whole gateway (cmdRunGateway with a
+// The dashboard's test: the whole gateway (startGateway with a
 // configuration file) on two simulation servers, and a real browser —
 // Debian's chromium, headless, driven over the DevTools protocol by chromedp
 // — on the dashboard it serves at /.
@@ -42,48 +40,14 @@ func startSimServer(t *testing.T, sim server.SimConfig, policies []uasc.Endpoint
 	return srv
 }
 
-var listeningRE = regexp.MustCompile(`msg="api: listening" addr=(\S+)`)
-
-// startGateway runs `gateway run -config file` in-process until the test
-// ends and returns the base URL of its HTTP listener, the configuration
-// file (where changes made through the API are saved) and its stderr.
+// startDashboardGateway runs the gateway on a configuration file until the
+// test ends (startGateway) and returns the base URL of its HTTP listener, the
+// configuration file (where changes made through the API are saved) and its
+// log.
 func startDashboardGateway(t *testing.T, yaml string) (string, string, *lockedBuffer) {
 	t.Helper()
-	isolate(t)
-	file := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- cmdRunGateway(ctx, []string{"-config", file}, &bytes.Buffer{}, stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("the gateway did not stop within 30s; stderr:\n%s", stderr)
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := listeningRE.FindStringSubmatch(stderr.String()); m != nil {
-			return "http://" + m[1], file, stderr
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the gateway ended: %v; stderr:\n%s", err, stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway's API does not listen after 20s; stderr:\n%s", stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	g := startGateway(t, "gateway.yaml", yaml)
+	return "http://" + g.gw.Addrs().HTTP, g.path, g.log
 }
 
 // artifactsDir is where the test keeps what a person looks at:

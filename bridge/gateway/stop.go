@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+)
+
+// Stop stops everything in reverse order within ctx: the writer groups (no
+// new messages), the sinks drain (what they deliver is acknowledged
+// upstream), then the sessions close, the HTTP listener and the embedded
+// parts. Every step is bounded by ctx: once it ends, what is still waiting
+// (a dead broker, a full queue, a server that does not answer) is left to
+// end on its own and Stop goes on, so that it returns soon after ctx
+// ends. The writer groups' resume records are written first. Stop may be
+// called more than once; later calls return at once.
+func (gw *Gateway) Stop(ctx context.Context) error {
+	gw.mu.Lock()
+	if gw.stopped {
+		gw.mu.Unlock()
+		return nil
+	}
+	gw.stopped = true
+	gw.mu.Unlock()
+	// Readiness fails at once; the listener goes on for http.shutdownDelay
+	// while the rest drains.
+	apiDone := make(chan struct{})
+	go func() {
+		defer close(apiDone)
+		if gw.api != nil {
+			_ = gw.api.Shutdown(ctx)
+		}
+	}()
+	gw.cancel() // group starts, applies waiting for their turn, the memory releaser
+	if gw.scale != nil {
+		// The groups this replica holds stop keeping their subscriptions,
+		// and their leases are released: the others take them over at
+		// once. The sinks still run, so what they deliver is acknowledged.
+		_ = gw.scale.Close(ctx)
+	}
+	gw.mu.Lock()
+	groups := gw.groups
+	gw.groups = map[string]*runGroup{}
+	gw.publishLocked()
+	keep := !gw.cfg.Gateway.DeleteSubscriptionsOnStop
+	gw.mu.Unlock()
+	waitCtx(ctx, gw.starts.Wait)
+	waitCtx(ctx, gw.mem.wait)
+	// The groups stop while the sinks still take messages: what they
+	// deliver meanwhile is acknowledged. A group whose handler waits for a
+	// full queue of a dead broker is released when the sinks close below.
+	groupsDone := make(chan struct{})
+	go func() {
+		defer close(groupsDone)
+		var wg sync.WaitGroup
+		for name, rg := range groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if rg.g.Load() == nil {
+					rg.cancel()
+					gw.mu.Lock()
+					m := gw.releaseSessionLocked(rg.ss)
+					gw.mu.Unlock()
+					gw.closeSession(ctx, name, m)
+					return
+				}
+				if keep {
+					// A restart within the subscription's lifetime takes it
+					// back with what the server queued meanwhile (a rolling
+					// upgrade loses nothing, as a kill -9 does not).
+					gw.keepResumeState(name, gw.detachGroup(ctx, name, rg))
+					return
+				}
+				if err := rg.g.Load().Stop(ctx); err != nil {
+					gw.log.Warn("writer group stop", "group", name, "err", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	waitCtx(ctx, func() { <-groupsDone })
+	var wg sync.WaitGroup
+	if gw.hub != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = gw.hub.Close(ctx)
+		}()
+	}
+	for _, o := range gw.outputs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := o.Close(ctx); err != nil {
+				gw.log.Warn("sink close", "sink", o.Name(), "err", err)
+			}
+		}()
+	}
+	waitCtx(ctx, wg.Wait)
+	if gw.pool != nil {
+		waitCtx(ctx, func() {
+			if err := gw.pool.Close(ctx); err != nil {
+				gw.log.Debug("sessions close", "err", err)
+			}
+		})
+	}
+	waitCtx(ctx, func() { <-apiDone })
+	if gw.scaleConn != nil {
+		gw.scaleConn.Close()
+	}
+	if gw.nats != nil {
+		gw.nats.Close()
+	}
+	if gw.mqtt != nil {
+		gw.mqtt.Close()
+	}
+	if gw.sim != nil {
+		gw.sim.Close()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("gateway: stop: %w (parts still ending were left to end)", err)
+	}
+	return nil
+}
+
+// waitCtx runs wait and returns when it did, or when ctx ends (wait then
+// goes on in the background).
+func waitCtx(ctx context.Context, wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Hints prints where to look at the data of a default run.
+func (gw *Gateway) Hints(w io.Writer) {
+	var lines []string
+	if gw.mqtt != nil {
+		host, port, _ := net.SplitHostPort(gw.mqtt.Addr())
+		lines = append(lines, fmt.Sprintf("  MQTT:      mosquitto_sub -h %s -p %s -t 'opcua/json/#' -v", host, port))
+	}
+	if gw.nats != nil {
+		lines = append(lines, fmt.Sprintf("  NATS:      nats sub -s %s 'opcua.json.>'", gw.nats.URL()))
+	}
+	if gw.hub != nil && gw.httpLn != nil {
+		cfg := gw.view.Load().cfg
+		var groups []string
+		for _, g := range cfg.WriterGroups {
+			groups = append(groups, g.Name)
+		}
+		lines = append(lines, fmt.Sprintf("  WebSocket: ws://%s%s?group=%s", gw.httpLn.Addr(), cfg.Sinks.WebSocket.Path, strings.Join(groups, ",")))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "gateway: streaming; look at the data with")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
