@@ -242,7 +242,7 @@ func TestWatchSymlinkSwap(t *testing.T) {
 }
 
 func TestWatchMissingDir(t *testing.T) {
-	_, err := Watch(context.Background(), filepath.Join(t.TempDir(), "nope", "gateway.yaml"), func(*Config, []Warning) {}, func(error) {})
+	_, err := Watch(context.Background(), filepath.Join(t.TempDir(), "nope", "gateway.yaml"), func(*Config, []Warning) error { return nil }, func(error) {})
 	if err == nil {
 		t.Fatal("no error for a directory that does not exist")
 	}

@@ -459,4 +459,3 @@ func (gw *Gateway) HTTPAddr() string {
 	}
 	return gw.httpLn.Addr().String()
 }
-
