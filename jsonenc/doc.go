@@ -36,8 +36,8 @@
 // and between 2 KiB pieces of a String or ByteString longer than the
 // threshold: the output is byte-identical to an in-memory encode and the
 // buffer stays near the threshold however large the message or one value in it
-// (TestStream10MB: 10 MB of fields through a 16.5 KiB buffer; TestStream10MBValue:
-// one 10 MB array, String or ByteString through at most 18.4 KiB).
+// (TestStream10MB streams 10 MB of fields, TestStream10MBValue one 10 MB array,
+// String or ByteString, each through at most 32 KiB of buffer).
 //
 // A NetworkMessageWriter streams when it has a Writer and neither
 // MaxMessageSize nor Gzip; otherwise it keeps one message in memory (at most

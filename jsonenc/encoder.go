@@ -193,7 +193,8 @@ func (e *Encoder) Release() {
 // when its fields change): the buffer is scrubbed and left to the GC
 // instead of going back to the buffer pool, a sync.Pool that would keep it
 // until the second collection after its last use, which in a steady state
-// may be minutes away (6–10 MB of metadata buffers at a thousand writers).
+// may be minutes away (meanwhile a thousand writers' metadata buffers stay
+// resident).
 // The Encoder goes back to its pool. Data messages, encoded again and again,
 // use Release.
 func (e *Encoder) Discard() {

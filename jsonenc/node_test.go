@@ -29,7 +29,7 @@ type nodeCase struct {
 }
 
 // nodeKnownDifferences lists where node-opcua-json 2.186 differs from the
-// spec forms jsonenc writes (see BENCHMARKS.md / doc.go). The cross-check
+// spec forms jsonenc writes (see doc.go). The cross-check
 // normalises these and compares everything else exactly.
 var nodeKnownDifferences = map[string]string{
 	"UaDimensions": "node writes matrix dimensions as UaDimensions in 1.05; Part 6 §5.4.2.17 names the field Dimensions",

@@ -22,9 +22,9 @@ import (
 // holds what it takes to create the item again (node, attribute, options shared
 // by all items created with the same *ItemOptions) and the server's answer (id,
 // status, revised sampling interval and queue size) in an entry of 32 bytes,
-// plus 24 for the last value delivered (resend.go), in pages of 4096; the
+// plus 16 for the last value delivered (resend.go), in pages of 4096; the
 // node id's text goes into the table's byte arena (itemstore.go), so a
-// million items of 16-byte ids need 72 MB, and a notification never
+// million items of 16-byte ids need 64 MB, and a notification never
 // looks an item up: the handler gets the client handles. A node given by
 // namespace URI keeps the URI (an index into a small list of the table's
 // URIs), resolved again at every creation on the server.

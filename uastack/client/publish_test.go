@@ -546,8 +546,8 @@ func TestPublishFaults(t *testing.T) {
 // request sent again without allocating.
 func TestPublishDispatchAllocs(t *testing.T) {
 	if raceEnabled {
-		// The race detector allocates on its own account; the figure is
-		// measured by the non-race run (and BenchmarkSubscriptionDispatch).
+		// The race detector allocates on its own account; the non-race run
+		// checks the count.
 		t.Log("race detector on: allocation count not checked")
 	}
 	f := newFakePubServer(t)

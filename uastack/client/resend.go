@@ -24,7 +24,7 @@ import (
 // The digest is exact where it matters in practice: for a number it is a
 // bijection of its bits once the type and status are fixed, so two numbers
 // that differ in only one of value, type or status never match (a text,
-// array or structure is first hashed to 64 bits, as before the digest). Two
+// array or structure is first hashed to a 64-bit fingerprint). Two
 // that differ in value and in status or type at once match with probability
 // 2⁻⁶⁴, and only with equal source timestamps inside a window.
 //

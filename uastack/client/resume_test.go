@@ -206,8 +206,8 @@ func TestResumeGone(t *testing.T) {
 
 // TestResumeMark: ResumeMark tells a writer group, which asks every second,
 // whether the resume state changed, without copying the items' ids (a fresh
-// list each second made megabytes of garbage per second at a million items;
-// a cached one stayed resident: BENCHMARKS.md, issue 10). The mark stays
+// list each second is megabytes of garbage per second at a million items; a
+// cached one stays resident). The mark stays
 // equal and allocates nothing while nothing changes; a deletion moves it;
 // ResumeState lists the items as they are then, in a list of its own.
 func TestResumeMark(t *testing.T) {

@@ -240,9 +240,7 @@ func BenchmarkMonitoredItemMemory(b *testing.B) {
 // (20,000 under the race detector): the item entry and its last value (48,
 // TestItemSize) and the node id's text in the table's arena (16 for
 // "Load.F000.V00000"), at most 68 bytes each, plus 1 MiB that does not grow
-// with the items (the sessions' buffers and pooled notifications, about
-// 0.4 MB). Measured by the benchmark at 1,000,000: 64.3 B/item (72.7 with
-// the 24-byte last value, 116 before the 32-byte entry).
+// with the items (the sessions' buffers and pooled notifications).
 func TestMonitoredItemMemory(t *testing.T) {
 	per := 50_000
 	if raceEnabled {

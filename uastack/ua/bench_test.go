@@ -10,7 +10,7 @@ import (
 	gua "github.com/gopcua/opcua/ua"
 )
 
-// publishResponse1000 is the benchmark payload of issue 2: one
+// publishResponse1000 is the decoding benchmarks' payload: one
 // DataChangeNotification of 1000 MonitoredItemNotifications, each a Double with
 // source and server timestamps (about 30 KB), NodeId-prefixed as on the wire.
 func publishResponse1000(tb testing.TB) []byte {

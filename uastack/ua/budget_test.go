@@ -8,7 +8,8 @@ import (
 
 // hostileCallRequest is a CallRequest of one method call whose InputArguments
 // declare n elements, each a null Variant (one byte on the wire, 48 bytes decoded):
-// with n = 1<<20 a 1 MiB message that used to make the decoder allocate 50 MB.
+// with n = 1<<20 a 1 MiB message that, without the budget, would make the decoder
+// allocate 48 MiB.
 func hostileCallRequest(n int) []byte {
 	e := NewEncoder(nil)
 	e.WriteNodeID(NewNumericNodeID(0, ID_CallRequest_Encoding_DefaultBinary))

@@ -98,9 +98,8 @@ const DefaultMaxIdlePooledBytes = 64 << 20
 // what it counts, whether or not the pool had room for the object.
 //
 // The budget is a ceiling, not the working size: a budget below what the
-// process has decoded at once turns every recurring burst into allocations
-// (4 MiB refused 35 MB/s at a million items changing in the same second), so
-// it is generous (64 MiB) and TrimIdlePooled, called periodically, lets go
+// process has decoded at once turns every recurring burst into allocations,
+// so it is generous (64 MiB) and TrimIdlePooled, called periodically, lets go
 // of what no decode took for a whole period. What stays idle is then the
 // recurring peak, what a burst that does not recur left is given back.
 
