@@ -373,6 +373,11 @@ func (gw *Gateway) Watch(ctx context.Context, path string) error {
 		for _, w := range warns {
 			gw.log.Warn("configuration: " + w.String())
 		}
+		if config.Diff(gw.Config(), next).Empty() {
+			// What runs already (the API saved it): an API change that
+			// failed in part stays pending for Retry.
+			return nil
+		}
 		rep, err := gw.Apply(ctx, next)
 		switch {
 		case err != nil && len(rep.Applied) > 0:

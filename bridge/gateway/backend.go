@@ -327,3 +327,15 @@ func (gw *Gateway) RetryNow() {
 		e.Session.RetryNow()
 	}
 }
+
+var _ api.ConfigReporter = (*Gateway)(nil)
+
+// ApplyState implements api.ConfigReporter.
+func (gw *Gateway) ApplyState() api.ApplyState {
+	rep := gw.LastReport()
+	st := api.ApplyState{Pending: gw.Pending(), At: rep.At, Applied: append([]string{}, rep.Applied...), Failed: []api.ApplyFailure{}}
+	for _, f := range rep.Failed {
+		st.Failed = append(st.Failed, api.ApplyFailure{Group: f.Group, Error: f.Err.Error()})
+	}
+	return st
+}

@@ -4,7 +4,9 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on loopback in front of a broker. Cut closes every
@@ -19,7 +21,13 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	delay  atomic.Int64 // of what goes from the target to the client, in ns
 }
+
+// SetDelay holds everything the target sends for d before the client gets
+// it (0: none), as a slow server or link would; what the client sends goes
+// through at once.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // StartProxy listens on a loopback port and forwards to target (host:port).
 // It is closed with the test.
@@ -55,7 +63,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(c, s)
+		go p.pipeDelayed(c, s)
 		go p.pipe(s, c)
 	}
 }
@@ -75,9 +83,34 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
+// pipeDelayed is pipe, each chunk held for the proxy's delay.
+func (p *Proxy) pipeDelayed(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	p.pipeWith(dst, src, func() {
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if d := time.Duration(p.delay.Load()); d > 0 {
+					time.Sleep(d) // the slow server this proxy plays
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
 func (p *Proxy) pipe(dst, src net.Conn) {
+	p.pipeWith(dst, src, func() { _, _ = io.Copy(dst, src) })
+}
+
+func (p *Proxy) pipeWith(dst, src net.Conn, copy func()) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	copy()
 	// One direction ended: end both, as a dead link does.
 	dst.Close()
 	src.Close()
