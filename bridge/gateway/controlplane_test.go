@@ -1,0 +1,374 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/uagate/gateway/api"
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/gateway"
+	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/uastack/server"
+)
+
+// The control plane never waits on the data plane: API reads answer while a
+// sink's queue is full and an apply waits for a slow server; an apply is
+// all-or-nothing per writer group and says what failed; Stop is bounded.
+
+// marshalConfig is c as the YAML of a configuration file.
+func marshalConfig(t *testing.T, c *config.Config) string {
+	t.Helper()
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func dur(d time.Duration) config.Duration { return config.Duration(d) }
+
+// counterWriter is a writer of the simulation server's Demo counter.
+func counterWriter(name string, fields ...string) config.DataSetWriter {
+	w := config.DataSetWriter{Name: name, Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}
+	for _, f := range fields {
+		w.Fields = append(w.Fields, config.Field{Name: f, Node: server.NodeSine})
+	}
+	return w
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// blackhole is a loopback listener that accepts connections and never
+// answers: an upstream server that hangs.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var conns []net.Conn
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// stuckConfig is a gateway whose MQTT sink is a dead broker with a small
+// block queue, fed by a group publishing every 20 ms from the embedded
+// simulation server, and a group on the endpoint slow (its URL given).
+func stuckConfig(slowURL string, dead string) *config.Config {
+	return &config.Config{
+		Gateway: config.Gateway{ShutdownTimeout: dur(3 * time.Second)},
+		Endpoints: []config.Endpoint{
+			{Name: "plc", URL: config.EmbeddedSimURL},
+			{Name: "slow", URL: slowURL, SecurityPolicy: "None", SecurityMode: "None", RequestTimeout: dur(20 * time.Second)},
+		},
+		WriterGroups: []config.WriterGroup{
+			{Name: "fast", Endpoint: "plc", PublishingInterval: dur(20 * time.Millisecond), Writers: []config.DataSetWriter{counterWriter("w")}},
+			{Name: "slowg", Endpoint: "slow", PublishingInterval: dur(50 * time.Millisecond), Writers: []config.DataSetWriter{counterWriter("w")}},
+		},
+		Sinks: config.Sinks{MQTT: []config.MQTTSink{{Name: "dead", URL: "tcp://" + dead,
+			Delivery: config.Delivery{Policy: "block", QueueSize: 2}}}},
+	}
+}
+
+// TestReadsDoNotWaitOnDataPlane: with the only sink on a dead broker and its
+// block queue full (the writer groups' handlers wait for it), and an apply
+// in flight against a server that delays every response by 5 s, every read
+// route of the API answers at once.
+func TestReadsDoNotWaitOnDataPlane(t *testing.T) {
+	slow := startSim(t, 20*time.Millisecond)
+	proxy := brokertest.StartProxy(t, slow.addr)
+	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
+	waitUntil(t, g, e2eWait, "the dead broker's queue full", func() bool {
+		st := g.outputStats("dead")
+		return st.Queued >= 2
+	})
+	waitUntil(t, g, e2eWait, "the slow endpoint's subscription", func() bool {
+		for _, e := range g.gw.Endpoints() {
+			if e.Name == "slow" && e.Connected && len(e.Subscriptions) == 1 && e.Subscriptions[0].Items == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	proxy.SetDelay(5 * time.Second)
+	next := g.gw.Config().Clone()
+	next.WriterGroups[1].Writers = append(next.WriterGroups[1].Writers, counterWriter("w2", "Sine"))
+	next.WriterGroups[0].Writers[0] = counterWriter("w", "Sine")
+	applied := make(chan error, 1)
+	actx, acancel := context.WithCancel(context.Background())
+	defer acancel()
+	go func() {
+		_, err := g.gw.Apply(actx, next)
+		applied <- err
+	}()
+	base := "http://" + g.gw.Addrs().HTTP
+	routes := []string{"/healthz", "/readyz", "/metrics", "/api/v1/status", "/api/v1/values?limit=10",
+		"/api/v1/endpoints", "/api/v1/writer-groups", "/api/v1/config", "/api/v1/writer-groups/fast/writers/w/values"}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for round := 0; round < 3; round++ {
+		for _, route := range routes {
+			var took []time.Duration
+			for range 5 {
+				start := time.Now()
+				resp, err := hc.Get(base + route)
+				if err != nil {
+					t.Fatalf("GET %s: %v", route, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			// The median is the answer's time; the slowest of five is what a
+			// busy machine adds, and a read that waited on the data plane
+			// would take the 5 s of the slow server or never answer.
+			if took[2] > 100*time.Millisecond || took[4] > time.Second {
+				t.Errorf("GET %s: median %v, slowest %v; want within 100 ms", route, took[2], took[4])
+			}
+		}
+	}
+	select {
+	case err := <-applied:
+		t.Fatalf("the apply was not in flight during the reads: it ended (%v)", err)
+	default:
+	}
+	// A second apply waits in the queue behind the first, within its own
+	// context, and holds up no reader.
+	qctx, qcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer qcancel()
+	if _, err := g.gw.Apply(qctx, next); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second apply while the first is in flight: %v, want it to wait and end with its context", err)
+	}
+}
+
+// TestStopBoundedWhatever: a gateway stops within its shutdownTimeout plus
+// a second with a dead broker behind a full block queue, a server that never
+// answers, and an apply in flight against a server that delays every
+// response; and its writer groups' resume records are in the state
+// directory.
+func TestStopBoundedWhatever(t *testing.T) {
+	isolate(t)
+	slow := startSim(t, 20*time.Millisecond)
+	proxy := brokertest.StartProxy(t, slow.addr)
+	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
+	c.Gateway.StateDir = t.TempDir()
+	c.Endpoints = append(c.Endpoints, config.Endpoint{Name: "hang", URL: "opc.tcp://" + blackhole(t), SecurityPolicy: "None", SecurityMode: "None"})
+	c.WriterGroups = append(c.WriterGroups, config.WriterGroup{Name: "hung", Endpoint: "hang", Writers: []config.DataSetWriter{counterWriter("w")}})
+	text := marshalConfig(t, c)
+	cfg, _, err := config.Parse([]byte(text), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuffer{}
+	gw, err := gateway.New(cfg, gateway.Options{Logger: newTestLogger(log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = gw.Stop(context.Background())
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", log.String())
+		}
+	})
+	waitUntil(t, nil, e2eWait, "the dead broker's queue full and both groups subscribed", func() bool {
+		st, _ := gw.SinkStats("dead")
+		a, _ := gw.GroupStats("fast")
+		b, _ := gw.GroupStats("slowg")
+		return st.Queued >= 2 && a.Notifications > 0 && b.Notifications > 0
+	})
+	for _, name := range []string{"fast", "slowg"} {
+		waitUntil(t, nil, e2eWait, "the resume record of "+name, func() bool {
+			_, err := os.Stat(filepath.Join(cfg.Gateway.StateDir, "resume", name+".json"))
+			return err == nil
+		})
+	}
+	proxy.SetDelay(5 * time.Second)
+	next := gw.Config().Clone()
+	next.WriterGroups[1].Writers = append(next.WriterGroups[1].Writers, counterWriter("w2", "Sine"))
+	go func() { _, _ = gw.Apply(context.Background(), next) }()
+	waitUntil(t, nil, e2eWait, "the apply in flight", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_, err := gw.Retry(ctx) // waits behind the apply in flight
+		return errors.Is(err, context.DeadlineExceeded)
+	})
+	bound := cfg.Gateway.ShutdownTimeout.D()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	start := time.Now()
+	err = gw.Stop(ctx)
+	took := time.Since(start)
+	stopped = true
+	if took > bound+time.Second {
+		t.Errorf("Stop took %v, want at most %v (shutdownTimeout) + 1 s", took, bound)
+	}
+	if err == nil {
+		t.Errorf("Stop: nil error, want one that says the timeout cut the drain")
+	}
+	t.Logf("Stop took %v: %v", took, err)
+	for _, name := range []string{"fast", "slowg"} {
+		if _, err := os.Stat(filepath.Join(cfg.Gateway.StateDir, "resume", name+".json")); err != nil {
+			t.Errorf("resume record of %s: %v", name, err)
+		}
+	}
+	if _, err := gw.Apply(context.Background(), next); !errors.Is(err, gateway.ErrStopped) {
+		t.Errorf("Apply after Stop: %v, want ErrStopped", err)
+	}
+}
+
+// TestApplyPerGroup: a change that adds a field to one writer group and an
+// endpoint with an unusable certificate store (a file where the directory
+// should be) with a group of its own applies the field and refuses the
+// group; the report, the running configuration, GET /api/v1/config and the
+// log say so; the change is retried when the file is saved again and by POST
+// /api/v1/config/retry, and applies once the store is usable.
+func TestApplyPerGroup(t *testing.T) {
+	c := &config.Config{
+		Endpoints:    []config.Endpoint{{Name: "plc", URL: config.EmbeddedSimURL}},
+		WriterGroups: []config.WriterGroup{{Name: "a", Endpoint: "plc", PublishingInterval: dur(50 * time.Millisecond), Writers: []config.DataSetWriter{counterWriter("w")}}},
+		Sinks:        config.Sinks{MQTT: []config.MQTTSink{{Name: "mqtt", URL: config.EmbeddedMQTTURL}}},
+	}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
+	waitUntil(t, g, e2eWait, "group a running", func() bool { st, ok := g.gw.GroupStats("a"); return ok && st.Notifications > 0 })
+
+	badPKI := filepath.Join(t.TempDir(), "pki")
+	if err := os.WriteFile(badPKI, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := g.gw.Config().Clone()
+	next.WriterGroups[0].Writers[0] = counterWriter("w", "Sine")
+	next.Endpoints = append(next.Endpoints, config.Endpoint{Name: "plc2", URL: config.EmbeddedSimURL, PKI: badPKI})
+	next.WriterGroups = append(next.WriterGroups, config.WriterGroup{Name: "b", Endpoint: "plc2", Writers: []config.DataSetWriter{counterWriter("w")}})
+	// Through the file, as an operator edits it.
+	g.rewrite(marshalConfig(t, next))
+	line := g.waitLog("configuration change applied in part")
+	if !strings.Contains(line, "applied=a") || !strings.Contains(line, "writer group b not changed") {
+		t.Errorf("log line %q: want group a applied and b named as failed", line)
+	}
+	run := g.gw.Config()
+	if len(run.WriterGroups) != 1 || len(run.WriterGroups[0].Writers[0].Fields) != 2 {
+		t.Errorf("running configuration: %d groups, fields %v; want group a with its new field only", len(run.WriterGroups), run.WriterGroups[0].Writers[0].Fields)
+	}
+	for _, ep := range run.Endpoints {
+		if ep.Name == "plc2" {
+			t.Errorf("the running configuration has endpoint plc2, whose only group failed")
+		}
+	}
+	if !g.gw.Pending() {
+		t.Error("Pending: false, want true while group b does not run")
+	}
+	rep := g.gw.LastReport()
+	if len(rep.Failed) != 1 || rep.Failed[0].Group != "b" || !slices.Contains(rep.Applied, "a") {
+		t.Errorf("report: applied %v, failed %v; want a applied, b failed", rep.Applied, rep.Failed)
+	}
+	body := apiGet(t, g, "/api/v1/config")
+	if !strings.Contains(body, `"pending":true`) || !strings.Contains(body, `"group":"b"`) || strings.Contains(body, "plc2") {
+		t.Errorf("GET /api/v1/config: %s; want pending, b failed, and no plc2 in what runs", body)
+	}
+	waitUntil(t, g, e2eWait, "group a's new field published", func() bool {
+		vs := g.gw.LastValues(apiFilter("a", "w"))
+		return len(vs) == 2
+	})
+
+	// Saving the same file again retries; the store is still unusable.
+	before := strings.Count(g.log.String(), "writer group b not changed")
+	g.rewrite(marshalConfig(t, next))
+	waitUntil(t, g, e2eWait, "the re-save retried", func() bool {
+		return strings.Count(g.log.String(), "writer group b not changed") > before
+	})
+
+	// The store fixed, POST /api/v1/config/retry applies the rest.
+	if err := os.Remove(badPKI); err != nil {
+		t.Fatal(err)
+	}
+	status, body := apiPost(t, g, "/api/v1/config/retry")
+	if status != http.StatusOK || !strings.Contains(body, `"pending":false`) {
+		t.Fatalf("POST /api/v1/config/retry: %d %s", status, body)
+	}
+	waitUntil(t, g, e2eWait, "group b running", func() bool { st, ok := g.gw.GroupStats("b"); return ok && st.Notifications > 0 })
+	if n := len(g.gw.Config().WriterGroups); n != 2 {
+		t.Errorf("%d writer groups run after the retry, want 2", n)
+	}
+}
+
+func apiGet(t *testing.T, g *e2eGateway, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + g.gw.Addrs().HTTP + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+func apiPost(t *testing.T, g *e2eGateway, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+g.gw.Addrs().HTTP+path, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, fmt.Sprint(string(b))
+}
+
+func apiFilter(group, writer string) api.ValueFilter {
+	return api.ValueFilter{Group: group, Writer: writer}
+}
+
+func newTestLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
