@@ -10,12 +10,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/client"
 )
@@ -66,11 +67,26 @@ type handler struct {
 	id    string
 	g     *ledger
 	final map[string]*client.ResumeState // returned by Halt
+	// slow: Serve of these units first waits this long, as one waiting
+	// for a runtime busy elsewhere; it then serves unless ctx is done.
+	slow     map[string]time.Duration
+	inSlow   atomic.Int32 // Serves waiting
+	slowDone atomic.Int32 // slow Serves returned
 }
 
-func (h *handler) Serve(unit string) {
+func (h *handler) Serve(ctx context.Context, unit string) {
+	if d := h.slow[unit]; d > 0 {
+		h.inSlow.Add(1)
+		t := time.NewTimer(d)
+		<-t.C
+		h.inSlow.Add(-1)
+		defer h.slowDone.Add(1)
+	}
 	h.g.mu.Lock()
 	defer h.g.mu.Unlock()
+	if ctx.Err() != nil {
+		return // the holding ended meanwhile
+	}
 	if o, ok := h.g.serving[unit]; ok {
 		h.g.violations = append(h.g.violations, fmt.Sprintf("%s serves %s while %s does", h.id, unit, o))
 	}
@@ -106,11 +122,16 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func startReplica(t *testing.T, url, id string, g *ledger, units []string) *replica {
 	t.Helper()
+	return startReplicaWith(t, url, &handler{id: id, g: g, final: map[string]*client.ResumeState{}}, units)
+}
+
+func startReplicaWith(t *testing.T, url string, h *handler, units []string) *replica {
+	t.Helper()
+	id := h.id
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &handler{id: id, g: g, final: map[string]*client.ResumeState{}}
 	kv, err := NewKV(KVConfig{Conn: nc, Bucket: "leases", TTL: testTTL, ReplicaID: id, Logger: testLogger(t)}, h)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +259,7 @@ func TestKVGracefulHandover(t *testing.T) {
 	waitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
 	// The group saves its record; at the halt the final state (later
 	// acknowledgements) replaces its State.
-	rec := bridge.ResumeRecord{Fingerprint: "fp", ServerStart: 7, State: client.ResumeState{SubscriptionID: 5, LastAcked: 10, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}}
+	rec := resume.Record{Fingerprint: "fp", ServerStart: 7, State: client.ResumeState{SubscriptionID: 5, LastAcked: 10, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}}
 	if err := a.kv.SaveResume("u", rec); err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +270,8 @@ func TestKVGracefulHandover(t *testing.T) {
 	waitFor(t, 10*time.Second, "b counts a", func() bool {
 		b.kv.mu.Lock()
 		defer b.kv.mu.Unlock()
-		live, _ := b.kv.census(time.Now())
-		return live == 2 && !b.kv.synced.IsZero() && time.Since(b.kv.synced) > testTTL/3
+		live, _ := b.kv.c.census(time.Now())
+		return live == 2 && !b.kv.c.synced.IsZero() && time.Since(b.kv.c.synced) > testTTL/3
 	})
 	if g.owners()["u"] != "a" {
 		t.Fatalf("owners %v", g.owners())

@@ -23,6 +23,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/embedded"
 	"github.com/uagate/gateway/bridge/lease"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
@@ -74,10 +75,10 @@ type runtime struct {
 	apiSessions map[string]*client.ManagedSession // sessions of endpoints without writer groups (rt.mu)
 
 	// resume keeps each writer group's resume state in the state directory
-	// (restart without loss, bridge/resume.go).
-	resume *lease.FileStore
+	// (restart without loss, bridge/resume).
+	resume *resume.FileStore
 	// scale, with scaleOut enabled, decides which writer groups run here
-	// (scaleout.go); it is their ResumeStore.
+	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
 	scaleConn *nats.Conn
 	onState   func(m *client.ManagedSession, st client.State, err error)
@@ -157,7 +158,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, opts runtimeOptions) 
 	if err := os.MkdirAll(cfg.Gateway.StateDir, 0o700); err != nil {
 		return rt, fmt.Errorf("gateway.stateDir: %w", err)
 	}
-	if rt.resume, err = lease.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
+	if rt.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
 		return rt, fmt.Errorf("gateway.stateDir: %w", err)
 	}
 	if err := rt.startEmbedded(ctx, cfg); err != nil {
