@@ -229,8 +229,9 @@ func (c *core) setUnits(names []string) {
 }
 
 // observe takes a key's revision into the view (value nil with deleted);
-// it reports whether the key became free (deleted or released), which is
-// worth a decision at once.
+// it reports whether a decision is worth taking at once: the key became
+// free (deleted or released), or a lease this replica holds was written by
+// someone else (lost: halted without waiting for the next renewal to fail).
 func (c *core) observe(key string, rev uint64, deleted bool, value []byte, now time.Time) bool {
 	if old := c.view[key]; old != nil && old.rev >= rev {
 		return false // a watcher started again delivers what it had
@@ -240,7 +241,32 @@ func (c *core) observe(key string, rev uint64, deleted bool, value []byte, now t
 		s.bad = true
 	}
 	c.view[key] = s
+	c.checkDuplicate(s)
+	if u := c.keys[key]; u != nil && (u.phase == unitHeld || u.phase == unitReleasing) && rev > u.rev &&
+		(s.deleted || s.bad || s.val.Instance != c.instance || s.val.Term != u.term) {
+		c.lost(u, now)
+		return true
+	}
 	return s.deleted || s.val.Released
+}
+
+// checkDuplicate notes a write with this replica id by another process
+// after this one's first presence: revisions are the bucket's sequence,
+// ordered across keys, so it is a live duplicate, not an earlier life.
+func (c *core) checkDuplicate(s *seen) {
+	if c.dup == "" && c.firstPres != 0 && !s.deleted && !s.bad && s.val.Replica == c.id && s.val.Instance != c.instance && s.rev > c.firstPres {
+		c.dup = s.val.Instance
+	}
+}
+
+// lost fences a holding someone else wrote: Halt by a third of a TTL, or
+// by t0 + stopAfter when that is sooner.
+func (c *core) lost(u *unit, now time.Time) {
+	u.phase, u.why = unitFenced, whyLost
+	u.deadline = now.Add(renewEvery(c.ttl))
+	if d := u.lastOK.Add(stopAfter(c.ttl)); d.Before(u.deadline) {
+		u.deadline = d
+	}
 }
 
 // markSynced notes that the view holds the whole bucket.
@@ -420,11 +446,14 @@ func (c *core) halted(name string, final *client.ResumeState, now time.Time) {
 func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 	if a.kind == actPresence {
 		if o == written {
-			first := c.firstPres == 0
-			if first {
-				c.firstPres = rev
+			if c.firstPres != 0 {
+				return false
 			}
-			return first
+			c.firstPres = rev
+			for _, s := range c.view { // seen before this write's answer
+				c.checkDuplicate(s)
+			}
+			return true
 		}
 		return false
 	}
@@ -461,11 +490,7 @@ func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 			u.rev, u.lastWrite = rev, time.Time{} // write again at once
 			return true
 		case conflict:
-			u.phase, u.why = unitFenced, whyLost
-			u.deadline = a.at.Add(renewEvery(c.ttl))
-			if d := u.lastOK.Add(stopAfter(c.ttl)); d.Before(u.deadline) {
-				u.deadline = d
-			}
+			c.lost(u, a.at)
 			return true
 		}
 	case actRelease:
@@ -520,17 +545,6 @@ func (c *core) presenceAction(now time.Time, out []action) []action {
 	for _, u := range c.units {
 		if u.phase == unitHeld {
 			held++
-		}
-	}
-	if c.dup == "" && c.firstPres != 0 {
-		// Revisions are the bucket's sequence, ordered across keys: a
-		// write with this replica id by another process after this one's
-		// first presence is a live duplicate, not an earlier life.
-		for _, s := range c.view {
-			if !s.deleted && !s.bad && s.val.Replica == c.id && s.val.Instance != c.instance && s.rev > c.firstPres {
-				c.dup = s.val.Instance
-				break
-			}
 		}
 	}
 	if c.dup != "" {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/internal/brokertest"
@@ -359,6 +361,117 @@ func TestKVFencedUnitComesBack(t *testing.T) {
 	waitFor(t, 3*testTTL, "a fenced", func() bool { return g.count("a") == 0 })
 	ns.Start()
 	waitFor(t, 20*time.Second, "a serves u again", func() bool { return g.owners()["u"] == "a" })
+	g.check(t)
+}
+
+// leaseRenewed reads a unit's lease through a connection of the test's own:
+// who holds it and when its holder last renewed it (by the holder's clock,
+// this machine's).
+func leaseRenewed(t *testing.T, kv jetstream.KeyValue, unit string) (string, time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e, err := kv.Get(ctx, unitKey(unit))
+	if err != nil {
+		return "", time.Time{}
+	}
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Released {
+		return "", time.Time{}
+	}
+	return v.Replica, v.Renewed
+}
+
+func openBucket(t *testing.T, url string) jetstream.KeyValue {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// TestKVSlowServe: a Handler whose Serve of one unit waits 3 TTL (a runtime
+// busy elsewhere) holds up neither the renewals of the replica's leases nor
+// the balance: every lease is renewed past any expiry while that Serve
+// waits, a second replica gets only what the first releases (never a unit
+// the first serves), and the only halts are the two releases to balance.
+func TestKVSlowServe(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	ha := &handler{id: "a", g: g, final: map[string]*client.ResumeState{}, slow: map[string]time.Duration{"g0": 3 * testTTL}}
+	startReplicaWith(t, ns.URL(), ha, fourUnits)
+	waitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
+		return g.count("a") == 3 && ha.inSlow.Load() == 1
+	})
+	slowSince := time.Now()
+	bucket := openBucket(t, ns.URL())
+	waitFor(t, 2*testTTL, "a renews every lease past any expiry while Serve(g0) waits", func() bool {
+		for _, u := range fourUnits {
+			holder, renewed := leaseRenewed(t, bucket, u)
+			if holder != "a" || !renewed.After(slowSince.Add(expireAfter(testTTL))) {
+				return false
+			}
+		}
+		return true
+	})
+	if ha.inSlow.Load() != 1 {
+		t.Fatal("Serve(g0) returned before the check: the test did not check what it says")
+	}
+	g.mu.Lock()
+	halts := len(g.halts)
+	g.mu.Unlock()
+	if halts != 0 {
+		t.Fatalf("%d halts while a was renewing", halts)
+	}
+	startReplica(t, ns.URL(), "b", g, fourUnits)
+	waitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
+	g.mu.Lock()
+	halts = 0
+	for _, n := range g.halts {
+		halts += n
+	}
+	g.mu.Unlock()
+	if halts != 2 {
+		t.Errorf("%d halts to go from 4/0 to 2/2, want 2 (the releases; no fencing)", halts)
+	}
+	g.check(t)
+}
+
+// TestKVSlowServeFencing: the replica's connection is cut while its Serve of
+// g0 waits: it fences its other units in time all the same; another replica
+// takes all four over once they expire, and the Serve of g0, returning
+// after that, does not start it (its context is done).
+func TestKVSlowServeFencing(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	ha := &handler{id: "a", g: g, final: map[string]*client.ResumeState{}, slow: map[string]time.Duration{"g0": 3 * testTTL}}
+	a := startReplicaWith(t, ns.URL(), ha, fourUnits)
+	waitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
+		return g.count("a") == 3 && ha.inSlow.Load() == 1
+	})
+	a.crash()
+	waitFor(t, 2*testTTL, "a fences g1..g3", func() bool { return g.count("a") == 0 })
+	if ha.inSlow.Load() != 1 {
+		t.Fatal("Serve(g0) returned before the fencing: the test did not check what it says")
+	}
+	startReplica(t, ns.URL(), "b", g, fourUnits)
+	waitFor(t, 10*testTTL, "b serves the four units", func() bool { return g.count("b") == 4 })
+	waitFor(t, 3*testTTL, "a's Serve of g0 returns", func() bool { return ha.slowDone.Load() == 1 })
+	if own := g.owners(); own["g0"] != "b" {
+		t.Errorf("g0 served by %q after a's Serve returned", own["g0"])
+	}
 	g.check(t)
 }
 
