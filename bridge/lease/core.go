@@ -242,7 +242,7 @@ func (c *core) observe(key string, rev uint64, deleted bool, value []byte, now t
 	}
 	c.view[key] = s
 	c.checkDuplicate(s)
-	if u := c.keys[key]; u != nil && (u.phase == unitHeld || u.phase == unitReleasing) && rev > u.rev &&
+	if u := c.keys[key]; u != nil && (u.phase == unitHeld || u.phase == unitReleasing) && !u.halted && rev > u.rev &&
 		(s.deleted || s.bad || s.val.Instance != c.instance || s.val.Term != u.term) {
 		c.lost(u, now)
 		return true
