@@ -317,15 +317,22 @@ func TestCoreFencing(t *testing.T) {
 	}
 }
 
+// holdingTwo is a core holding u0 (revision 20) and u1 (21), acquired at
+// t1 = t0 + TTL.
+func holdingTwo(t *testing.T) (*core, time.Time) {
+	k := startedCore("u0", "u1")
+	t1 := t0.Add(simTTL)
+	held(t, k, "u0", t1, 20)
+	held(t, k, "u1", t1, 21)
+	return k, t1
+}
+
 // TestCoreLostAndRelease: a renewal refused because another wrote the key
 // halts at once (by a third of a TTL); a release keeps renewing until its
 // Halt returns, then writes the release with the final resume state.
 func TestCoreLostAndRelease(t *testing.T) {
 	T := simTTL
-	k := startedCore("u0", "u1")
-	t1 := t0.Add(T)
-	held(t, k, "u0", t1, 20)
-	held(t, k, "u1", t1, 21)
+	k, t1 := holdingTwo(t)
 	k.decide(t1, true)
 	at := t1.Add(T / 3)
 	for _, x := range k.decide(at, true) {
@@ -377,10 +384,7 @@ func TestCoreLostAndRelease(t *testing.T) {
 // it back while it is fresh, and takes it again once nobody has for a TTL.
 func TestCoreBalanceRelease(t *testing.T) {
 	T := simTTL
-	k := startedCore("u0", "u1")
-	t1 := t0.Add(T)
-	held(t, k, "u0", t1, 20)
-	held(t, k, "u1", t1, 21)
+	k, t1 := holdingTwo(t)
 	rev := uint64(30)
 	live := func(at time.Time) { // b's presence, renewed
 		rev++
