@@ -55,25 +55,25 @@ const (
 )
 
 type unit struct {
-	name, key string
-	wanted    bool // in the configuration
-	phase     phase
-	served    bool // Serve sent for this holding
-	halting   bool // Halt sent
-	halted    bool // Halt returned
-	releasing bool // releasing: the release write is out
-	remove    bool // releasing: delete the key (the unit is no longer configured)
-	why       string
-	rev       uint64    // revision of this replica's last write
-	term      uint64    // of the acquisition that wrote rev
-	acquired  time.Time // local
-	lastOK    time.Time // t0: when the last successful write was decided
-	lastWrite time.Time // when the last write was decided
-	deadline  time.Time // fenced: Halt's deadline
-	rec       *resume.Record
-	recGen    uint64 // bumped by saveResume
-	wroteGen  uint64 // recGen of the last successful write
-	freeSince time.Time
+	name, key  string
+	wanted     bool // in the configuration
+	phase      phase
+	served     bool // Serve sent for this holding
+	halting    bool // Halt sent
+	halted     bool // Halt returned
+	releaseOut bool // releasing: the release write is out
+	remove     bool // releasing: delete the key (the unit is no longer configured)
+	why        string
+	rev        uint64    // revision of this replica's last write
+	term       uint64    // of the acquisition that wrote rev
+	acquired   time.Time // local
+	lastOK     time.Time // t0: when the last successful write was decided
+	lastWrite  time.Time // when the last write was decided
+	deadline   time.Time // fenced: Halt's deadline
+	rec        *resume.Record
+	recGen     uint64 // bumped by saveResume
+	wroteGen   uint64 // recGen of the last successful write
+	freeSince  time.Time
 	// releasedAt: when this replica gave it up to balance; it does not take
 	// it back for a TTL (unless nobody else does).
 	releasedAt time.Time
@@ -82,7 +82,7 @@ type unit struct {
 // reset forgets a holding: the unit is free.
 func (u *unit) reset() {
 	u.phase = unitFree
-	u.served, u.halting, u.halted, u.releasing, u.remove = false, false, false, false, false
+	u.served, u.halting, u.halted, u.releaseOut, u.remove = false, false, false, false, false
 	u.why = ""
 	u.deadline = time.Time{}
 }
@@ -342,8 +342,8 @@ func (c *core) decide(now time.Time, acquire bool) []action {
 				u.lastWrite = now
 				out = append(out, action{kind: actRenew, unit: u.name, key: u.key, rev: u.rev, term: u.term, gen: u.recGen, value: c.value(u, now), at: now})
 			}
-		case u.phase == unitReleasing && u.halted && !u.releasing:
-			u.releasing = true
+		case u.phase == unitReleasing && u.halted && !u.releaseOut:
+			u.releaseOut = true
 			v := c.value(u, now)
 			v.Released, v.Expires = true, now
 			out = append(out, action{kind: actRelease, unit: u.name, key: u.key, rev: u.rev, term: u.term, remove: u.remove, value: v, at: now})
