@@ -121,10 +121,10 @@
 //
 // # Restart without loss (resume.go)
 //
-// With Options.Resume (a ResumeStore: the state file of bridge/lease in the
-// runtime) a group keeps its subscription's client.ResumeState and a
-// fingerprint of its items, saved after Start and every ResumeInterval when
-// it changed (never per notification). The next Start with the same items
+// With Options.Resume (a resume.Store: bridge/resume's state files, or the
+// leases of bridge/lease under scale-out) a group keeps its subscription's
+// client.ResumeState and a fingerprint of its items, saved after Start and
+// every ResumeInterval when it changed (never per notification). The next Start with the same items
 // resumes: the client transfers the subscription and republishes what was
 // not acknowledged. Those messages are counted (GroupStats.Redelivered) and
 // their NetworkMessages carry a MessageId starting with RedeliveredPrefix

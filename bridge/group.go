@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/client"
@@ -73,7 +74,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Resume, when set, keeps the subscription's resume state so that a
 	// restart (or another replica) takes the subscription over (resume.go).
-	Resume ResumeStore
+	Resume resume.Store
 	// ResumeInterval is how often a changed resume state is saved; default
 	// DefaultResumeInterval.
 	ResumeInterval time.Duration
@@ -236,7 +237,7 @@ type WriterGroup struct {
 	fieldKeep  bool        // per-field messages are retained
 	tr         *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
-	resume      ResumeStore // nil: none
+	resume      resume.Store // nil: none
 	resumeEvery time.Duration
 	fingerprint string              // of the items asked for at Start
 	serverStart int64               // the server's StartTime at Start, 0 when unknown

@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
 // Restart without loss (and takeover by another replica).
 //
-// A writer group with a ResumeStore (Options.Resume) keeps there what it
+// A writer group with a resume.Store (Options.Resume) keeps there what it
 // takes to resume its subscription: the client's ResumeState (subscription
 // id, the monitored items' server ids by client handle, the last
 // acknowledged sequence number) and a fingerprint of the items it asked for,
@@ -38,28 +39,6 @@ const RedeliveredPrefix = "redelivered-"
 
 // DefaultResumeInterval is how often a changed resume record is saved.
 const DefaultResumeInterval = time.Second
-
-// ResumeRecord is what a ResumeStore keeps per writer group.
-type ResumeRecord struct {
-	// Fingerprint of the group's monitored items, in handle order.
-	Fingerprint string `json:"fingerprint"`
-	// ServerStart is the server's ServerStatus.StartTime (UA DateTime) when
-	// the record was saved: a server that restarted numbers its
-	// subscriptions anew, and an id from before could name another one.
-	ServerStart int64              `json:"serverStart"`
-	State       client.ResumeState `json:"state"`
-	Saved       time.Time          `json:"saved"`
-}
-
-// ResumeStore keeps writer groups' resume records: a state file (a restart),
-// or a lease in a shared store (another replica takes over). Its methods may
-// be called from any goroutine. Save may keep r, but must not modify
-// r.State.Items: the slice is the client's, shared by every record saved
-// while the items stay as they are (client.Subscription.ResumeState).
-type ResumeStore interface {
-	LoadResume(group string) (ResumeRecord, bool, error)
-	SaveResume(group string, r ResumeRecord) error
-}
 
 // itemsFingerprint names the items reqs ask for, in order.
 func itemsFingerprint(reqs []client.ItemRequest, defaults *client.ItemOptions) string {
@@ -157,7 +136,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	} else if st, ok = sub.ResumeState(); !ok {
 		return false
 	}
-	rec := ResumeRecord{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
+	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
 	if err := g.resume.SaveResume(g.cfg.Name, rec); err != nil {
 		if time.Since(time.Unix(0, g.lastLog.Load())) > 10*time.Second {
 			g.lastLog.Store(time.Now().UnixNano())

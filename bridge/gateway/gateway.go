@@ -21,6 +21,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/embedded"
 	"github.com/uagate/gateway/bridge/lease"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
@@ -74,9 +75,9 @@ type Gateway struct {
 
 	// resume keeps each writer group's resume state in the state directory
 	// (restart without loss).
-	resume *lease.FileStore
+	resume *resume.FileStore
 	// scale, with scaleOut enabled, decides which writer groups run here
-	// (scaleout.go); it is their ResumeStore.
+	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
 	scaleConn *nats.Conn
 
@@ -213,7 +214,7 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(cfg.Gateway.StateDir, 0o700); err != nil {
 		return fmt.Errorf("gateway.stateDir: %w", err)
 	}
-	if gw.resume, err = lease.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
+	if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
 		return fmt.Errorf("gateway.stateDir: %w", err)
 	}
 	if err := gw.startEmbedded(ctx, cfg); err != nil {

@@ -204,7 +204,7 @@ type servedUnits struct {
 	served int
 }
 
-func (s *servedUnits) Serve(string) {
+func (s *servedUnits) Serve(context.Context, string) {
 	s.mu.Lock()
 	s.served++
 	s.mu.Unlock()

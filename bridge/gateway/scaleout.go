@@ -18,7 +18,7 @@ import (
 // groups itself; a lease.KV takes the leases of some of them in the NATS
 // bucket and calls scaleHandler to serve those (Serve: the group and its
 // session are made and started as without scale-out, with the KV as their
-// ResumeStore) and to stop them (Halt: the session is detached, keeping the
+// resume.Store) and to stop them (Halt: the session is detached, keeping the
 // upstream subscription for the next holder, then the group stops). Every
 // replica runs the same configuration; a reload that adds, removes or changes
 // writer groups tells the KV the new list and recreates the changed groups
@@ -35,12 +35,12 @@ import (
 // scaleHandler is the runtime's lease.Handler.
 type scaleHandler struct{ gw *Gateway }
 
-// Serve starts a writer group this replica now holds. It does no OPC UA
-// work itself (the group starts in the background) and takes gw.mu only for
-// memory operations, so the lease loop that calls it is not held up.
-func (h scaleHandler) Serve(name string) {
+// Serve starts a writer group this replica now holds, unless the holding
+// ended meanwhile (ctx is done). It does no OPC UA work itself (the group
+// starts in the background) and takes gw.mu only for memory operations.
+func (h scaleHandler) Serve(ctx context.Context, name string) {
 	gw := h.gw
-	if gw.ctx.Err() != nil {
+	if gw.ctx.Err() != nil || ctx.Err() != nil {
 		return
 	}
 	cfg := gw.Config()

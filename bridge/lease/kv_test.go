@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,12 +11,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/client"
 )
@@ -66,11 +69,26 @@ type handler struct {
 	id    string
 	g     *ledger
 	final map[string]*client.ResumeState // returned by Halt
+	// slow: Serve of these units first waits this long, as one waiting
+	// for a runtime busy elsewhere; it then serves unless ctx is done.
+	slow     map[string]time.Duration
+	inSlow   atomic.Int32 // Serves waiting
+	slowDone atomic.Int32 // slow Serves returned
 }
 
-func (h *handler) Serve(unit string) {
+func (h *handler) Serve(ctx context.Context, unit string) {
+	if d := h.slow[unit]; d > 0 {
+		h.inSlow.Add(1)
+		t := time.NewTimer(d)
+		<-t.C
+		h.inSlow.Add(-1)
+		defer h.slowDone.Add(1)
+	}
 	h.g.mu.Lock()
 	defer h.g.mu.Unlock()
+	if ctx.Err() != nil {
+		return // the holding ended meanwhile
+	}
 	if o, ok := h.g.serving[unit]; ok {
 		h.g.violations = append(h.g.violations, fmt.Sprintf("%s serves %s while %s does", h.id, unit, o))
 	}
@@ -106,11 +124,16 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func startReplica(t *testing.T, url, id string, g *ledger, units []string) *replica {
 	t.Helper()
+	return startReplicaWith(t, url, &handler{id: id, g: g, final: map[string]*client.ResumeState{}}, units)
+}
+
+func startReplicaWith(t *testing.T, url string, h *handler, units []string) *replica {
+	t.Helper()
+	id := h.id
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &handler{id: id, g: g, final: map[string]*client.ResumeState{}}
 	kv, err := NewKV(KVConfig{Conn: nc, Bucket: "leases", TTL: testTTL, ReplicaID: id, Logger: testLogger(t)}, h)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +261,7 @@ func TestKVGracefulHandover(t *testing.T) {
 	waitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
 	// The group saves its record; at the halt the final state (later
 	// acknowledgements) replaces its State.
-	rec := bridge.ResumeRecord{Fingerprint: "fp", ServerStart: 7, State: client.ResumeState{SubscriptionID: 5, LastAcked: 10, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}}
+	rec := resume.Record{Fingerprint: "fp", ServerStart: 7, State: client.ResumeState{SubscriptionID: 5, LastAcked: 10, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}}
 	if err := a.kv.SaveResume("u", rec); err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +272,8 @@ func TestKVGracefulHandover(t *testing.T) {
 	waitFor(t, 10*time.Second, "b counts a", func() bool {
 		b.kv.mu.Lock()
 		defer b.kv.mu.Unlock()
-		live, _ := b.kv.census(time.Now())
-		return live == 2 && !b.kv.synced.IsZero() && time.Since(b.kv.synced) > testTTL/3
+		live, _ := b.kv.c.census(time.Now())
+		return live == 2 && !b.kv.c.synced.IsZero() && time.Since(b.kv.c.synced) > testTTL/3
 	})
 	if g.owners()["u"] != "a" {
 		t.Fatalf("owners %v", g.owners())
@@ -338,6 +361,117 @@ func TestKVFencedUnitComesBack(t *testing.T) {
 	waitFor(t, 3*testTTL, "a fenced", func() bool { return g.count("a") == 0 })
 	ns.Start()
 	waitFor(t, 20*time.Second, "a serves u again", func() bool { return g.owners()["u"] == "a" })
+	g.check(t)
+}
+
+// leaseRenewed reads a unit's lease through a connection of the test's own:
+// who holds it and when its holder last renewed it (by the holder's clock,
+// this machine's).
+func leaseRenewed(t *testing.T, kv jetstream.KeyValue, unit string) (string, time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e, err := kv.Get(ctx, unitKey(unit))
+	if err != nil {
+		return "", time.Time{}
+	}
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Released {
+		return "", time.Time{}
+	}
+	return v.Replica, v.Renewed
+}
+
+func openBucket(t *testing.T, url string) jetstream.KeyValue {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// TestKVSlowServe: a Handler whose Serve of one unit waits 3 TTL (a runtime
+// busy elsewhere) holds up neither the renewals of the replica's leases nor
+// the balance: every lease is renewed past any expiry while that Serve
+// waits, a second replica gets only what the first releases (never a unit
+// the first serves), and the only halts are the two releases to balance.
+func TestKVSlowServe(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	ha := &handler{id: "a", g: g, final: map[string]*client.ResumeState{}, slow: map[string]time.Duration{"g0": 3 * testTTL}}
+	startReplicaWith(t, ns.URL(), ha, fourUnits)
+	waitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
+		return g.count("a") == 3 && ha.inSlow.Load() == 1
+	})
+	slowSince := time.Now()
+	bucket := openBucket(t, ns.URL())
+	waitFor(t, 2*testTTL, "a renews every lease past any expiry while Serve(g0) waits", func() bool {
+		for _, u := range fourUnits {
+			holder, renewed := leaseRenewed(t, bucket, u)
+			if holder != "a" || !renewed.After(slowSince.Add(expireAfter(testTTL))) {
+				return false
+			}
+		}
+		return true
+	})
+	if ha.inSlow.Load() != 1 {
+		t.Fatal("Serve(g0) returned before the check: the test did not check what it says")
+	}
+	g.mu.Lock()
+	halts := len(g.halts)
+	g.mu.Unlock()
+	if halts != 0 {
+		t.Fatalf("%d halts while a was renewing", halts)
+	}
+	startReplica(t, ns.URL(), "b", g, fourUnits)
+	waitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
+	g.mu.Lock()
+	halts = 0
+	for _, n := range g.halts {
+		halts += n
+	}
+	g.mu.Unlock()
+	if halts != 2 {
+		t.Errorf("%d halts to go from 4/0 to 2/2, want 2 (the releases; no fencing)", halts)
+	}
+	g.check(t)
+}
+
+// TestKVSlowServeFencing: the replica's connection is cut while its Serve of
+// g0 waits: it fences its other units in time all the same; another replica
+// takes all four over once they expire, and the Serve of g0, returning
+// after that, does not start it (its context is done).
+func TestKVSlowServeFencing(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	ha := &handler{id: "a", g: g, final: map[string]*client.ResumeState{}, slow: map[string]time.Duration{"g0": 3 * testTTL}}
+	a := startReplicaWith(t, ns.URL(), ha, fourUnits)
+	waitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
+		return g.count("a") == 3 && ha.inSlow.Load() == 1
+	})
+	a.crash()
+	waitFor(t, 2*testTTL, "a fences g1..g3", func() bool { return g.count("a") == 0 })
+	if ha.inSlow.Load() != 1 {
+		t.Fatal("Serve(g0) returned before the fencing: the test did not check what it says")
+	}
+	startReplica(t, ns.URL(), "b", g, fourUnits)
+	waitFor(t, 10*testTTL, "b serves the four units", func() bool { return g.count("b") == 4 })
+	waitFor(t, 3*testTTL, "a's Serve of g0 returns", func() bool { return ha.slowDone.Load() == 1 })
+	if own := g.owners(); own["g0"] != "b" {
+		t.Errorf("g0 served by %q after a's Serve returned", own["g0"])
+	}
 	g.check(t)
 }
 

@@ -1,4 +1,4 @@
-package lease
+package resume
 
 import (
 	"os"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/uastack/client"
 )
 
@@ -19,7 +18,7 @@ func TestFileStore(t *testing.T) {
 	if _, ok, err := f.LoadResume("g/1"); ok || err != nil {
 		t.Fatalf("empty store: %v %v", ok, err)
 	}
-	rec := bridge.ResumeRecord{Fingerprint: "fp", Saved: time.Unix(100, 0).UTC(), State: client.ResumeState{
+	rec := Record{Fingerprint: "fp", Saved: time.Unix(100, 0).UTC(), State: client.ResumeState{
 		SubscriptionID: 7, LastAcked: 41, Items: []client.ResumeItem{{Handle: 1, ServerID: 100}, {Handle: 2, ServerID: 101}},
 	}}
 	if err := f.SaveResume("g/1", rec); err != nil {

@@ -1,4 +1,4 @@
-package lease
+package resume
 
 import (
 	"encoding/json"
@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-
-	"github.com/uagate/gateway/bridge"
 )
 
 // maxRecordSize bounds a resume record read back (a million items take
@@ -29,7 +27,7 @@ type FileStore struct {
 // NewFileStore makes the directory if needed.
 func NewFileStore(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("lease: resume state directory: %w", err)
+		return nil, fmt.Errorf("resume: the state directory: %w", err)
 	}
 	return &FileStore{Dir: dir}, nil
 }
@@ -40,35 +38,35 @@ func (f *FileStore) path(group string) string {
 	return filepath.Join(f.Dir, url.PathEscape(group)+".json")
 }
 
-// LoadResume implements bridge.ResumeStore.
-func (f *FileStore) LoadResume(group string) (bridge.ResumeRecord, bool, error) {
-	var rec bridge.ResumeRecord
+// LoadResume implements Store.
+func (f *FileStore) LoadResume(group string) (Record, bool, error) {
+	var rec Record
 	p := f.path(group)
 	fi, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rec, false, nil
 	}
 	if err != nil {
-		return rec, false, fmt.Errorf("lease: %w", err)
+		return rec, false, fmt.Errorf("resume: %w", err)
 	}
 	if fi.Size() > maxRecordSize {
-		return rec, false, fmt.Errorf("lease: %s: %d bytes, more than %d", p, fi.Size(), maxRecordSize)
+		return rec, false, fmt.Errorf("resume: %s: %d bytes, more than %d", p, fi.Size(), maxRecordSize)
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return rec, false, fmt.Errorf("lease: %w", err)
+		return rec, false, fmt.Errorf("resume: %w", err)
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec, false, fmt.Errorf("lease: %s: %w", p, err)
+		return rec, false, fmt.Errorf("resume: %s: %w", p, err)
 	}
 	return rec, true, nil
 }
 
-// SaveResume implements bridge.ResumeStore.
-func (f *FileStore) SaveResume(group string, rec bridge.ResumeRecord) error {
+// SaveResume implements Store.
+func (f *FileStore) SaveResume(group string, rec Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("lease: %w", err)
+		return fmt.Errorf("resume: %w", err)
 	}
 	return writeAtomic(f.path(group), b)
 }
@@ -86,13 +84,13 @@ func writeAtomic(p string, b []byte) error {
 	dir := filepath.Dir(p)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".*")
 	if err != nil {
-		return fmt.Errorf("lease: %w", err)
+		return fmt.Errorf("resume: %w", err)
 	}
 	name := tmp.Name()
 	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(name)
-		return fmt.Errorf("lease: writing %s: %w", p, err)
+		return fmt.Errorf("resume: writing %s: %w", p, err)
 	}
 	if _, err := tmp.Write(b); err != nil {
 		return fail(err)
@@ -102,11 +100,11 @@ func writeAtomic(p string, b []byte) error {
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(name)
-		return fmt.Errorf("lease: writing %s: %w", p, err)
+		return fmt.Errorf("resume: writing %s: %w", p, err)
 	}
 	if err := os.Rename(name, p); err != nil {
 		os.Remove(name)
-		return fmt.Errorf("lease: writing %s: %w", p, err)
+		return fmt.Errorf("resume: writing %s: %w", p, err)
 	}
 	// The rename is durable once the directory is.
 	if d, err := os.Open(dir); err == nil {

@@ -1,0 +1,13 @@
+// Package resume holds what a writer group needs to resume its OPC UA
+// subscription after a restart, or on another replica: the Record (the
+// client's ResumeState and a fingerprint of the group's items), the Store
+// interface a group saves it through, and FileStore, the state directory's
+// store (one JSON file per group, written atomically).
+//
+// bridge (the writer group) saves and loads records; bridge/lease's KV is
+// the Store of a scaled-out gateway (the record travels in the lease's
+// value). Both import this package; it imports neither.
+//
+// Ownership: a Store keeps nothing of a record it is given that it could
+// modify; the record's item list is the client's and shared (see Store).
+package resume

@@ -1,0 +1,29 @@
+package resume
+
+import (
+	"time"
+
+	"github.com/uagate/gateway/uastack/client"
+)
+
+// Record is what a Store keeps per writer group.
+type Record struct {
+	// Fingerprint of the group's monitored items, in handle order.
+	Fingerprint string `json:"fingerprint"`
+	// ServerStart is the server's ServerStatus.StartTime (UA DateTime) when
+	// the record was saved: a server that restarted numbers its
+	// subscriptions anew, and an id from before could name another one.
+	ServerStart int64              `json:"serverStart"`
+	State       client.ResumeState `json:"state"`
+	Saved       time.Time          `json:"saved"`
+}
+
+// Store keeps writer groups' resume records: a state file (a restart), or a
+// lease in a shared store (another replica takes over). Its methods may be
+// called from any goroutine. Save may keep r, but must not modify
+// r.State.Items: the slice is the client's, shared by every record saved
+// while the items stay as they are (client.Subscription.ResumeState).
+type Store interface {
+	LoadResume(group string) (Record, bool, error)
+	SaveResume(group string, r Record) error
+}
