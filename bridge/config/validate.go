@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -530,7 +529,7 @@ func (c *Config) validateSinks(v *validator) {
 			v.errorf(p+".qos", "%d: want 0, 1 or 2", *m.QoS)
 		}
 		g := checkDelivery(v, p+".delivery", m.Delivery)
-		if g == sink.AtLeastOnce && m.QoS != nil && *m.QoS == 0 {
+		if g == AtLeastOnce && m.QoS != nil && *m.QoS == 0 {
 			v.errorf(p+".qos", "0 has no acknowledgement: at-least-once needs qos 1 or 2")
 		}
 		if m.Password.IsSet() && m.Username == "" {
@@ -557,7 +556,7 @@ func (c *Config) validateSinks(v *validator) {
 			v.errorf(p+".url", "%s needs the embedded NATS server, which embedded.nats.enabled switches off", EmbeddedNATSURL)
 		}
 		g := checkDelivery(v, p+".delivery", n.Delivery)
-		if g == sink.AtLeastOnce && n.JetStream == nil {
+		if g == AtLeastOnce && n.JetStream == nil {
 			v.errorf(p+".delivery.guarantee", "at-least-once needs jetStream: core NATS does not acknowledge")
 		}
 		auth := 0
@@ -634,14 +633,14 @@ func checkTLS(v *validator, p string, t *TLS) {
 }
 
 // checkDelivery checks a sink's delivery settings and returns its guarantee.
-func checkDelivery(v *validator, p string, d Delivery) sink.Guarantee {
-	g, err := sink.ParseGuarantee(d.Guarantee)
+func checkDelivery(v *validator, p string, d Delivery) Guarantee {
+	g, err := ParseGuarantee(string(d.Guarantee))
 	if err != nil {
-		v.errorf(p+".guarantee", "%q: want at-most-once or at-least-once", d.Guarantee)
+		v.errorf(p+".guarantee", "%v", err)
 	}
-	pol, err := sink.ParsePolicy(d.Policy)
+	pol, err := ParsePolicy(string(d.Policy))
 	if err != nil {
-		v.errorf(p+".policy", "%q: want block or drop-oldest", d.Policy)
+		v.errorf(p+".policy", "%v", err)
 	}
 	if d.QueueSize < 1 || d.QueueSize > MaxSinkQueueSize {
 		v.errorf(p+".queueSize", "%d: want 1 to %d messages", d.QueueSize, MaxSinkQueueSize)
@@ -649,7 +648,7 @@ func checkDelivery(v *validator, p string, d Delivery) sink.Guarantee {
 	if d.QueueBytes < MinSinkQueueBytes || d.QueueBytes > MaxSinkQueueBytes {
 		v.errorf(p+".queueBytes", "%d: want %d to %d bytes", d.QueueBytes, MinSinkQueueBytes, MaxSinkQueueBytes)
 	}
-	if g == sink.AtLeastOnce && pol == sink.DropOldest {
+	if g == AtLeastOnce && pol == DropOldest {
 		v.warnf(p+".policy", "drop-oldest with at-least-once: a message dropped from a full queue is acknowledged upstream all the same, so at-least-once holds only while the queue has room")
 	}
 	return g
