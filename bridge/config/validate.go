@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -191,10 +192,29 @@ func checkName(v *validator, p, name string) {
 		v.errorf(p, "missing")
 		return
 	}
-	if i := strings.IndexFunc(name, func(r rune) bool {
-		return strings.ContainsRune("/+#*>", r) || r <= ' ' || r == 0x7f
-	}); i >= 0 {
+	if i := strings.IndexFunc(name, func(r rune) bool { return !NameRune(r) }); i >= 0 {
 		v.errorf(p, "%q: %q is not allowed in a name (it is a topic level: no / + # * > or white space)", name, name[i:i+1])
+	}
+}
+
+// NameRune reports whether r may be part of a name that becomes a topic
+// level or subject token (the publisher id, writer groups, writers): not an
+// MQTT or NATS wildcard or separator, white space or a control character.
+func NameRune(r rune) bool {
+	return !strings.ContainsRune("/+#*>", r) && r > ' ' && r != 0x7f
+}
+
+// UniqueName returns name, or name_2, name_3 … whichever is not taken: how
+// a name given twice is told apart (fields found by browsing, the parts OPC
+// Publisher's format names).
+func UniqueName(name string, taken func(string) bool) string {
+	if !taken(name) {
+		return name
+	}
+	for i := 2; ; i++ {
+		if n := name + "_" + strconv.Itoa(i); !taken(n) {
+			return n
+		}
 	}
 }
 
@@ -471,18 +491,25 @@ func (w *DataSetWriter) validate(v *validator, p string) {
 }
 
 func checkNode(v *validator, p, node string) {
+	if err := CheckNodeID(node); err != nil {
+		v.errorf(p, "%v", err)
+	}
+}
+
+// CheckNodeID checks the node id of a field; the error says what is wrong
+// with it.
+func CheckNodeID(node string) error {
 	if node == "" {
-		v.errorf(p, "missing: a node id such as ns=1;s=Demo.Counter")
-		return
+		return errors.New("missing: a node id such as ns=1;s=Demo.Counter")
 	}
 	x, err := ua.ParseExpandedNodeID(node)
 	if err != nil {
-		v.errorf(p, "%q is not a node id (want e.g. ns=1;s=Demo.Counter, i=2258 or nsu=<uri>;s=Name)", node)
-		return
+		return fmt.Errorf("%q is not a node id (want e.g. ns=1;s=Demo.Counter, i=2258 or nsu=<uri>;s=Name)", node)
 	}
 	if x.ServerIndex != 0 {
-		v.errorf(p, "%q is on another server (svr=): not supported", node)
+		return fmt.Errorf("%q is on another server (svr=): not supported", node)
 	}
+	return nil
 }
 
 // ParseDataType parses a data type filter of BrowseSelect: a built-in type
