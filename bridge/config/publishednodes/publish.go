@@ -274,11 +274,17 @@ func UnpublishAll(c *config.Config, r *Resolved) error {
 	return nil
 }
 
-// Replace sets the nodes of r's writer to r's (OPC Publisher's
-// AddOrUpdateEndpoints): the writer goes from every group of r's family,
-// then r is published; r without nodes only removes it.
-func Replace(c *config.Config, r *Resolved) []Issue {
-	if ep := r.FindEndpoint(c); ep != "" {
+// Replace sets the nodes of the entries' writers to theirs (OPC
+// Publisher's AddOrUpdateEndpoints): each writer's fields go from every
+// group of its family, then the entries are published, so that entries of
+// one writer add up as in a file (into the writer and group it had, when an
+// entry gives no interval). A writer left without nodes goes.
+func Replace(c *config.Config, rs ...*Resolved) []Issue {
+	for _, r := range rs {
+		ep := r.FindEndpoint(c)
+		if ep == "" {
+			continue
+		}
 		names := map[string]bool{}
 		if r.Writer != "" {
 			names[r.Writer] = true
@@ -290,14 +296,19 @@ func Replace(c *config.Config, r *Resolved) []Issue {
 		}
 		for _, gi := range family(c, ep, r.groupBase(ep)) {
 			g := &c.WriterGroups[gi]
-			g.Writers = slices.DeleteFunc(g.Writers, func(w config.DataSetWriter) bool { return names[w.Name] })
+			for wi := range g.Writers {
+				if names[g.Writers[wi].Name] {
+					g.Writers[wi].Fields = nil
+				}
+			}
 		}
-		DropEmpty(c)
 	}
-	if len(r.Nodes) == 0 {
-		return nil
+	var warns []Issue
+	for _, r := range rs {
+		warns = append(warns, Publish(c, r)...)
 	}
-	return Publish(c, r)
+	DropEmpty(c)
+	return warns
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
