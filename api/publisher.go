@@ -120,11 +120,20 @@ func pointer(path string) string {
 	return "/" + strings.NewReplacer("[", "/", "].", "/", "]", "", ".", "/").Replace(path)
 }
 
-// resolve maps an entry, refusing it with its first error.
+// resolve maps an entry, refusing it with its first error; names are held
+// to the API's length as everywhere in it.
 func resolve(prefix string, e *PublishedNodesEntry) (*publishednodes.Resolved, error) {
 	r, errs, _ := publishednodes.Resolve(e)
 	if len(errs) > 0 {
 		return nil, entryProblem(prefix, &errs[0])
+	}
+	for _, n := range []struct{ field, what, name string }{{"/DataSetWriterGroup", "writer group", r.Group}, {"/DataSetWriterId", "dataset writer", r.Writer}} {
+		if n.name == "" {
+			continue
+		}
+		if err := checkName(prefix+n.field, n.what, n.name); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

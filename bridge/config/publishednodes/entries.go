@@ -107,13 +107,10 @@ func OpcNodes(w *config.DataSetWriter) []OpcNode {
 			dn := !*f.DiscardOldest
 			n.DiscardNew = &dn
 		}
-		switch f.Trigger {
-		case config.TriggerStatus:
-			n.DataChangeTrigger = "Status"
-		case config.TriggerStatusValue:
-			n.DataChangeTrigger = "StatusValue"
-		case config.TriggerStatusValueTimestamp:
-			n.DataChangeTrigger = "StatusValueTimestamp"
+		for _, t := range triggers {
+			if t[1] == f.Trigger {
+				n.DataChangeTrigger = t[0]
+			}
 		}
 		switch f.Deadband.Type {
 		case config.DeadbandAbsolute, config.DeadbandPercent:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -293,16 +294,13 @@ func (is *issues) node(n *OpcNode, p string, defaults Node) (Node, bool) {
 		oldest := !*n.DiscardNew
 		f.DiscardOldest = &oldest
 	}
-	switch t := strings.TrimSpace(n.DataChangeTrigger); strings.ToLower(t) {
-	case "":
-	case "status":
-		f.Trigger = config.TriggerStatus
-	case "statusvalue":
-		f.Trigger = config.TriggerStatusValue
-	case "statusvaluetimestamp":
-		f.Trigger = config.TriggerStatusValueTimestamp
-	default:
-		is.errorf(p+".DataChangeTrigger", "%q: want Status, StatusValue or StatusValueTimestamp", t)
+	if t := strings.TrimSpace(n.DataChangeTrigger); t != "" {
+		i := slices.IndexFunc(triggers[:], func(x [2]string) bool { return strings.EqualFold(x[0], t) })
+		if i < 0 {
+			is.errorf(p+".DataChangeTrigger", "%q: want Status, StatusValue or StatusValueTimestamp", t)
+		} else {
+			f.Trigger = triggers[i][1]
+		}
 	}
 	is.deadband(n, p, f)
 	if n.EventFilter != nil {
@@ -311,6 +309,10 @@ func (is *issues) node(n *OpcNode, p string, defaults Node) (Node, bool) {
 	}
 	return out, true
 }
+
+// triggers are OPC Publisher's DataChangeTrigger names and ours.
+var triggers = [...][2]string{{"Status", config.TriggerStatus}, {"StatusValue", config.TriggerStatusValue},
+	{"StatusValueTimestamp", config.TriggerStatusValueTimestamp}}
 
 func (is *issues) deadband(n *OpcNode, p string, f *config.Field) {
 	t := strings.TrimSpace(n.DeadbandType)
