@@ -1,8 +1,12 @@
 package api
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/uagate/gateway/bridge/config"
 )
 
 // TestOPCPublisherAPI drives the configuration with OPC Publisher 2.9
@@ -16,17 +20,17 @@ func TestOPCPublisherAPI(t *testing.T) {
 	r := do(t, ts, "POST", "/v2/configuration/nodes", "", `{"EndpointUrl":"opc.tcp://plc7:4840","UseSecurity":false,
 		"DataSetWriterGroup":"hall","DataSetWriterId":"press","DataSetPublishingIntervalTimespan":"00:00:00.500",
 		"BatchSize":50,"MessagingMode":"PubSub",
-		"OpcNodes":[{"Id":"ns=2;s=Press.Force","DisplayName":"force","OpcSamplingInterval":100,"HeartbeatInterval":5000},
+		"OpcNodes":[{"Id":"ns=2;s=Press.Force","DisplayName":"force","OpcSamplingInterval":100,"HeartbeatInterval":5},
 			{"Id":"i=2258","DataSetFieldId":"time","QueueSize":3,"DiscardNew":true,"DeadbandType":"Absolute","DeadbandValue":0.5}]}`)
 	if r.status != 200 || string(r.body) != "{}\n" {
 		t.Fatalf("PublishNodes: %d %s", r.status, r.body)
 	}
 	c := b.Config()
-	if len(c.Endpoints) != 1 || c.Endpoints[0].Name != "plc7-4840" || c.Endpoints[0].SecurityMode != "None" {
+	if len(c.Endpoints) != 1 || c.Endpoints[0].Name != "plc7_4840" || c.Endpoints[0].SecurityMode != "None" {
 		t.Fatalf("endpoints %+v", c.Endpoints)
 	}
 	g := c.WriterGroups[0]
-	if g.Name != "hall" || g.Endpoint != "plc7-4840" || g.PublishingInterval.D() != 500*time.Millisecond || len(g.Writers) != 1 {
+	if g.Name != "hall" || g.Endpoint != "plc7_4840" || g.PublishingInterval.D() != 500*time.Millisecond || len(g.Writers) != 1 {
 		t.Fatalf("group %+v", g)
 	}
 	w := g.Writers[0]
@@ -47,7 +51,7 @@ func TestOPCPublisherAPI(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("third: %d %s", r.status, r.body)
 	}
-	if g := b.Config().WriterGroups[1]; g.Name != "plc8-4840" || g.Writers[0].Name != "2000" || g.PublishingInterval.D() != 2*time.Second {
+	if g := b.Config().WriterGroups[1]; g.Name != "plc8_4840" || g.Writers[0].Name != "2000" || g.PublishingInterval.D() != 2*time.Second {
 		t.Fatalf("defaults: %+v", g)
 	}
 
@@ -113,10 +117,16 @@ func TestOPCPublisherAPI(t *testing.T) {
 	if len(b.Config().Endpoints) != 2 {
 		t.Fatal("a refused AddOrUpdateEndpoints added an endpoint")
 	}
-	// A group name used for another endpoint is a conflict.
+	// A group name used for another endpoint makes a group of its own, as
+	// in a publishednodes.json (ours has one endpoint), found by the name.
 	r = do(t, ts, "POST", "/v2/configuration/nodes", "", `{"EndpointUrl":"opc.tcp://plc9:4840","DataSetWriterGroup":"hall","OpcNodes":[{"Id":"i=1"}]}`)
-	if p := r.problem(t); p.Status != 409 || p.Field != "/DataSetWriterGroup" {
-		t.Fatalf("group of another endpoint: %+v", p)
+	if g := b.Config().WriterGroups[len(b.Config().WriterGroups)-1]; r.status != 200 || g.Name != "hall_2" || g.Endpoint != "plc9_4840" {
+		t.Fatalf("group of another endpoint: %d %s %+v", r.status, r.body, g)
+	}
+	r = do(t, ts, "POST", "/v2/configuration/endpoints/list/nodes", "", `{"EndpointUrl":"opc.tcp://plc9:4840","DataSetWriterGroup":"hall"}`)
+	cn = ConfiguredNodesResponse{}
+	if r.decode(t, &cn); len(cn.OpcNodes) != 1 || cn.OpcNodes[0].ID != "i=1" {
+		t.Fatalf("nodes of hall on plc9: %s", r.body)
 	}
 	// Certificate user authentication cannot be honoured.
 	r = do(t, ts, "POST", "/v2/configuration/nodes", "", `{"EndpointUrl":"opc.tcp://plc9:4840","OpcAuthenticationMode":"Certificate","OpcNodes":[{"Id":"i=1"}]}`)
@@ -131,16 +141,83 @@ func TestOPCPublisherAPI(t *testing.T) {
 	}
 }
 
-func TestParseTimeSpan(t *testing.T) {
-	for in, want := range map[string]time.Duration{"00:00:01": time.Second, "00:00:00.250": 250 * time.Millisecond,
-		"01:02:03": time.Hour + 2*time.Minute + 3*time.Second, "1.00:00:00": 24 * time.Hour} {
-		if got, err := parseTimeSpan("x", in); err != nil || got != want {
-			t.Errorf("%s: %v %v", in, got, err)
+// samePublishedNodes are entries of OPC Publisher 2.9 that exercise the
+// mapping's rules: a group across two endpoints and two intervals, writers
+// named by default, TimeSpans, heartbeat seconds, a node given twice, two
+// nodes of one name, an event filter, the {uri}#{id} node form.
+const samePublishedNodes = `[
+  {"EndpointUrl": "opc.tcp://plc1:4840", "UseSecurity": false, "DataSetWriterGroup": "Line 1", "DataSetWriterId": "Press",
+   "DataSetPublishingInterval": 500, "DataSetSamplingInterval": 100, "DataSetKeyFrameCount": 5, "MessagingMode": "PubSub",
+   "OpcNodes": [
+     {"Id": "ns=2;s=Force", "DisplayName": "Force", "HeartbeatInterval": 30, "QueueSize": 4, "DiscardNew": true},
+     {"Id": "ns=2;s=Temp", "DataSetFieldId": "Force", "DeadbandType": "Percent", "DeadbandValue": 5, "DataChangeTrigger": "StatusValueTimestamp"},
+     {"Id": "ns=2;s=Speed", "OpcPublishingIntervalTimespan": "00:00:02", "OpcSamplingIntervalTimespan": "00:00:00.250"}]},
+  {"EndpointUrl": "opc.tcp://PLC1:4840/", "EndpointSecurityMode": "None", "DataSetWriterGroup": "Line 1", "DataSetWriterId": "Press",
+   "OpcNodes": [{"Id": "ns=2;s=Force", "DisplayName": "Force", "HeartbeatIntervalTimespan": "00:01:00"}, {"Id": "ns=2;s=Level"}]},
+  {"EndpointUrl": "opc.tcp://plc1:4840", "UseSecurity": true, "OpcAuthenticationMode": "UsernamePassword",
+   "OpcAuthenticationUsername": "op", "OpcAuthenticationPassword": "pw", "DataSetWriterGroup": "Line 1",
+   "OpcNodes": [{"Id": "http://example.com/plant/#s=Valve", "OpcPublishingInterval": 250}, {"ExpandedNodeId": "nsu=http://example.com/plant/;s=Pump"}]},
+  {"EndpointUrl": "opc.tcp://plc2.example:4841/UA", "EndpointSecurityMode": "Sign", "EndpointSecurityPolicy": "Basic256Sha256",
+   "OpcNodes": [{"Id": "i=2253", "DisplayName": "Events", "EventFilter": {"TypeDefinitionId": "ns=2;i=235",
+     "SelectClauses": [{"BrowsePath": ["EventId"]}, {"BrowsePath": ["/2:CycleId"]}]}}]}
+]`
+
+// TestOPCPublisherSameMapping feeds the same entries through a
+// publishednodes.json (config.Parse) and through the /v2 API, one
+// PublishNodes per entry and all at once in AddOrUpdateEndpoints: the
+// endpoints, writer groups, writers, fields and intervals are the same.
+func TestOPCPublisherSameMapping(t *testing.T) {
+	file, warns, err := config.Parse([]byte(samePublishedNodes), "publishednodes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warns) == 0 {
+		t.Error("no warnings: the renamed and split groups and the replaced node are warned")
+	}
+	model := func(c *config.Config) string {
+		return (&config.Config{Endpoints: c.Endpoints, WriterGroups: c.WriterGroups}).String()
+	}
+	want := model(file)
+	// What the file gives, spelled out where the two old mappings differed.
+	for _, s := range []string{
+		"name: plc1_4840\n", "name: plc1_4840_2\n", "name: plc2.example_4841\n",
+		"name: Line_1\n", "name: Line_1_2s\n", "name: Line_1_2\n", "name: Line_1_2_1s\n",
+		"name: Press\n", `name: "1000"`, `name: "250"`, "name: Force_2\n", "heartbeat: 1m0s\n",
+		"node: nsu=http://example.com/plant/;s=Valve\n", "securityMode: Sign\n", "ofType: ns=2;i=235\n",
+	} {
+		if !strings.Contains(want, s) {
+			t.Errorf("the file's configuration lacks %q:\n%s", s, want)
 		}
 	}
-	for _, in := range []string{"", "1s", "00:61:00", "-1:00:00", "a.00:00:00"} {
-		if _, err := parseTimeSpan("x", in); err == nil {
-			t.Errorf("%q accepted", in)
+	var entries []json.RawMessage
+	if err := json.Unmarshal([]byte(samePublishedNodes), &entries); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newTestBackend(t, nil)
+	_, ts := newTestServer(t, b, Options{})
+	for i, e := range entries {
+		if r := do(t, ts, "POST", "/v2/configuration/nodes", "", []byte(e)); r.status != 200 {
+			t.Fatalf("PublishNodes %d: %d %s", i, r.status, r.body)
 		}
+	}
+	api := b.Config().Clone()
+	api.ApplyDefaults()
+	if got := model(api); got != want {
+		t.Errorf("PublishNodes:\n%s\nthe file:\n%s", got, want)
+	}
+	if pw := api.Endpoints[1].Identity.Password.Value; pw != "pw" || file.Endpoints[1].Identity.Password.Reveal() != "pw" {
+		t.Errorf("password %q", pw)
+	}
+
+	b2 := newTestBackend(t, nil)
+	_, ts2 := newTestServer(t, b2, Options{})
+	if r := do(t, ts2, "PATCH", "/v2/configuration", "", samePublishedNodes); r.status != 200 {
+		t.Fatalf("AddOrUpdateEndpoints: %d %s", r.status, r.body)
+	}
+	api = b2.Config().Clone()
+	api.ApplyDefaults()
+	if got := model(api); got != want {
+		t.Errorf("AddOrUpdateEndpoints:\n%s\nthe file:\n%s", got, want)
 	}
 }

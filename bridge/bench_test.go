@@ -19,8 +19,8 @@ type discardQueue struct {
 	messages, bytes int
 }
 
-func (q *discardQueue) Name() string              { return "discard" }
-func (q *discardQueue) Guarantee() sink.Guarantee { return sink.AtMostOnce }
+func (q *discardQueue) Name() string                { return "discard" }
+func (q *discardQueue) Guarantee() config.Guarantee { return config.AtMostOnce }
 func (q *discardQueue) Enqueue(m *sink.Message) {
 	q.messages++
 	q.bytes += m.Len()

@@ -401,7 +401,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		return nil, fmt.Errorf("%s: per-field payload %q: want value or dataValue", where, opts.FieldPayload)
 	}
 	for _, q := range append(slices.Clone(g.queues), g.fqueues...) {
-		if q.Guarantee() == sink.AtLeastOnce {
+		if q.Guarantee() == config.AtLeastOnce {
 			g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
 			break
 		}

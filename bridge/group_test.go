@@ -604,7 +604,7 @@ func TestWriterGroupAckTracking(t *testing.T) {
 	srv := startSim(t, 50*time.Millisecond, 0)
 	m := startSession(t, srv.URL())
 	alo, amo := newTestQueue(t, "alo"), newTestQueue(t, "amo")
-	alo.guarantee = sink.AtLeastOnce
+	alo.guarantee = config.AtLeastOnce
 	alo.undeliver = func(m *sink.Message) bool { return m.Kind == sink.KindData && m.Token%5 == 0 }
 	cfg := config.WriterGroup{
 		Name: "ack", PublishingInterval: config.Duration(100 * time.Millisecond), MaxUnacked: 1000,
@@ -643,7 +643,7 @@ func TestWriterGroupBackpressure(t *testing.T) {
 	srv := startSim(t, 50*time.Millisecond, 0)
 	m := startSession(t, srv.URL())
 	q := newTestQueue(t, "alo")
-	q.guarantee = sink.AtLeastOnce
+	q.guarantee = config.AtLeastOnce
 	q.hold = true
 	const maxUnacked = 3
 	cfg := config.WriterGroup{

@@ -106,7 +106,7 @@ type received struct {
 type testQueue struct {
 	t         testing.TB
 	name      string
-	guarantee sink.Guarantee
+	guarantee config.Guarantee
 	types     jsonenc.FieldTypes
 	samples   bool // data messages are in the samples format
 	undeliver func(m *sink.Message) bool
@@ -132,8 +132,8 @@ func newTestQueue(t testing.TB, name string) *testQueue {
 	return &testQueue{t: t, name: name}
 }
 
-func (q *testQueue) Name() string              { return q.name }
-func (q *testQueue) Guarantee() sink.Guarantee { return q.guarantee }
+func (q *testQueue) Name() string                { return q.name }
+func (q *testQueue) Guarantee() config.Guarantee { return q.guarantee }
 func (q *testQueue) Enqueue(m *sink.Message) {
 	r := received{kind: m.Kind, addr: m.Addr, token: m.Token, retained: m.Retained, payload: slices.Clone(m.Payload())}
 	var err error

@@ -165,7 +165,7 @@ browse:
 	fields := make([]Field, len(found))
 	names := make(map[string]bool, len(found))
 	for i, f := range found {
-		name := uniqueName(f.name, func(n string) bool { return names[n] })
+		name := UniqueName(f.name, func(n string) bool { return names[n] })
 		names[name] = true
 		fields[i] = Field{Name: name, Node: nodeString(f.id, ns)}
 	}

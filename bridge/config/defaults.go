@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -49,12 +48,20 @@ const (
 	DefaultBrowseDepth                = 5
 	DefaultBrowseMaxNodes             = 100000
 	DefaultSinkQueueSize              = 1024
-	DefaultMQTTQoS                    = 1
-	DefaultWebSocketPath              = "/ws"
-	DefaultWebSocketQueue             = 256
-	DefaultSimWriterGroup             = "demo"
-	DefaultSimWriter                  = "demo"
-	DefaultSimEndpoint                = "sim"
+	// DefaultSinkQueueBytes bounds the bytes waiting in a sink's queue: 1024
+	// key frames of 128–256 KiB held 200 MB at a million items, most of the
+	// gateway's memory (BENCHMARKS.md). 8 MiB is some 80 ms of what one NATS
+	// connection takes at a million notifications a second, enough to keep
+	// it busy; what does not fit waits at the OPC UA server (block) instead
+	// of in the gateway's memory. 32 MiB cost some 50 MB more at a million
+	// items with no gain in throughput.
+	DefaultSinkQueueBytes = 8 << 20
+	DefaultMQTTQoS        = 1
+	DefaultWebSocketPath  = "/ws"
+	DefaultWebSocketQueue = 256
+	DefaultSimWriterGroup = "demo"
+	DefaultSimWriter      = "demo"
+	DefaultSimEndpoint    = "sim"
 
 	DefaultMQTTDataTopic      = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
 	DefaultMQTTMetaDataTopic  = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
@@ -380,10 +387,14 @@ func (n *NATSSink) applyDefaults(i int) {
 }
 
 func (d *Delivery) applyDefaults() {
-	setString(&d.Guarantee, "at-most-once")
+	if d.Guarantee == "" {
+		d.Guarantee = AtMostOnce
+	}
 	setInt(&d.QueueSize, DefaultSinkQueueSize)
-	setInt(&d.QueueBytes, sink.DefaultQueueBytes)
-	setString(&d.Policy, "block")
+	setInt(&d.QueueBytes, DefaultSinkQueueBytes)
+	if d.Policy == "" {
+		d.Policy = Block
+	}
 }
 
 // numbered is base for the first of a kind, base2, base3 … for the others.

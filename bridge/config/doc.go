@@ -1,7 +1,8 @@
 // Package config is the gateway's configuration: the model (model.go), its
-// loading from YAML or OPC Publisher's publishednodes.json with environment
-// overrides, defaults, validation with precise errors (file, line, field,
-// why), the mapping of an endpoint to a client.Config, the difference between
+// loading from YAML (or a registered Format: OPC Publisher's
+// publishednodes.json, package publishednodes) with environment overrides,
+// defaults, validation with precise errors (file, line, field, why), the
+// mapping of an endpoint to a client.Config, the difference between
 // two configurations that a reload applies, and the expansion of browse
 // selections into fields. The README's Configuration section documents every key.
 //
@@ -15,12 +16,16 @@
 // What lives here:
 //
 //   - model.go: the types; values.go: Secret (never printed) and Duration;
+//     delivery.go: the sinks' delivery vocabulary (Guarantee, Policy),
+//     which package sink takes from here;
 //   - decode.go: the YAML AST (goccy/go-yaml's parser) walked into the model,
 //     strictly, collecting every error and every setting's position;
 //   - load.go: Load, Parse, the UAGATE_ environment overrides, String;
 //   - defaults.go: Default, ApplyDefaults (the embedded parts included);
 //   - validate.go: Validate, one rule per message, and the limits;
-//   - publishednodes.go: OPC Publisher's file format;
+//   - format.go: RegisterFormat, for formats that map onto the model from
+//     above this package (bridge/config/publishednodes registers OPC
+//     Publisher's when imported);
 //   - client.go: ClientConfig, the endpoint → client.Config path that flags,
 //     files and check-config share;
 //   - diff.go, watch.go: Diff and Watch for reloads;

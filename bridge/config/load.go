@@ -75,8 +75,8 @@ func EndpointEnvName(endpoint string) string {
 	}, endpoint)
 }
 
-// Load reads a configuration file: YAML, or OPC Publisher's
-// publishednodes.json (recognised by its content). It applies the environment
+// Load reads a configuration file: YAML, or a registered Format such as OPC
+// Publisher's publishednodes.json (recognised by its content). It applies the environment
 // overrides and the defaults, resolves the secrets and validates. The error,
 // when not nil, is an *Error listing every problem with file, line, field and
 // reason; the warnings are worth showing either way.
@@ -102,8 +102,11 @@ func parse(data []byte, filename string, lookup func(string) (string, bool), env
 	d := newDecoder(filename)
 	d.budget = nodeBudget(len(data))
 	c := new(Config)
-	if isPublishedNodes(data) {
-		d.publishedNodes(data, c)
+	if f, ok := formatOf(data); ok {
+		d.decodeFormat(f, data, c)
+	} else if unregisteredJSON(data) {
+		d.errs = append(d.errs, Issue{File: filename, Message: "a JSON array, not a YAML mapping: OPC Publisher's publishednodes.json is read by programs that import " +
+			"github.com/uagate/gateway/bridge/config/publishednodes"})
 	} else if body, ok := d.parseYAML(data); ok && body != nil {
 		d.decode(body, reflect.ValueOf(c).Elem(), "")
 	}

@@ -387,3 +387,35 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("empty file: %v %v", c, err)
 	}
 }
+
+// TestParseFormat: a registered Format reads its files, and what validation
+// finds in them is reported at the line the Format says the part came
+// from; a JSON array without the format's package says which to import.
+func TestParseFormat(t *testing.T) {
+	_, _, err := parse([]byte(`[{"EndpointUrl": "opc.tcp://a:1"}]`), "pn.json", noEnv, nil)
+	if got := issueLines(t, err); len(got) != 1 || !strings.Contains(got[0], "pn.json: a JSON array, not a YAML mapping") || !strings.Contains(got[0], "bridge/config/publishednodes") {
+		t.Errorf("without the format: %q", got)
+	}
+	formats.Lock()
+	saved := formats.list
+	formats.Unlock()
+	t.Cleanup(func() {
+		formats.Lock()
+		formats.list = saved
+		formats.Unlock()
+	})
+	RegisterFormat(Format{Name: "test", Detect: func(b []byte) bool { return strings.HasPrefix(string(b), "#test\n") },
+		Decode: func(data []byte, file string, c *Config) Decoded {
+			c.Endpoints = []Endpoint{{Name: "e", URL: "opc.tcp://a:1"}}
+			c.WriterGroups = []WriterGroup{{Name: "g", Endpoint: "e", Writers: []DataSetWriter{{Name: "w", Fields: []Field{{Node: "ns=x"}}}}}}
+			return Decoded{Warnings: []Issue{{File: file, Line: 2, Column: 1, Message: "a warning"}},
+				Origins: map[string]Position{"writerGroups[0].writers[0].fields[0]": {Line: 3, Column: 5}}}
+		}})
+	_, w, err := parse([]byte("#test\n"), "t.txt", noEnv, nil)
+	if len(w) != 1 || w[0].String() != "t.txt:2:1: a warning" {
+		t.Errorf("warnings %v", w)
+	}
+	if got := issueLines(t, err); len(got) != 1 || !strings.HasPrefix(got[0], `t.txt:3:5: writerGroups[0].writers[0].fields[0].node: "ns=x" is not a node id`) {
+		t.Errorf("errors %q", got)
+	}
+}

@@ -289,9 +289,9 @@ type Sinks struct {
 
 // Delivery is the guarantee and queue of one sink.
 type Delivery struct {
-	Guarantee string `yaml:"guarantee"` // at-most-once (default) or at-least-once
-	QueueSize int    `yaml:"queueSize"` // messages; default 1024
-	Policy    string `yaml:"policy"`    // block (default) or drop-oldest
+	Guarantee Guarantee `yaml:"guarantee"` // at-most-once (default) or at-least-once
+	QueueSize int       `yaml:"queueSize"` // messages; default DefaultSinkQueueSize
+	Policy    Policy    `yaml:"policy"`    // block (default) or drop-oldest
 	// QueueBytes bounds the queue's payload bytes too; default 8 MiB.
 	QueueBytes int `yaml:"queueBytes"`
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -192,10 +192,29 @@ func checkName(v *validator, p, name string) {
 		v.errorf(p, "missing")
 		return
 	}
-	if i := strings.IndexFunc(name, func(r rune) bool {
-		return strings.ContainsRune("/+#*>", r) || r <= ' ' || r == 0x7f
-	}); i >= 0 {
+	if i := strings.IndexFunc(name, func(r rune) bool { return !NameRune(r) }); i >= 0 {
 		v.errorf(p, "%q: %q is not allowed in a name (it is a topic level: no / + # * > or white space)", name, name[i:i+1])
+	}
+}
+
+// NameRune reports whether r may be part of a name that becomes a topic
+// level or subject token (the publisher id, writer groups, writers): not an
+// MQTT or NATS wildcard or separator, white space or a control character.
+func NameRune(r rune) bool {
+	return !strings.ContainsRune("/+#*>", r) && r > ' ' && r != 0x7f
+}
+
+// UniqueName returns name, or name_2, name_3 … whichever is not taken: how
+// a name given twice is told apart (fields found by browsing, the parts OPC
+// Publisher's format names).
+func UniqueName(name string, taken func(string) bool) string {
+	if !taken(name) {
+		return name
+	}
+	for i := 2; ; i++ {
+		if n := name + "_" + strconv.Itoa(i); !taken(n) {
+			return n
+		}
 	}
 }
 
@@ -472,18 +491,25 @@ func (w *DataSetWriter) validate(v *validator, p string) {
 }
 
 func checkNode(v *validator, p, node string) {
+	if err := CheckNodeID(node); err != nil {
+		v.errorf(p, "%v", err)
+	}
+}
+
+// CheckNodeID checks the node id of a field; the error says what is wrong
+// with it.
+func CheckNodeID(node string) error {
 	if node == "" {
-		v.errorf(p, "missing: a node id such as ns=1;s=Demo.Counter")
-		return
+		return errors.New("missing: a node id such as ns=1;s=Demo.Counter")
 	}
 	x, err := ua.ParseExpandedNodeID(node)
 	if err != nil {
-		v.errorf(p, "%q is not a node id (want e.g. ns=1;s=Demo.Counter, i=2258 or nsu=<uri>;s=Name)", node)
-		return
+		return fmt.Errorf("%q is not a node id (want e.g. ns=1;s=Demo.Counter, i=2258 or nsu=<uri>;s=Name)", node)
 	}
 	if x.ServerIndex != 0 {
-		v.errorf(p, "%q is on another server (svr=): not supported", node)
+		return fmt.Errorf("%q is on another server (svr=): not supported", node)
 	}
+	return nil
 }
 
 // ParseDataType parses a data type filter of BrowseSelect: a built-in type
@@ -530,7 +556,7 @@ func (c *Config) validateSinks(v *validator) {
 			v.errorf(p+".qos", "%d: want 0, 1 or 2", *m.QoS)
 		}
 		g := checkDelivery(v, p+".delivery", m.Delivery)
-		if g == sink.AtLeastOnce && m.QoS != nil && *m.QoS == 0 {
+		if g == AtLeastOnce && m.QoS != nil && *m.QoS == 0 {
 			v.errorf(p+".qos", "0 has no acknowledgement: at-least-once needs qos 1 or 2")
 		}
 		if m.Password.IsSet() && m.Username == "" {
@@ -557,7 +583,7 @@ func (c *Config) validateSinks(v *validator) {
 			v.errorf(p+".url", "%s needs the embedded NATS server, which embedded.nats.enabled switches off", EmbeddedNATSURL)
 		}
 		g := checkDelivery(v, p+".delivery", n.Delivery)
-		if g == sink.AtLeastOnce && n.JetStream == nil {
+		if g == AtLeastOnce && n.JetStream == nil {
 			v.errorf(p+".delivery.guarantee", "at-least-once needs jetStream: core NATS does not acknowledge")
 		}
 		auth := 0
@@ -634,14 +660,14 @@ func checkTLS(v *validator, p string, t *TLS) {
 }
 
 // checkDelivery checks a sink's delivery settings and returns its guarantee.
-func checkDelivery(v *validator, p string, d Delivery) sink.Guarantee {
-	g, err := sink.ParseGuarantee(d.Guarantee)
+func checkDelivery(v *validator, p string, d Delivery) Guarantee {
+	g, err := ParseGuarantee(string(d.Guarantee))
 	if err != nil {
-		v.errorf(p+".guarantee", "%q: want at-most-once or at-least-once", d.Guarantee)
+		v.errorf(p+".guarantee", "%v", err)
 	}
-	pol, err := sink.ParsePolicy(d.Policy)
+	pol, err := ParsePolicy(string(d.Policy))
 	if err != nil {
-		v.errorf(p+".policy", "%q: want block or drop-oldest", d.Policy)
+		v.errorf(p+".policy", "%v", err)
 	}
 	if d.QueueSize < 1 || d.QueueSize > MaxSinkQueueSize {
 		v.errorf(p+".queueSize", "%d: want 1 to %d messages", d.QueueSize, MaxSinkQueueSize)
@@ -649,7 +675,7 @@ func checkDelivery(v *validator, p string, d Delivery) sink.Guarantee {
 	if d.QueueBytes < MinSinkQueueBytes || d.QueueBytes > MaxSinkQueueBytes {
 		v.errorf(p+".queueBytes", "%d: want %d to %d bytes", d.QueueBytes, MinSinkQueueBytes, MaxSinkQueueBytes)
 	}
-	if g == sink.AtLeastOnce && pol == sink.DropOldest {
+	if g == AtLeastOnce && pol == DropOldest {
 		v.warnf(p+".policy", "drop-oldest with at-least-once: a message dropped from a full queue is acknowledged upstream all the same, so at-least-once holds only while the queue has room")
 	}
 	return g

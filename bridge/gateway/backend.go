@@ -303,7 +303,7 @@ func (gw *Gateway) Stats() api.Stats {
 		hs := gw.hub.Stats()
 		st.Sinks = append(st.Sinks, api.SinkStats{
 			Kind: "websocket", Bytes: hs.Bytes,
-			Output: sink.OutputStats{Name: "websocket", Guarantee: sink.AtMostOnce, Connected: true, Sent: hs.Sent},
+			Output: sink.OutputStats{Name: "websocket", Guarantee: config.AtMostOnce, Connected: true, Sent: hs.Sent},
 		})
 	}
 	st.BufferPools = append(st.BufferPools, api.BufferPoolStats{Name: "buffers", Stats: pooling.Buffers.Stats()})

@@ -336,7 +336,7 @@ func listenError(what, addr, setting string, err error) error {
 func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	pub := cfg.Gateway.PublisherID
 	add := func(kind string, s sink.Sink, d config.Delivery, pf *config.PerField) error {
-		opts, err := sink.ParseOutputOptions(d.Guarantee, d.Policy, d.QueueSize, d.QueueBytes)
+		opts, err := sink.OutputOptionsFromConfig(d)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name(), err)
 		}

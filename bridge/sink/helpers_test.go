@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/uagate/gateway/bridge/config"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -93,7 +95,7 @@ func counterMessage(tr Tracker, i int) *Message {
 // test drives, to pin down the Output's ordering and settling rules; the
 // broker sinks' own tests run the Output against real brokers.
 type scriptSink struct {
-	guarantee Guarantee
+	guarantee config.Guarantee
 
 	mu           sync.Mutex
 	connectFails int   // fail this many Connect calls
@@ -112,8 +114,8 @@ type pend struct {
 	ack Acker
 }
 
-func (s *scriptSink) Name() string         { return "script" }
-func (s *scriptSink) Guarantee() Guarantee { return s.guarantee }
+func (s *scriptSink) Name() string                { return "script" }
+func (s *scriptSink) Guarantee() config.Guarantee { return s.guarantee }
 
 func (s *scriptSink) Connect(ctx context.Context) error {
 	s.mu.Lock()

@@ -8,21 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/client"
 )
 
 // Defaults of OutputOptions.
 const (
-	DefaultQueueSize   = 1024
+	DefaultQueueSize   = config.DefaultSinkQueueSize
+	DefaultQueueBytes  = config.DefaultSinkQueueBytes
 	DefaultMaxInFlight = 256
-	// DefaultQueueBytes bounds the bytes waiting in a queue: 1024
-	// key frames of 128–256 KiB held 200 MB at a million items, most of the
-	// gateway's memory (BENCHMARKS.md, issue 10). 8 MiB is some 80 ms of
-	// what one NATS connection takes at a million notifications a second,
-	// enough to keep it busy; what does not fit waits at the OPC UA server
-	// (Block) instead of in the gateway's memory. 32 MiB cost some 50 MB more
-	// at a million items with no gain in throughput.
-	DefaultQueueBytes = 8 << 20
 	// dropLogInterval throttles the drop-oldest log line.
 	dropLogInterval = 10 * time.Second
 )
@@ -30,8 +24,8 @@ const (
 // OutputOptions configure an Output. The zero value is an at-most-once,
 // blocking queue of DefaultQueueSize messages.
 type OutputOptions struct {
-	Guarantee Guarantee
-	Policy    Policy
+	Guarantee config.Guarantee // "": at-most-once
+	Policy    config.Policy    // "": block
 	// QueueSize bounds the messages waiting to be published; default
 	// DefaultQueueSize.
 	QueueSize int
@@ -55,29 +49,22 @@ type OutputOptions struct {
 	Latency interface{ Observe(time.Duration) }
 }
 
-// ParseOutputOptions builds OutputOptions from the configuration's words
-// (config.Delivery: guarantee, policy, queueSize, queueBytes); package sink does not
-// import package config, which may use this package's parsers.
-func ParseOutputOptions(guarantee, policy string, queueSize, queueBytes int) (OutputOptions, error) {
-	g, err := ParseGuarantee(guarantee)
-	if err != nil {
-		return OutputOptions{}, err
-	}
-	p, err := ParsePolicy(policy)
-	if err != nil {
-		return OutputOptions{}, err
-	}
-	o := OutputOptions{Guarantee: g, Policy: p, QueueSize: queueSize, QueueBytes: queueBytes}
+// OutputOptionsFromConfig builds OutputOptions from a sink's delivery
+// settings in the configuration.
+func OutputOptionsFromConfig(d config.Delivery) (OutputOptions, error) {
+	o := OutputOptions{Guarantee: d.Guarantee, Policy: d.Policy, QueueSize: d.QueueSize, QueueBytes: d.QueueBytes}
 	return o, o.Validate()
 }
 
 // Validate names the first field that cannot work.
 func (o *OutputOptions) Validate() error {
+	if _, err := config.ParseGuarantee(string(o.Guarantee)); err != nil {
+		return fmt.Errorf("sink: OutputOptions.Guarantee %w", err)
+	}
+	if _, err := config.ParsePolicy(string(o.Policy)); err != nil {
+		return fmt.Errorf("sink: OutputOptions.Policy %w", err)
+	}
 	switch {
-	case o.Guarantee > AtLeastOnce:
-		return fmt.Errorf("sink: OutputOptions.Guarantee %d is unknown", o.Guarantee)
-	case o.Policy > DropOldest:
-		return fmt.Errorf("sink: OutputOptions.Policy %d is unknown", o.Policy)
 	case o.QueueSize < 0:
 		return fmt.Errorf("sink: OutputOptions.QueueSize %d is negative", o.QueueSize)
 	case o.QueueBytes < 0:
@@ -91,8 +78,8 @@ func (o *OutputOptions) Validate() error {
 // OutputStats is a snapshot of an Output's counters.
 type OutputStats struct {
 	Name      string
-	Guarantee Guarantee
-	Policy    Policy
+	Guarantee config.Guarantee
+	Policy    config.Policy
 	// Enqueued counts messages handed to Enqueue.
 	Enqueued uint64
 	// Sent counts messages the sink took (Publish returned nil), resends
@@ -234,9 +221,13 @@ func NewOutput(s Sink, opts OutputOptions) (*Output, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Guarantee == AtLeastOnce && s.Guarantee() != AtLeastOnce {
+	if opts.Guarantee == config.AtLeastOnce && s.Guarantee() != config.AtLeastOnce {
 		return nil, fmt.Errorf("sink: output %s: at-least-once delivery over a sink that is only %s", s.Name(), s.Guarantee())
 	}
+	// The zero values name the defaults; normalised here so that the
+	// per-message checks compare with one value.
+	opts.Guarantee, _ = config.ParseGuarantee(string(opts.Guarantee))
+	opts.Policy, _ = config.ParsePolicy(string(opts.Policy))
 	if opts.QueueSize == 0 {
 		opts.QueueSize = DefaultQueueSize
 	}
@@ -272,7 +263,7 @@ func NewOutput(s Sink, opts OutputOptions) (*Output, error) {
 func (o *Output) Name() string { return o.stats.Name }
 
 // Guarantee is the configured guarantee.
-func (o *Output) Guarantee() Guarantee { return o.opts.Guarantee }
+func (o *Output) Guarantee() config.Guarantee { return o.opts.Guarantee }
 
 // Sink returns the sink the Output feeds.
 func (o *Output) Sink() Sink { return o.sink }
@@ -290,13 +281,13 @@ func (o *Output) Start() {
 }
 
 // closedOutcome is what Done is told of a message the Output gives up on.
-func (o *Output) closedOutcome() bool { return o.opts.Guarantee != AtLeastOnce }
+func (o *Output) closedOutcome() bool { return o.opts.Guarantee != config.AtLeastOnce }
 
 // Enqueue takes over one reference of m. See Queue for the policies.
 func (o *Output) Enqueue(m *Message) {
 	o.mu.Lock()
 	o.stats.Enqueued++
-	for !o.closing && o.fullLocked(m) && o.opts.Policy == Block {
+	for !o.closing && o.fullLocked(m) && o.opts.Policy == config.Block {
 		o.room.Wait()
 	}
 	for !o.closing && o.fullLocked(m) { // DropOldest
@@ -337,7 +328,7 @@ func (o *Output) fullForLocked(n int) bool {
 // it has room for a message of n payload bytes (or is closing); other
 // policies return at once.
 func (o *Output) WaitRoom(n int) {
-	if o.opts.Policy != Block {
+	if o.opts.Policy != config.Block {
 		return
 	}
 	n = MessageSize(n)
@@ -406,7 +397,7 @@ func (o *Output) Confirmed(m *Message, err error) {
 		if o.failedN == 0 {
 			o.backoff.Reset()
 		}
-	case o.opts.Guarantee == AtLeastOnce:
+	case o.opts.Guarantee == config.AtLeastOnce:
 		o.stats.Errors++
 		o.setErrLocked(err)
 		s.state = slotFailed

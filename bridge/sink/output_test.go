@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/testutil"
 
 	"context"
@@ -39,11 +40,11 @@ func closeOutput(t *testing.T, o *Output, d time.Duration) error {
 }
 
 func TestOutputRefusesAtLeastOnceOverAtMostOnceSink(t *testing.T) {
-	_, err := NewOutput(&scriptSink{guarantee: AtMostOnce}, OutputOptions{Guarantee: AtLeastOnce})
+	_, err := NewOutput(&scriptSink{guarantee: config.AtMostOnce}, OutputOptions{Guarantee: config.AtLeastOnce})
 	if err == nil || !strings.Contains(err.Error(), "at-least-once") {
 		t.Fatalf("NewOutput = %v, want a refusal naming at-least-once", err)
 	}
-	if _, err := NewOutput(&scriptSink{guarantee: AtLeastOnce}, OutputOptions{Guarantee: AtLeastOnce}); err != nil {
+	if _, err := NewOutput(&scriptSink{guarantee: config.AtLeastOnce}, OutputOptions{Guarantee: config.AtLeastOnce}); err != nil {
 		t.Fatalf("at-least-once over an at-least-once sink: %v", err)
 	}
 	if _, err := NewOutput(&scriptSink{}, OutputOptions{QueueSize: -1}); err == nil || !strings.Contains(err.Error(), "QueueSize") {
@@ -51,21 +52,29 @@ func TestOutputRefusesAtLeastOnceOverAtMostOnceSink(t *testing.T) {
 	}
 }
 
-func TestParseOutputOptions(t *testing.T) {
-	o, err := ParseOutputOptions("at-least-once", "drop-oldest", 10, 4096)
-	if err != nil || o.Guarantee != AtLeastOnce || o.Policy != DropOldest || o.QueueSize != 10 || o.QueueBytes != 4096 {
+func TestOutputOptionsFromConfig(t *testing.T) {
+	o, err := OutputOptionsFromConfig(config.Delivery{Guarantee: "at-least-once", Policy: "drop-oldest", QueueSize: 10, QueueBytes: 4096})
+	if err != nil || o.Guarantee != config.AtLeastOnce || o.Policy != config.DropOldest || o.QueueSize != 10 || o.QueueBytes != 4096 {
 		t.Fatalf("%+v %v", o, err)
 	}
-	for _, c := range [][4]any{{"exactly-once", "", 0, 0}, {"", "newest", 0, 0}, {"", "", -1, 0}, {"", "", 0, -1}} {
-		if _, err := ParseOutputOptions(c[0].(string), c[1].(string), c[2].(int), c[3].(int)); err == nil {
-			t.Errorf("%v accepted", c)
+	for _, d := range []config.Delivery{{Guarantee: "exactly-once"}, {Policy: "newest"}, {QueueSize: -1}, {QueueBytes: -1}} {
+		if _, err := OutputOptionsFromConfig(d); err == nil {
+			t.Errorf("%+v accepted", d)
 		}
+	}
+	// The zero values are the defaults: at-most-once, block.
+	out, err := NewOutput(&scriptSink{guarantee: config.AtMostOnce}, OutputOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := out.Stats(); st.Guarantee != config.AtMostOnce || st.Policy != config.Block {
+		t.Errorf("zero options: %s %s", st.Guarantee, st.Policy)
 	}
 }
 
 func TestOutputDeliversInOrder(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce, autoConfirm: true}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 8, MaxInFlight: 4})
+	s := &scriptSink{guarantee: config.AtLeastOnce, autoConfirm: true}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 8, MaxInFlight: 4})
 	o.Start()
 	tr := newTracker()
 	const n = 500
@@ -93,8 +102,8 @@ func TestOutputDeliversInOrder(t *testing.T) {
 }
 
 func TestOutputMaxInFlight(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, MaxInFlight: 3})
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 100, MaxInFlight: 3})
 	o.Start()
 	tr := newTracker()
 	for i := range 10 {
@@ -121,8 +130,8 @@ func TestOutputMaxInFlight(t *testing.T) {
 // outstanding, and resends the failed messages in their order before
 // anything newer.
 func TestOutputRetriesFailedInOrder(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, MaxInFlight: 10})
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 100, MaxInFlight: 10})
 	o.Start()
 	tr := newTracker()
 	for i := range 10 {
@@ -182,8 +191,8 @@ func TestOutputRetriesFailedInOrder(t *testing.T) {
 // resend finds the sink disconnected, and after the reconnect the window is
 // resent from its head, in order.
 func TestOutputResendAfterLostConnectionInOrder(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 5})
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, MaxInFlight: 5})
 	o.Start()
 	tr := newTracker()
 	for i := range 8 {
@@ -214,8 +223,8 @@ func TestOutputResendAfterLostConnectionInOrder(t *testing.T) {
 // At-most-once, a failed confirmation is counted and the message settled as
 // delivered: nothing is resent.
 func TestOutputAtMostOnceCountsErrors(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtMostOnce})
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtMostOnce})
 	o.Start()
 	tr := newTracker()
 	for i := range 5 {
@@ -245,8 +254,8 @@ func TestOutputAtMostOnceCountsErrors(t *testing.T) {
 // connects) and sends the same message again; a refused message is dropped
 // as undelivered at-least-once.
 func TestOutputReconnects(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce, autoConfirm: true, connectFails: 2}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce})
+	s := &scriptSink{guarantee: config.AtLeastOnce, autoConfirm: true, connectFails: 2}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce})
 	o.Start()
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
@@ -285,8 +294,8 @@ func TestOutputReconnects(t *testing.T) {
 // Block: a full queue makes Enqueue wait; Close releases it and settles the
 // waiting and queued messages as undelivered at-least-once.
 func TestOutputBlockPolicy(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 2})
+	s := &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 2})
 	o.Start()
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
@@ -309,8 +318,8 @@ func TestOutputBlockPolicy(t *testing.T) {
 // DropOldest never waits: it drops the oldest queued message, settled as
 // delivered, and counts it.
 func TestOutputDropOldest(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueSize: 4})
+	s := &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, Policy: config.DropOldest, QueueSize: 4})
 	o.Start()
 	tr := newTracker()
 	for i := range 10 {
@@ -329,8 +338,8 @@ func TestOutputDropOldest(t *testing.T) {
 
 // Close drains: what is queued and in flight is delivered while ctx lasts.
 func TestOutputCloseDrains(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 2})
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, MaxInFlight: 2})
 	o.Start()
 	tr := newTracker()
 	for i := range 6 {
@@ -352,8 +361,8 @@ func TestOutputCloseDrains(t *testing.T) {
 // At close, unconfirmed messages come back from the sink's Close with an
 // error and are settled undelivered (at-least-once) exactly once.
 func TestOutputCloseSettlesUnconfirmed(t *testing.T) {
-	s := &scriptSink{guarantee: AtLeastOnce}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, MaxInFlight: 3})
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, MaxInFlight: 3})
 	o.Start()
 	tr := newTracker()
 	for i := range 5 {
@@ -371,7 +380,7 @@ func TestOutputCloseSettlesUnconfirmed(t *testing.T) {
 }
 
 func TestOutputCloseWithoutStart(t *testing.T) {
-	s := &scriptSink{guarantee: AtMostOnce}
+	s := &scriptSink{guarantee: config.AtMostOnce}
 	o := newTestOutput(t, s, OutputOptions{})
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
@@ -391,8 +400,8 @@ func TestOutputCloseWithoutStart(t *testing.T) {
 func fullBlockOutput(t *testing.T) (*scriptSink, *Output, *tracker) {
 	t.Helper()
 	size := MessageSize(len(`{"counter":0}`))
-	s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
-	o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
+	s := &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30, autoConfirm: true}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 100, QueueBytes: 2*size + size/2})
 	o.Start()
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
@@ -429,8 +438,8 @@ func TestOutputQueueBytes(t *testing.T) {
 		}
 	})
 	t.Run("drop-oldest", func(t *testing.T) {
-		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
-		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueSize: 100, QueueBytes: 3 * size})
+		s := &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}
+		o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, Policy: config.DropOldest, QueueSize: 100, QueueBytes: 3 * size})
 		o.Start()
 		tr := newTracker()
 		for i := range 10 {
@@ -444,8 +453,8 @@ func TestOutputQueueBytes(t *testing.T) {
 		tr.check(t, 10, func(tok uint64) bool { return tok < 7 })
 	})
 	t.Run("larger than the bound", func(t *testing.T) {
-		s := &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}
-		o := newTestOutput(t, s, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueBytes: size / 2})
+		s := &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}
+		o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, Policy: config.DropOldest, QueueBytes: size / 2})
 		o.Start()
 		tr := newTracker()
 		o.Enqueue(counterMessage(tr, 0))
@@ -490,7 +499,7 @@ func TestOutputWaitRoom(t *testing.T) {
 	waitFor(t, 10*time.Second, "delivered", func() bool { return tr.settled() == 2 })
 
 	// Close releases a waiter.
-	o2 := newTestOutput(t, &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: AtLeastOnce, QueueSize: 1})
+	o2 := newTestOutput(t, &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 1})
 	o2.Start()
 	o2.Enqueue(counterMessage(tr, 2))
 	done := make(chan struct{})
@@ -503,7 +512,7 @@ func TestOutputWaitRoom(t *testing.T) {
 	}
 
 	// DropOldest: never waits.
-	o3 := newTestOutput(t, &scriptSink{guarantee: AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: AtLeastOnce, Policy: DropOldest, QueueSize: 1})
+	o3 := newTestOutput(t, &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: config.AtLeastOnce, Policy: config.DropOldest, QueueSize: 1})
 	o3.Start()
 	o3.Enqueue(counterMessage(tr, 3))
 	o3.WaitRoom(size) // returns at once, or the test times out

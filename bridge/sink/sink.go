@@ -1,8 +1,8 @@
 // Package sink is the contract between the bridge's pipeline and the outputs
 // it fans messages out to (MQTT, NATS, WebSocket, files): the shared message,
-// the Sink interface every output implements, and the delivery vocabulary
-// (guarantee, queue policy). The bounded queue that sits in front of each
-// sink (Output) lives here too; the brokers' implementations live in
+// the Sink interface every output implements, and the bounded queue that
+// sits in front of each sink (Output). The delivery vocabulary (guarantee,
+// queue policy) is the configuration's: config.Guarantee and config.Policy; the brokers' implementations live in
 // sub-packages (mqttsink, natssink, wssink, filesink).
 //
 // # Ownership of a Message
@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/pooling"
 )
 
@@ -219,68 +220,6 @@ func (m *Message) Done(delivered bool) {
 	messages.Put(m)
 }
 
-// Guarantee is a sink's delivery guarantee.
-type Guarantee uint8
-
-const (
-	// AtMostOnce: a message counts as delivered once it was handed to the
-	// broker's client (or dropped by the queue policy); nothing is retried.
-	AtMostOnce Guarantee = iota
-	// AtLeastOnce: a message counts as delivered only once the broker
-	// confirmed it (MQTT PUBACK/PUBCOMP, JetStream ack); until then the OPC UA
-	// notifications it carries are not acknowledged upstream.
-	AtLeastOnce
-)
-
-func (g Guarantee) String() string {
-	if g == AtLeastOnce {
-		return "at-least-once"
-	}
-	return "at-most-once"
-}
-
-// ParseGuarantee parses "at-most-once" or "at-least-once".
-func ParseGuarantee(s string) (Guarantee, error) {
-	switch s {
-	case "at-most-once", "":
-		return AtMostOnce, nil
-	case "at-least-once":
-		return AtLeastOnce, nil
-	}
-	return 0, fmt.Errorf("delivery %q: want at-most-once or at-least-once", s)
-}
-
-// Policy is what a full queue does with the next message.
-type Policy uint8
-
-const (
-	// Block makes the producer wait: the pipeline stops acknowledging, the
-	// OPC UA client's MaxUnacked stops its Publish requests and the server's
-	// queues hold the data.
-	Block Policy = iota
-	// DropOldest drops the oldest queued message to make room (counted,
-	// logged throttled); it never holds acknowledgements back.
-	DropOldest
-)
-
-func (p Policy) String() string {
-	if p == DropOldest {
-		return "drop-oldest"
-	}
-	return "block"
-}
-
-// ParsePolicy parses "block" or "drop-oldest".
-func ParsePolicy(s string) (Policy, error) {
-	switch s {
-	case "block", "":
-		return Block, nil
-	case "drop-oldest":
-		return DropOldest, nil
-	}
-	return 0, fmt.Errorf("queue policy %q: want block or drop-oldest", s)
-}
-
 // ErrNotConnected is returned by Sink.Publish while the sink has no broker
 // connection; the Output then reconnects with backoff and sends the message
 // again.
@@ -293,7 +232,7 @@ type Sink interface {
 	Name() string
 	// Guarantee is what the sink can promise; an Output configured
 	// at-least-once over an AtMostOnce sink is refused.
-	Guarantee() Guarantee
+	Guarantee() config.Guarantee
 	// Connect establishes the connection; the Output calls it at start and
 	// after ErrNotConnected, with backoff.
 	Connect(ctx context.Context) error
@@ -351,7 +290,7 @@ type Queue interface {
 	Enqueue(m *Message)
 	// Guarantee is the queue's delivery guarantee; the pipeline acknowledges
 	// upstream only what every AtLeastOnce queue confirmed.
-	Guarantee() Guarantee
+	Guarantee() config.Guarantee
 	// Name identifies the queue in logs and metrics.
 	Name() string
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/uagate/gateway/bridge/config"
 )
 
 // TLSOptions of a broker connection.
@@ -25,6 +27,15 @@ type TLSOptions struct {
 	// ServerName overrides the name checked in the broker's certificate;
 	// default the host of the URL.
 	ServerName string
+}
+
+// TLSFromConfig maps a sink's tls settings in the configuration; nil for
+// none.
+func TLSFromConfig(t *config.TLS) *TLSOptions {
+	if t == nil {
+		return nil
+	}
+	return &TLSOptions{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, InsecureSkipVerify: t.InsecureSkipVerify}
 }
 
 // Config builds the tls.Config, with a clear error for files that cannot be

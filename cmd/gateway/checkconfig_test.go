@@ -64,8 +64,8 @@ sinks:
 		}
 	})
 	t.Run("PublishedNodes", func(t *testing.T) {
-		code, out, errs := runCheck(t, filepath.Join("..", "..", "bridge", "config", "testdata", "pn_2.9.json"))
-		if code != 0 || !strings.HasSuffix(out, "ok: 3 endpoints, 5 writer groups, 5 writers, 6 fields, 3 sinks\n") || !strings.Contains(out, "warning: ") {
+		code, out, errs := runCheck(t, filepath.Join("..", "..", "bridge", "config", "publishednodes", "testdata", "pn_2.9.json"))
+		if code != 0 || !strings.HasSuffix(out, "ok: 3 endpoints, 5 writer groups, 5 writers, 5 fields, 3 sinks\n") || !strings.Contains(out, "warning: ") {
 			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 		}
 	})

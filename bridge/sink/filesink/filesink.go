@@ -62,7 +62,7 @@ func NewWriter(name string, w io.Writer) *Sink {
 func (s *Sink) Name() string { return s.name }
 
 // Guarantee implements sink.Sink: at-most-once.
-func (s *Sink) Guarantee() sink.Guarantee { return sink.AtMostOnce }
+func (s *Sink) Guarantee() config.Guarantee { return config.AtMostOnce }
 
 // Connect opens the file (once).
 func (s *Sink) Connect(context.Context) error {

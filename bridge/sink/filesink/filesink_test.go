@@ -56,7 +56,7 @@ func TestFileSinkAppendsLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name() != "file:"+path || s.Guarantee() != sink.AtMostOnce {
+	if s.Name() != "file:"+path || s.Guarantee() != config.AtMostOnce {
 		t.Fatalf("name %q guarantee %v", s.Name(), s.Guarantee())
 	}
 	run(t, s, 0, 100)

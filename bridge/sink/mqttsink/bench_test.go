@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/brokertest"
 )
@@ -18,7 +19,7 @@ func (c chanTracker) Settled(_ uint64, delivered bool) { c <- delivered }
 
 // benchOutput streams b.N messages of ~200 bytes through an Output into s,
 // keeping up to 1024 unsettled, and reports messages per second.
-func benchOutput(b *testing.B, s sink.Sink, g sink.Guarantee) {
+func benchOutput(b *testing.B, s sink.Sink, g config.Guarantee) {
 	o, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: g, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -66,8 +67,8 @@ func BenchmarkOutputMQTT(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		qos  int
-		g    sink.Guarantee
-	}{{"QoS0", 0, sink.AtMostOnce}, {"QoS1", 1, sink.AtLeastOnce}} {
+		g    config.Guarantee
+	}{{"QoS0", 0, config.AtMostOnce}, {"QoS1", 1, config.AtLeastOnce}} {
 		b.Run(c.name, func(b *testing.B) {
 			s, err := New(Config{URL: br.URL(), QoS: c.qos, CleanSession: true, ClientID: "bench-" + c.name, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {

@@ -18,12 +18,12 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// Default topic templates (Part 14 §7.3.4.7).
+// Default topic templates (Part 14 §7.3.4.7): the configuration's.
 const (
-	DefaultDataTopic     = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
-	DefaultMetaDataTopic = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
-	DefaultStatusTopic   = "opcua/json/status/{PublisherId}"
-	DefaultFieldTopic    = "{PublisherId}/{WriterGroup}/{DataSetWriter}/{Field}"
+	DefaultDataTopic     = config.DefaultMQTTDataTopic
+	DefaultMetaDataTopic = config.DefaultMQTTMetaDataTopic
+	DefaultStatusTopic   = config.DefaultMQTTStatusTopic
+	DefaultFieldTopic    = config.DefaultPerFieldTopic
 )
 
 // Defaults of Config.
@@ -73,12 +73,10 @@ func FromConfig(c config.MQTTSink, publisherID, password string) Config {
 		CleanSession: c.CleanSession == nil || *c.CleanSession,
 		Username:     c.Username, Password: password, PublisherID: publisherID,
 		Topics: sink.TopicTemplates{Data: c.DataTopic, MetaData: c.MetaDataTopic, Status: c.StatusTopic},
+		TLS:    sink.TLSFromConfig(c.TLS),
 	}
 	if c.QoS != nil {
 		out.QoS = *c.QoS
-	}
-	if c.TLS != nil {
-		out.TLS = &sink.TLSOptions{CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, InsecureSkipVerify: c.TLS.InsecureSkipVerify}
 	}
 	if c.PerField != nil {
 		out.Topics.Field = c.PerField.Topic
@@ -198,11 +196,11 @@ func New(c Config) (*Sink, error) {
 func (s *Sink) Name() string { return s.cfg.Name }
 
 // Guarantee implements sink.Sink: at-least-once for QoS 1 and 2.
-func (s *Sink) Guarantee() sink.Guarantee {
+func (s *Sink) Guarantee() config.Guarantee {
 	if s.qos > 0 {
-		return sink.AtLeastOnce
+		return config.AtLeastOnce
 	}
-	return sink.AtMostOnce
+	return config.AtMostOnce
 }
 
 // Connected implements sink.ConnState.

@@ -14,6 +14,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/brokertest"
 )
@@ -209,8 +210,8 @@ func closeOutput(t *testing.T, o *sink.Output) {
 func TestMQTTTopicsAndRetained(t *testing.T) {
 	b := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	sub := subscribe(t, b.URL(), "sub-live", true, "#")
-	s, o := newOutput(t, Config{URL: b.URL(), QoS: 1, CleanSession: true, PublisherID: "pub"}, sink.OutputOptions{Guarantee: sink.AtLeastOnce})
-	if s.Guarantee() != sink.AtLeastOnce {
+	s, o := newOutput(t, Config{URL: b.URL(), QoS: 1, CleanSession: true, PublisherID: "pub"}, sink.OutputOptions{Guarantee: config.AtLeastOnce})
+	if s.Guarantee() != config.AtLeastOnce {
 		t.Fatal("QoS 1 sink not at-least-once")
 	}
 	tr := newTracker()
@@ -262,7 +263,7 @@ func TestMQTTLastWill(t *testing.T) {
 	b := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	p := brokertest.StartProxy(t, b.Addr())
 	sub := subscribe(t, b.URL(), "sub-will", true, "opcua/json/status/#")
-	_, o := newOutput(t, Config{URL: "tcp://" + p.Addr(), QoS: 1, CleanSession: true, PublisherID: "pub", KeepAlive: time.Second}, sink.OutputOptions{Guarantee: sink.AtLeastOnce})
+	_, o := newOutput(t, Config{URL: "tcp://" + p.Addr(), QoS: 1, CleanSession: true, PublisherID: "pub", KeepAlive: time.Second}, sink.OutputOptions{Guarantee: config.AtLeastOnce})
 	sub.waitTopic(t, "opcua/json/status/pub", statusIs(2))
 	p.Cut()
 	will := sub.waitTopic(t, "opcua/json/status/pub", statusIs(3))
@@ -291,7 +292,7 @@ func TestMQTTAtLeastOnceAcrossBrokerRestart(t *testing.T) {
 	b := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{Persistence: true})
 	sub := subscribe(t, b.URL(), "sub-persistent", false, "opcua/json/data/#")
 	_, o := newOutput(t, Config{URL: b.URL(), QoS: 1, ClientID: "gw-restart", PublisherID: "pub"},
-		sink.OutputOptions{Guarantee: sink.AtLeastOnce, QueueSize: 64, MaxInFlight: 32})
+		sink.OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 64, MaxInFlight: 32})
 	tr := newTracker()
 	const n = 3000
 	done := make(chan struct{})
@@ -330,7 +331,7 @@ func TestMQTTAtLeastOnceAcrossBrokerRestart(t *testing.T) {
 // broker is back.
 func TestMQTTDropOldestWhileBrokerDown(t *testing.T) {
 	b := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
-	s, o := newOutput(t, Config{URL: b.URL(), QoS: 1, CleanSession: true}, sink.OutputOptions{Policy: sink.DropOldest, QueueSize: 10})
+	s, o := newOutput(t, Config{URL: b.URL(), QoS: 1, CleanSession: true}, sink.OutputOptions{Policy: config.DropOldest, QueueSize: 10})
 	brokertest.WaitFor(t, 10*time.Second, "connected", func() bool { return o.Stats().Connected })
 	b.Stop()
 	brokertest.WaitFor(t, 10*time.Second, "the sink to notice", func() bool { return !s.Connected() })
@@ -373,7 +374,7 @@ func TestMQTTRefusedCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, o := newOutput(t, cfg, sink.OutputOptions{Guarantee: sink.AtLeastOnce})
+	_, o := newOutput(t, cfg, sink.OutputOptions{Guarantee: config.AtLeastOnce})
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0, sink.KindData, addr))
 	brokertest.WaitFor(t, 10*time.Second, "repeated refusals", func() bool { return o.Stats().ConnectFailures >= 3 })
@@ -413,10 +414,10 @@ func TestMQTTConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	if s.Guarantee() != sink.AtMostOnce {
+	if s.Guarantee() != config.AtMostOnce {
 		t.Fatal("QoS 0 sink not at-most-once")
 	}
-	if _, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: sink.AtLeastOnce}); err == nil {
+	if _, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: config.AtLeastOnce}); err == nil {
 		t.Fatal("at-least-once output over QoS 0 accepted")
 	}
 }
@@ -437,7 +438,7 @@ func TestMQTTTLSClientCert(t *testing.T) {
 
 	good := &sink.TLSOptions{CAFile: tf.CA, CertFile: tf.ClientCert, KeyFile: tf.ClientKey}
 	_, o := newOutput(t, Config{URL: b.URL(), QoS: 1, CleanSession: true, TLS: good, Logger: testLogger(t)},
-		sink.OutputOptions{Guarantee: sink.AtLeastOnce})
+		sink.OutputOptions{Guarantee: config.AtLeastOnce})
 	tr := newTracker()
 	for i := range 5 {
 		o.Enqueue(counterMessage(tr, i, sink.KindData, addr))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/brokertest"
 )
@@ -17,7 +18,7 @@ func (c chanTracker) Settled(_ uint64, delivered bool) { c <- delivered }
 
 // benchOutput streams b.N messages of ~200 bytes through an Output into s,
 // keeping up to 1024 unsettled, and reports messages per second.
-func benchOutput(b *testing.B, s sink.Sink, g sink.Guarantee) {
+func benchOutput(b *testing.B, s sink.Sink, g config.Guarantee) {
 	o, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: g, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -67,7 +68,7 @@ func BenchmarkOutputNATS(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchOutput(b, s, sink.AtMostOnce)
+		benchOutput(b, s, config.AtMostOnce)
 	})
 	b.Run("JetStream", func(b *testing.B) {
 		s, err := New(Config{URL: br.URL(), Logger: slog.New(slog.DiscardHandler),
@@ -75,6 +76,6 @@ func BenchmarkOutputNATS(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchOutput(b, s, sink.AtLeastOnce)
+		benchOutput(b, s, config.AtLeastOnce)
 	})
 }

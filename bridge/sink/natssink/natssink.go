@@ -17,11 +17,12 @@ import (
 	"github.com/uagate/gateway/bridge/sink"
 )
 
-// Default subject templates.
+// Default subject templates: the configuration's, and one for per-field
+// subjects, which the configuration does not offer for NATS.
 const (
-	DefaultDataSubject     = "opcua.json.data.{PublisherId}.{WriterGroup}.{DataSetWriter}"
-	DefaultMetaDataSubject = "opcua.json.metadata.{PublisherId}.{WriterGroup}.{DataSetWriter}"
-	DefaultStatusSubject   = "opcua.json.status.{PublisherId}"
+	DefaultDataSubject     = config.DefaultNATSDataSubject
+	DefaultMetaDataSubject = config.DefaultNATSMetaSubject
+	DefaultStatusSubject   = config.DefaultNATSStatusSubject
 	DefaultFieldSubject    = "opcua.json.field.{PublisherId}.{WriterGroup}.{DataSetWriter}.{Field}"
 	// DefaultStreamSubjects is what a created stream captures.
 	DefaultStreamSubjects = "opcua.json.>"
@@ -79,9 +80,7 @@ func FromConfig(c config.NATSSink, password, token string) Config {
 		Name: c.Name, URL: c.URL, Username: c.Username, Password: password, Token: token,
 		CredsFile: c.CredsFile, NKeyFile: c.NKeyFile,
 		Subjects: sink.TopicTemplates{Data: c.DataSubject, MetaData: c.MetaDataSubject, Status: c.StatusSubject},
-	}
-	if c.TLS != nil {
-		out.TLS = &sink.TLSOptions{CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, InsecureSkipVerify: c.TLS.InsecureSkipVerify}
+		TLS:      sink.TLSFromConfig(c.TLS),
 	}
 	if j := c.JetStream; j != nil {
 		out.JetStream = &JetStream{Stream: j.Stream, Create: j.Create, MaxAge: j.MaxAge.D(), MaxBytes: j.MaxBytes}
@@ -205,11 +204,11 @@ func New(c Config) (*Sink, error) {
 func (s *Sink) Name() string { return s.cfg.Name }
 
 // Guarantee implements sink.Sink: at-least-once with JetStream.
-func (s *Sink) Guarantee() sink.Guarantee {
+func (s *Sink) Guarantee() config.Guarantee {
 	if s.js != nil {
-		return sink.AtLeastOnce
+		return config.AtLeastOnce
 	}
-	return sink.AtMostOnce
+	return config.AtMostOnce
 }
 
 // Connected implements sink.ConnState.

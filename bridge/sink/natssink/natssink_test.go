@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/brokertest"
 )
@@ -138,7 +139,7 @@ func TestNATSCoreSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, o := newOutput(t, Config{URL: b.URL()}, sink.OutputOptions{})
-	if s.Guarantee() != sink.AtMostOnce {
+	if s.Guarantee() != config.AtMostOnce {
 		t.Fatal("core NATS sink not at-most-once")
 	}
 	tr := newTracker()
@@ -169,7 +170,7 @@ func TestNATSCoreSubjects(t *testing.T) {
 	}
 	brokertest.WaitFor(t, 5*time.Second, "settled", func() bool { return tr.settled() == 5 })
 	tr.checkAll(t, 5)
-	if _, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: sink.AtLeastOnce}); err == nil {
+	if _, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: config.AtLeastOnce}); err == nil {
 		t.Fatal("at-least-once over core NATS accepted")
 	}
 }
@@ -222,8 +223,8 @@ func readStream(t *testing.T, url string) []int {
 // stored in order.
 func TestNATSJetStream(t *testing.T) {
 	b := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
-	s, o := newOutput(t, jsConfig(b.URL()), sink.OutputOptions{Guarantee: sink.AtLeastOnce})
-	if s.Guarantee() != sink.AtLeastOnce {
+	s, o := newOutput(t, jsConfig(b.URL()), sink.OutputOptions{Guarantee: config.AtLeastOnce})
+	if s.Guarantee() != config.AtLeastOnce {
 		t.Fatal("JetStream sink not at-least-once")
 	}
 	tr := newTracker()
@@ -252,7 +253,7 @@ func TestNATSJetStream(t *testing.T) {
 // delivered once.
 func TestNATSJetStreamAcrossServerRestart(t *testing.T) {
 	b := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
-	_, o := newOutput(t, jsConfig(b.URL()), sink.OutputOptions{Guarantee: sink.AtLeastOnce, QueueSize: 64, MaxInFlight: 32})
+	_, o := newOutput(t, jsConfig(b.URL()), sink.OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 64, MaxInFlight: 32})
 	tr := newTracker()
 	const n = 3000
 	done := make(chan struct{})

@@ -5,7 +5,7 @@
 //
 // # Guarantee: at most once
 //
-// The hub is sink.AtMostOnce. A message counts as delivered once the hub has
+// The hub is config.AtMostOnce. A message counts as delivered once the hub has
 // offered it to the connected clients; it never holds an upstream
 // acknowledgement back, and a client that connects later, or falls behind, or
 // goes away, misses what it did not receive. Enqueue never waits for a client:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 )
 
@@ -208,7 +209,7 @@ func originChecker(allowed []string) func(*http.Request) bool {
 func (h *Hub) Name() string { return h.opts.Name }
 
 // Guarantee implements sink.Queue: the hub is at most once.
-func (h *Hub) Guarantee() sink.Guarantee { return sink.AtMostOnce }
+func (h *Hub) Guarantee() config.Guarantee { return config.AtMostOnce }
 
 // Enqueue implements sink.Queue: it offers m to every client whose selection
 // matches (each takes a reference, or is closed as a slow consumer when its
