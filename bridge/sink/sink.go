@@ -137,6 +137,11 @@ var messages = pooling.NewPool[Message](4096, func(m *Message) { *m = Message{} 
 // burst that does not recur (the setup) left idle.
 var messageBuffers = pooling.NewBufferPool(pooling.BufferPoolConfig{ClassBytes: MessageClassBytes})
 
+func init() {
+	pooling.Register("sink.Message", messages)
+	pooling.RegisterBuffers("sink.messages", messageBuffers)
+}
+
 // MessageClassBytes bounds the idle payload bytes each size class of the
 // message buffer pool keeps.
 const MessageClassBytes = 256 << 20
@@ -250,6 +255,16 @@ func ParseGuarantee(s string) (Guarantee, error) {
 	return 0, fmt.Errorf("delivery %q: want at-most-once or at-least-once", s)
 }
 
+// MarshalText writes the guarantee as String does (JSON of the API).
+func (g Guarantee) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (g *Guarantee) UnmarshalText(b []byte) error {
+	v, err := ParseGuarantee(string(b))
+	*g = v
+	return err
+}
+
 // Policy is what a full queue does with the next message.
 type Policy uint8
 
@@ -279,6 +294,16 @@ func ParsePolicy(s string) (Policy, error) {
 		return DropOldest, nil
 	}
 	return 0, fmt.Errorf("queue policy %q: want block or drop-oldest", s)
+}
+
+// MarshalText writes the policy as String does (JSON of the API).
+func (p Policy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (p *Policy) UnmarshalText(b []byte) error {
+	v, err := ParsePolicy(string(b))
+	*p = v
+	return err
 }
 
 // ErrNotConnected is returned by Sink.Publish while the sink has no broker

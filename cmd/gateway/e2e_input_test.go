@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -88,7 +90,8 @@ sinks:
 	if st.RefusedItems < 2 {
 		t.Errorf("RefusedItems %d, want 2", st.RefusedItems)
 	}
-	for _, fv := range g.group("g").LastValues("w") {
+	vals, _ := g.group("g").LastValues(bridge.ValueFilter{Writer: "w"}, 0, math.MaxInt)
+	for _, fv := range vals {
 		want := ua.StatusBadNodeIdUnknown
 		if fv.Field == "Counter" {
 			want = ua.StatusGood
