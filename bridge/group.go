@@ -286,8 +286,8 @@ type WriterGroup struct {
 	// nodeIdx is the index of the fields by node id (values.go), built at
 	// the first query by node under vmu's read lock (idxMu serialises the
 	// builders) and dropped under its write lock when the fields change.
-	nodeIdx atomic.Pointer[[]int32]
-	idxMu   sync.Mutex
+	nodeIdx  atomic.Pointer[[]int32]
+	idxMu    sync.Mutex
 	stats    groupCounters
 	subState atomic.Uint32 // last subscription status (ua.StatusCode)
 	lastLog  atomic.Int64  // throttles encode-error logs
