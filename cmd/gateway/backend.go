@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/uagate/gateway/api"
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
-	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -148,35 +148,16 @@ func (rt *runtime) Endpoints() []api.EndpointStatus {
 	return out
 }
 
-// LastValues implements api.Backend.
-func (rt *runtime) LastValues(f api.ValueFilter) []api.FieldValue {
-	cfg := rt.Config()
-	var out []api.FieldValue
-	for _, wg := range cfg.WriterGroups {
-		if f.Group != "" && wg.Name != f.Group {
-			continue
-		}
-		rt.mu.Lock()
-		rg := rt.groups[wg.Name]
-		rt.mu.Unlock()
-		if rg == nil || rg.g == nil {
-			continue
-		}
-		for _, v := range rg.g.LastValues(f.Writer) {
-			if f.Node != "" && v.Node != f.Node {
-				continue
-			}
-			dv := v.Value
-			if !v.HasValue {
-				dv = ua.DataValue{Status: ua.StatusBadWaitingForInitialData}
-				if v.Status.IsBad() {
-					dv.Status = v.Status
-				}
-			}
-			out = append(out, api.FieldValue{Group: wg.Name, Writer: v.Writer, Field: v.Field, Node: v.Node, Value: dv})
-		}
+// LastValues implements api.Backend: a page of the group's own cache.
+func (rt *runtime) LastValues(group string, f bridge.ValueFilter, from, limit int) ([]bridge.FieldValue, int, error) {
+	rt.mu.Lock()
+	rg := rt.groups[group]
+	rt.mu.Unlock()
+	if rg == nil || rg.g == nil {
+		return nil, -1, fmt.Errorf("writer group %q does not run here: %w", group, api.ErrUnavailable)
 	}
-	return out
+	vals, next := rg.g.LastValues(f, from, limit)
+	return vals, next, nil
 }
 
 // Metadata implements api.Backend.
@@ -238,45 +219,25 @@ func (rt *runtime) Store(endpoint string) (*pki.Store, error) {
 	return s, nil
 }
 
-// Stats implements api.Backend.
+// Stats implements api.Backend: the parts' own counters.
 func (rt *runtime) Stats() api.Stats {
 	cfg := rt.Config()
 	var st api.Stats
 	rt.mu.Lock()
 	for _, wg := range cfg.WriterGroups {
-		rg := rt.groups[wg.Name]
-		if rg == nil || rg.g == nil {
-			continue
+		if rg := rt.groups[wg.Name]; rg != nil && rg.g != nil {
+			st.Groups = append(st.Groups, rg.g.Stats())
 		}
-		gs := rg.g.Stats()
-		fields := 0
-		for _, w := range gs.Writers {
-			fields += w.Fields
-		}
-		st.Groups = append(st.Groups, api.GroupStats{
-			Name: wg.Name, Endpoint: wg.Endpoint,
-			NotificationsIn:  gs.Notifications + gs.Events,
-			NotificationsOut: gs.Notifications + gs.Events - gs.UnknownHandles,
-			Messages:         gs.Messages + gs.FieldMessages,
-			Bytes:            gs.Bytes,
-			Errors:           gs.EncodeErrors,
-			Unacked:          gs.Unacked,
-			Writers:          len(gs.Writers),
-			Fields:           fields,
-		})
 	}
 	rt.mu.Unlock()
 	for _, o := range rt.outputs {
-		st.Sinks = append(st.Sinks, api.SinkStats{Output: o.Stats(), Kind: o.kind})
+		st.Sinks = append(st.Sinks, api.SinkStats{OutputStats: o.Stats(), Kind: o.kind})
 	}
 	if rt.hub != nil {
 		hs := rt.hub.Stats()
-		st.Sinks = append(st.Sinks, api.SinkStats{
-			Kind: "websocket", Bytes: hs.Bytes,
-			Output: sink.OutputStats{Name: "websocket", Guarantee: sink.AtMostOnce, Connected: true, Sent: hs.Sent},
-		})
+		st.WebSocket = &hs
 	}
-	st.BufferPools = append(st.BufferPools, api.BufferPoolStats{Name: "buffers", Stats: pooling.Buffers.Stats()})
+	st.Pools, st.BufferPools = pooling.Registered(), pooling.RegisteredBuffers()
 	if rt.scale != nil {
 		so := &api.ScaleOutStatus{ReplicaID: rt.scale.ReplicaID(), Groups: []api.LeaseHolder{}}
 		for _, h := range rt.scale.Holders() {
