@@ -227,7 +227,9 @@ func BenchmarkNodeIndex(b *testing.B) {
 	g := valuesBenchGroup(b, 1_000_000)
 	b.ReportAllocs()
 	for b.Loop() {
-		g.nodeIdx.Store(nil)
+		g.vmu.Lock()
+		g.invalidateNodes()
+		g.vmu.Unlock()
 		g.LastValues(ValueFilter{Node: "ns=1;s=Shared"}, 0, 1)
 	}
 }

@@ -284,9 +284,11 @@ type WriterGroup struct {
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
 	// nodeIdx is the index of the fields by node id (values.go), built at
-	// the first query by node under vmu's read lock (idxMu serialises the
-	// builders) and dropped under its write lock when the fields change.
-	nodeIdx  atomic.Pointer[[]int32]
+	// the first query by node (idxMu serialises the builders) for the
+	// fields as idxGen counts their changes; idxGen is incremented, and
+	// nodeIdx dropped, under vmu's write lock (invalidateNodes).
+	nodeIdx  atomic.Pointer[nodeIndex]
+	idxGen   atomic.Uint64
 	idxMu    sync.Mutex
 	stats    groupCounters
 	subState atomic.Uint32 // last subscription status (ua.StatusCode)
@@ -1058,7 +1060,14 @@ func (g *WriterGroup) dropNodes(ws []*writer) {
 	for _, w := range ws {
 		w.nodes = nil
 	}
-	g.nodeIdx.Store(nil) // the text of a node id may change (canonical form)
+	g.invalidateNodes() // the text of a node id may change (canonical form)
+}
+
+// invalidateNodes drops the node index: the fields or their node ids
+// change (g.vmu held for writing).
+func (g *WriterGroup) invalidateNodes() {
+	g.idxGen.Add(1)
+	g.nodeIdx.Store(nil)
 }
 
 // fieldNode returns the node id of slot s of w as configured (g.vmu held):
@@ -1119,7 +1128,7 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 	}
 	g.vmu.Lock()
 	nf, nw := len(g.fields), len(g.writers)
-	g.nodeIdx.Store(nil)
+	g.invalidateNodes()
 	err := g.appendWriter(wc)
 	if err != nil {
 		g.fields, g.writers = g.fields[:nf], g.writers[:nw]
@@ -1216,7 +1225,7 @@ func (g *WriterGroup) removeSlots(w *writer) []uint32 {
 	g.vmu.Lock()
 	defer g.vmu.Unlock()
 	w.removed = true
-	g.nodeIdx.Store(nil)
+	g.invalidateNodes()
 	handles := make([]uint32, 0, w.end-w.first)
 	for s := w.first; s < w.end; s++ {
 		f := &g.fields[s]

@@ -16,9 +16,10 @@ import (
 // A node filter goes through an index: the slots sorted by (hash of the
 // node id's text, slot), 4 bytes a field, built at the first query by node
 // and dropped when the fields or their node ids change (AddWriter,
-// RemoveWriter, the items' creation). The hashes are not kept: a lookup
-// computes the ~20 its binary search needs. Nothing of it is on the hot
-// path.
+// RemoveWriter, the items' creation: idxGen counts the changes). The hashes
+// are not kept: a lookup computes the ~20 its binary search needs. Nothing
+// of it is on the hot path, and the build holds the cache's lock only a
+// chunk of slots at a time.
 
 // ValueFilter selects fields of a group; empty members match every field.
 type ValueFilter struct {
@@ -32,9 +33,16 @@ type ValueFilter struct {
 // first slot; limit <= 0 returns no values, only where the first match is.
 // It waits only for a cache update in progress, never for a sink.
 func (g *WriterGroup) LastValues(f ValueFilter, from, limit int) ([]FieldValue, int) {
+	var idx *nodeIndex
+	if f.Node != "" {
+		idx = g.nodeIndex()
+	}
 	g.vmu.RLock()
 	defer g.vmu.RUnlock()
-	it := g.matching(f, from)
+	if f.Node != "" && (idx == nil || idx.gen != g.idxGen.Load()) {
+		idx = g.nodeIndexLocked()
+	}
+	it := g.matching(f, from, idx)
 	var out []FieldValue
 	if limit > 0 {
 		out = make([]FieldValue, 0, min(limit, len(g.fields)))
@@ -67,8 +75,9 @@ type fieldIter struct {
 	buf  []byte
 }
 
-// matching starts a walk of the slots from from on that match f.
-func (g *WriterGroup) matching(f ValueFilter, from int) *fieldIter {
+// matching starts a walk of the slots from from on that match f; idx is
+// the node index when f names a node (g.vmu held).
+func (g *WriterGroup) matching(f ValueFilter, from int, idx *nodeIndex) *fieldIter {
 	it := &fieldIter{g: g, node: f.Node}
 	if from >= len(g.fields) {
 		return it
@@ -84,7 +93,7 @@ func (g *WriterGroup) matching(f ValueFilter, from int) *fieldIter {
 		it.only = ws[0]
 	}
 	if f.Node != "" {
-		it.idx = g.nodeIndex()
+		it.idx = idx.slots
 		it.hash = nodeHash([]byte(f.Node))
 		want := uint64(it.hash)<<32 | uint64(from)
 		it.pos, _ = slices.BinarySearchFunc(it.idx, want, func(s int32, want uint64) int {
@@ -144,45 +153,96 @@ var nodeSeed = maphash.MakeSeed()
 
 func nodeHash(text []byte) uint32 { return uint32(maphash.Bytes(nodeSeed, text)) }
 
+func nodeKey(s int32, text []byte) uint64 { return uint64(nodeHash(text))<<32 | uint64(uint32(s)) }
+
 // nodeKey is slot s's sort key in the node index; buf is scratch.
 func (g *WriterGroup) nodeKey(s int32, buf *[]byte) uint64 {
 	*buf = g.appendFieldNode((*buf)[:0], g.writerOf(s), s)
-	return uint64(nodeHash(*buf))<<32 | uint64(uint32(s))
+	return nodeKey(s, *buf)
 }
 
-// nodeIndex returns the node index, building it when there is none (g.vmu
-// held, for reading at least).
-func (g *WriterGroup) nodeIndex() []int32 {
-	if p := g.nodeIdx.Load(); p != nil {
-		return *p
+// nodeIndex is the index of a group's fields by node id: its slots sorted
+// by nodeKey.
+type nodeIndex struct {
+	gen   uint64 // the group's idxGen it was built for
+	slots []int32
+}
+
+// nodeIndexChunk is how many slots the build reads per hold of the cache's
+// read lock, so that the handlers, which take its write lock, wait a
+// millisecond or so at a time, not the whole build (~150 ms a million
+// fields, BenchmarkNodeIndex).
+const nodeIndexChunk = 16384
+
+// nodeIndex returns the node index, building it when there is none for
+// the current fields; nil when they changed during the build (g.vmu not
+// held).
+func (g *WriterGroup) nodeIndex() *nodeIndex {
+	if idx := g.nodeIdx.Load(); idx != nil && idx.gen == g.idxGen.Load() {
+		return idx
 	}
 	g.idxMu.Lock()
 	defer g.idxMu.Unlock()
-	if p := g.nodeIdx.Load(); p != nil {
-		return *p
+	gen := g.idxGen.Load()
+	if idx := g.nodeIdx.Load(); idx != nil && idx.gen == gen {
+		return idx
 	}
-	n := 0
-	for _, w := range g.writers {
-		if !w.removed {
-			n += int(w.end - w.first)
-		}
-	}
+	g.vmu.RLock()
+	n := len(g.fields)
+	g.vmu.RUnlock()
 	keys := make([]uint64, 0, n)
 	var buf []byte
-	for _, w := range g.writers {
+	for lo := 0; lo < n; lo += nodeIndexChunk {
+		g.vmu.RLock()
+		if g.idxGen.Load() != gen {
+			g.vmu.RUnlock()
+			return nil
+		}
+		keys, buf = g.appendNodeKeys(keys, buf, int32(lo), int32(min(lo+nodeIndexChunk, n)))
+		g.vmu.RUnlock()
+	}
+	idx := sortedIndex(gen, keys)
+	g.vmu.RLock()
+	defer g.vmu.RUnlock()
+	if g.idxGen.Load() != gen {
+		return nil
+	}
+	g.nodeIdx.Store(idx)
+	return idx
+}
+
+// nodeIndexLocked builds the node index at once (g.vmu held): when the
+// fields changed under nodeIndex, a rare case.
+func (g *WriterGroup) nodeIndexLocked() *nodeIndex {
+	keys, _ := g.appendNodeKeys(make([]uint64, 0, len(g.fields)), nil, 0, int32(len(g.fields)))
+	idx := sortedIndex(g.idxGen.Load(), keys)
+	g.nodeIdx.Store(idx)
+	return idx
+}
+
+// appendNodeKeys appends the keys of the slots of writers not removed in
+// [lo, hi) (g.vmu held).
+func (g *WriterGroup) appendNodeKeys(keys []uint64, buf []byte, lo, hi int32) ([]uint64, []byte) {
+	for s := lo; s < hi; {
+		w := g.writerOf(s)
+		end := min(w.end, hi)
 		if w.removed {
+			s = end
 			continue
 		}
-		for s := w.first; s < w.end; s++ {
+		for ; s < end; s++ {
 			buf = g.appendFieldNode(buf[:0], w, s)
-			keys = append(keys, uint64(nodeHash(buf))<<32|uint64(uint32(s)))
+			keys = append(keys, nodeKey(s, buf))
 		}
 	}
+	return keys, buf
+}
+
+func sortedIndex(gen uint64, keys []uint64) *nodeIndex {
 	slices.Sort(keys)
-	idx := make([]int32, len(keys))
+	idx := &nodeIndex{gen: gen, slots: make([]int32, len(keys))}
 	for i, k := range keys {
-		idx[i] = int32(uint32(k))
+		idx.slots[i] = int32(uint32(k))
 	}
-	g.nodeIdx.Store(&idx)
 	return idx
 }

@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,5 +165,122 @@ func TestLastValuesByNodeLive(t *testing.T) {
 	}
 	if got := byNode(); !slices.Equal(got, []string{"b/C"}) {
 		t.Fatalf("by node after RemoveWriter: %v", got)
+	}
+}
+
+// TestLastValuesConcurrent: pages by node and in full are read while the
+// values change and a writer is removed (the index rebuilt meanwhile); run
+// with -race.
+func TestLastValuesConcurrent(t *testing.T) {
+	nodes := make([][]string, 3)
+	for w := range nodes {
+		for i := range 1000 {
+			nodes[w] = append(nodes[w], fmt.Sprintf("ns=1;s=N%d", i%10))
+		}
+	}
+	g := valuesGroup(t, nodes)
+	items := make([]ua.MonitoredItemNotification, 3000)
+	for i := range items {
+		items[i] = ua.MonitoredItemNotification{ClientHandle: uint32(i + 1), Value: ua.DataValue{Value: ua.NewDoubleVariant(float64(i))}}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		for seq := uint32(2); ; seq++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			g.onDataChange(nil, seq, items)
+		}
+	}()
+	for r := range 2 {
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				f := ValueFilter{Node: fmt.Sprintf("ns=1;s=N%d", r)}
+				n := 0
+				for from := 0; from >= 0; {
+					var vs []FieldValue
+					vs, from = g.LastValues(f, from, 7)
+					for _, v := range vs {
+						if v.Node != f.Node {
+							t.Errorf("value of %s for %s", v.Node, f.Node)
+							return
+						}
+					}
+					n += len(vs)
+				}
+				// 300, 200 once a writer is removed, between when it was
+				// removed during the walk.
+				if n < 200 || n > 300 {
+					t.Errorf("%d values of %s, want 200 to 300", n, f.Node)
+					return
+				}
+			}
+		}()
+	}
+	for range 20 {
+		g.LastValues(ValueFilter{}, 0, 3000)
+	}
+	if err := g.RemoveWriter(t.Context(), "w001"); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if vs, _ := g.LastValues(ValueFilter{}, 0, 3000); len(vs) != 2000 {
+			t.Fatalf("%d values after the removal", len(vs))
+		}
+	}
+	close(done)
+	wg.Wait()
+}
+
+// TestNodeIndexChunks: the index built a chunk at a time over several
+// chunks finds what a scan finds, and is the index built at once.
+func TestNodeIndexChunks(t *testing.T) {
+	nodes := make([][]string, 4)
+	for w := range nodes {
+		for i := range 10_000 {
+			nodes[w] = append(nodes[w], fmt.Sprintf("ns=1;s=W%d.V%d", w, i))
+		}
+		nodes[w][0] = "ns=1;s=Shared"
+	}
+	g := valuesGroup(t, nodes)
+	if n := 4 * 10_000; n < 2*nodeIndexChunk {
+		t.Fatalf("%d fields fit in fewer than 3 chunks of %d", n, nodeIndexChunk)
+	}
+	slots := func(node string) []uint32 {
+		vs, next := g.LastValues(ValueFilter{Node: node}, 0, 100)
+		if next != -1 {
+			t.Fatalf("%s: next %d", node, next)
+		}
+		var out []uint32
+		for _, v := range vs {
+			out = append(out, v.Handle-g.base)
+		}
+		return out
+	}
+	if got := slots("ns=1;s=Shared"); !slices.Equal(got, []uint32{0, 10_000, 20_000, 30_000}) {
+		t.Fatalf("shared node at %v", got)
+	}
+	for _, s := range []int{1, 16383, 16384, 16385, 33333, 39_999} {
+		if got := slots(fmt.Sprintf("ns=1;s=W%d.V%d", s/10_000, s%10_000)); !slices.Equal(got, []uint32{uint32(s)}) {
+			t.Errorf("node of slot %d at %v", s, got)
+		}
+	}
+	chunked := g.nodeIdx.Load()
+	g.vmu.RLock()
+	locked := g.nodeIndexLocked()
+	g.vmu.RUnlock()
+	if chunked == nil || len(chunked.slots) != 40_000 || !slices.Equal(chunked.slots, locked.slots) || chunked.gen != locked.gen {
+		t.Fatal("the index built in chunks is not the one built at once")
 	}
 }
