@@ -1,8 +1,8 @@
 package pooling
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -70,26 +70,28 @@ func checkName(name string) {
 // Registered returns a snapshot of every registered object pool, by name.
 // It allocates and is meant for metrics, not for the hot path.
 func Registered() []NamedPoolStats {
-	registry.mu.Lock()
-	out := make([]NamedPoolStats, 0, len(registry.pools))
-	for name, p := range registry.pools {
-		out = append(out, NamedPoolStats{Name: name, PoolStats: p.Stats()})
-	}
-	registry.mu.Unlock()
-	slices.SortFunc(out, func(a, b NamedPoolStats) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	return snapshot(registry.pools, func(name string, p StatsReader) NamedPoolStats {
+		return NamedPoolStats{Name: name, PoolStats: p.Stats()}
+	})
 }
 
 // RegisteredBuffers returns a snapshot of every registered buffer pool, by
 // name.
 func RegisteredBuffers() []NamedBufferPoolStats {
+	return snapshot(registry.buffers, func(name string, bp *BufferPool) NamedBufferPoolStats {
+		return NamedBufferPoolStats{Name: name, BufferPoolStats: bp.Stats()}
+	})
+}
+
+// snapshot reads every pool of m in the order of their names.
+func snapshot[P, S any](m map[string]P, read func(string, P) S) []S {
 	registry.mu.Lock()
-	out := make([]NamedBufferPoolStats, 0, len(registry.buffers))
-	for name, bp := range registry.buffers {
-		out = append(out, NamedBufferPoolStats{Name: name, BufferPoolStats: bp.Stats()})
+	defer registry.mu.Unlock()
+	names := slices.Sorted(maps.Keys(m))
+	out := make([]S, len(names))
+	for i, name := range names {
+		out[i] = read(name, m[name])
 	}
-	registry.mu.Unlock()
-	slices.SortFunc(out, func(a, b NamedBufferPoolStats) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
