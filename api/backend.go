@@ -5,8 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -43,10 +45,16 @@ type Backend interface {
 	// configuration order (NewEndpointStatus builds one from a
 	// ManagedSession).
 	Endpoints() []EndpointStatus
-	// LastValues returns the last values in the last-value cache that match
-	// f, ordered by writer group, writer and field position. The values are
-	// the Backend's copies: the API reads them after the call returns.
-	LastValues(f ValueFilter) []FieldValue
+	// LastValues returns the last values of at most limit fields of writer
+	// group group that match f, in the group's field order from position
+	// from on, and the position of the next field that matches, -1 when none
+	// is left: a page of the group's last-value cache
+	// (bridge.WriterGroup.LastValues), which costs its own size, not the
+	// group's. limit <= 0 asks only where the first match is. ErrNotFound
+	// when there is no such group, ErrUnavailable when it does not run here
+	// (still starting, or served by another replica). The values are the
+	// Backend's copies: the API reads them after the call returns.
+	LastValues(group string, f bridge.ValueFilter, from, limit int) ([]bridge.FieldValue, int, error)
 	// Metadata returns the DataSetMetaData of a writer (ErrNotFound when the
 	// group or writer does not exist; ErrUnavailable when it exists but its
 	// metadata is not known yet).
@@ -70,29 +78,19 @@ type Retrier interface {
 	RetryNow()
 }
 
-// ValueFilter selects last values; empty members match everything. Node is
-// a node id as configured for the field.
-type ValueFilter struct {
-	Group  string
-	Writer string
-	Node   string
-}
-
-// FieldValue is the last value of one field of a dataset writer.
-type FieldValue struct {
-	Group  string
-	Writer string
-	Field  string
-	Node   string
-	Value  ua.DataValue
-}
-
-// Stats are the runtime counters the metrics and the status come from.
+// Stats are the runtime's counters as its parts report them, in their own
+// types: /metrics and /api/v1/status read every member.
 type Stats struct {
-	Groups      []GroupStats
-	Sinks       []SinkStats
-	Pools       []PoolStats
-	BufferPools []BufferPoolStats
+	// Groups are the writer groups that run here, in configuration order.
+	Groups []bridge.GroupStats
+	// Sinks are the sink outputs (mqtt, nats, file).
+	Sinks []SinkStats
+	// WebSocket is the WebSocket stream's hub; nil when there is none.
+	WebSocket *wssink.Stats
+	// Pools and BufferPools are the process's registered pools
+	// (pooling.Registered, pooling.RegisteredBuffers).
+	Pools       []pooling.NamedPoolStats
+	BufferPools []pooling.NamedBufferPoolStats
 	// ScaleOut is nil unless scale-out is enabled.
 	ScaleOut *ScaleOutStatus
 }
@@ -114,45 +112,10 @@ type LeaseHolder struct {
 	Local bool `json:"local"`
 }
 
-// GroupStats are one writer group's counters.
-type GroupStats struct {
-	Name     string `json:"name"`
-	Endpoint string `json:"endpoint"`
-	// NotificationsIn counts data changes and events received from the
-	// subscription; NotificationsOut those written into NetworkMessages.
-	NotificationsIn  uint64 `json:"notificationsIn"`
-	NotificationsOut uint64 `json:"notificationsOut"`
-	// Messages and Bytes count the NetworkMessages the group produced.
-	Messages uint64 `json:"messages"`
-	Bytes    uint64 `json:"bytes"`
-	// Errors counts notifications that could not be encoded or delivered.
-	Errors uint64 `json:"errors"`
-	// Unacked is the number of notification messages (sequence numbers)
-	// not yet acknowledged to the server because at-least-once sinks have
-	// not confirmed them.
-	Unacked int `json:"unacked"`
-	// Writers and Fields are the group's dataset writers and fields.
-	Writers int `json:"writers"`
-	Fields  int `json:"fields"`
-}
-
-// SinkStats are one sink's counters: its Output's and the bytes it sent.
+// SinkStats are one sink's counters, as /api/v1/status lists them.
 type SinkStats struct {
-	Output sink.OutputStats
-	Kind   string // mqtt, nats, websocket, file
-	Bytes  uint64 // payload bytes the sink took
-}
-
-// PoolStats names an object pool's counters.
-type PoolStats struct {
-	Name  string
-	Stats pooling.PoolStats
-}
-
-// BufferPoolStats names a buffer pool's counters.
-type BufferPoolStats struct {
-	Name  string
-	Stats pooling.BufferPoolStats
+	sink.OutputStats
+	Kind string `json:"kind,omitempty"` // mqtt, nats, file, websocket
 }
 
 // EndpointStatus is the state of one upstream endpoint and its session.

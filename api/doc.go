@@ -12,7 +12,11 @@
 //     OpenAPI 3.1 document (openapi.go, served at /api/v1/openapi.json) are
 //     made.
 //   - Backend (backend.go): the interface the wiring implements over the
-//     runtime, with JSON-ready status types; NewEndpointStatus describes a
+//     runtime; its Stats are the parts' own types (bridge.GroupStats,
+//     sink.OutputStats, wssink.Stats, the registered pools' stats), which
+//     /metrics and /api/v1/status expose counter by counter
+//     (TestMetricsCoverStats); its last values are a group's pages
+//     (bridge.WriterGroup.LastValues). NewEndpointStatus describes a
 //     client.ManagedSession.
 //   - Resources: endpoints (endpoints.go), writer groups, dataset writers and
 //     fields (writers.go, model.go, validate.go), last values and metadata
@@ -34,7 +38,8 @@
 // Options.MaxBodyBytes are refused); OPC Publisher's payloads leniently, as
 // they carry many settings without meaning here. A change goes through
 // Backend.ApplyConfig with a function that checks and changes a copy, so a
-// refused change changes nothing. Lists are paged (limit, cursor).
+// refused change changes nothing. Lists are paged (limit, cursor); the last
+// values a page at a time inside each group, so a page costs its size.
 //
 // Without API keys the listener must be on loopback, unless
 // Options.AllowUnauthenticated opens it (with a warning). Tokens are never

@@ -78,12 +78,13 @@ func (s *Server) Readiness() Readiness {
 			rd.Waiting = append(rd.Waiting, "endpoint "+e.Name+" ("+e.State+")")
 		}
 	}
-	for _, k := range s.b.Stats().Sinks {
+	st := s.b.Stats()
+	for _, k := range st.sinks() {
 		rd.SinksTotal++
-		if k.Output.Connected {
+		if k.Connected {
 			rd.SinksConnected++
 		} else if s.opts.Ready.Sinks != RequireNone {
-			rd.Waiting = append(rd.Waiting, "sink "+k.Output.Name)
+			rd.Waiting = append(rd.Waiting, "sink "+k.Name)
 		}
 	}
 	rd.ShuttingDown = s.shuttingDown.Load()

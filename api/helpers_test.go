@@ -19,6 +19,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -30,8 +31,9 @@ import (
 // testBackend is a Backend over a real config.Config persisted to a file
 // (so a "restart" — a new testBackend on the same file — sees the changes),
 // real managed sessions and real certificate stores. The pipeline parts it
-// stands in for (last values, metadata, group and sink stats) are plain
-// fields the tests set.
+// stands in for (metadata, group and sink stats) are plain fields the tests
+// set; the last values of a group are a real bridge.WriterGroup's or a
+// fixed list (fixedValues).
 type testBackend struct {
 	mu      sync.Mutex
 	cfg     *config.Config
@@ -41,7 +43,7 @@ type testBackend struct {
 	sessions map[string]*client.ManagedSession
 	urls     map[string]string
 	stores   map[string]*pki.Store
-	values   []FieldValue
+	values   map[string]valueSource // by writer group
 	meta     map[string]*ua.DataSetMetaDataType
 	stats    Stats
 	failNext error // ApplyConfig fails with it once (the runtime refusing a change)
@@ -54,7 +56,8 @@ func newTestBackend(t *testing.T, cfg *config.Config) *testBackend {
 		cfg = &config.Config{}
 	}
 	b := &testBackend{cfg: cfg, file: file, sessions: map[string]*client.ManagedSession{},
-		urls: map[string]string{}, stores: map[string]*pki.Store{}, meta: map[string]*ua.DataSetMetaDataType{}}
+		urls: map[string]string{}, stores: map[string]*pki.Store{}, meta: map[string]*ua.DataSetMetaDataType{},
+		values: map[string]valueSource{}}
 	if err := b.persist(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +77,8 @@ func (b *testBackend) reopen(t *testing.T) *testBackend {
 		t.Fatal(err)
 	}
 	nb := &testBackend{cfg: cfg, file: b.file, sessions: map[string]*client.ManagedSession{},
-		urls: map[string]string{}, stores: map[string]*pki.Store{}, meta: map[string]*ua.DataSetMetaDataType{}}
+		urls: map[string]string{}, stores: map[string]*pki.Store{}, meta: map[string]*ua.DataSetMetaDataType{},
+		values: map[string]valueSource{}}
 	return nb
 }
 
@@ -170,16 +174,45 @@ func (b *testBackend) Endpoints() []EndpointStatus {
 	return out
 }
 
-func (b *testBackend) LastValues(f ValueFilter) []FieldValue {
+// valueSource is a writer group's last-value cache: *bridge.WriterGroup or
+// fixedValues.
+type valueSource interface {
+	LastValues(f bridge.ValueFilter, from, limit int) ([]bridge.FieldValue, int)
+}
+
+// fixedValues are a group's last values as a list; a value's position is
+// its index, as bridge.WriterGroup.LastValues pages its slots.
+type fixedValues []bridge.FieldValue
+
+func (v fixedValues) LastValues(f bridge.ValueFilter, from, limit int) ([]bridge.FieldValue, int) {
+	var out []bridge.FieldValue
+	for i := max(from, 0); i < len(v); i++ {
+		if (f.Writer != "" && v[i].Writer != f.Writer) || (f.Node != "" && v[i].Node != f.Node) {
+			continue
+		}
+		if len(out) >= limit {
+			return out, i
+		}
+		out = append(out, v[i])
+	}
+	return out, -1
+}
+
+func (b *testBackend) setValues(group string, vs valueSource) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []FieldValue
-	for _, v := range b.values {
-		if (f.Group == "" || v.Group == f.Group) && (f.Writer == "" || v.Writer == f.Writer) && (f.Node == "" || v.Node == f.Node) {
-			out = append(out, v)
-		}
+	b.values[group] = vs
+}
+
+func (b *testBackend) LastValues(group string, f bridge.ValueFilter, from, limit int) ([]bridge.FieldValue, int, error) {
+	b.mu.Lock()
+	vs := b.values[group]
+	b.mu.Unlock()
+	if vs == nil {
+		return nil, -1, fmt.Errorf("writer group %q does not run here: %w", group, ErrUnavailable)
 	}
-	return out
+	vals, next := vs.LastValues(f, from, limit)
+	return vals, next, nil
 }
 
 func (b *testBackend) Metadata(group, writer string) (*ua.DataSetMetaDataType, error) {
@@ -326,7 +359,9 @@ func startSim(t *testing.T, cfg *server.Config) *server.Server {
 	if cfg.Policies == nil {
 		cfg.Policies = []uasc.EndpointSecurity{{PolicyURI: uasc.SecurityPolicyNone, Mode: ua.MessageSecurityModeNone}}
 	}
-	cfg.Sim.Folders, cfg.Sim.Variables = -1, -1
+	if cfg.Sim.Folders == 0 && cfg.Sim.Variables == 0 {
+		cfg.Sim.Folders, cfg.Sim.Variables = -1, -1 // no Load folders unless asked for
+	}
 	cfg.Logger = quietLogger()
 	srv, err := server.New(cfg)
 	if err != nil {

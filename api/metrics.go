@@ -3,11 +3,16 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 )
 
@@ -34,12 +39,51 @@ type collector struct {
 	buildInfo,
 	epState, epConnected, epReconnects, epConnects, epReactivations, epTransfers, epRecreations,
 	subMessages, subKeepAlives, subDataChanges, subEvents, subRepublished, subLost, subDuplicates, subItems, subFailedItems,
-	grpIn, grpOut, grpMessages, grpBytes, grpErrors, grpUnacked, leaseHeld,
-	sinkEnqueued, sinkSent, sinkConfirmed, sinkRetries, sinkErrors, sinkDropped, sinkUndelivered,
-	sinkReconnects, sinkConnectFailures, sinkQueue, sinkInFlight, sinkConnected, sinkBytes,
-	poolHits, poolMisses, poolDrops, poolIdle, poolCapacity, poolHitRatio,
-	bufHits, bufMisses, bufDrops, bufHitRatio, bufOversize,
-	roundTrip, sourceToSink *desc
+	leaseHeld, roundTrip, sourceToSink *desc
+
+	// The runtime's own counters, one series each (TestMetricsCoverStats
+	// checks that none is left out).
+	groups      []series[bridge.GroupStats]       // labels group, endpoint
+	writers     []series[bridge.WriterStats]      // labels group, writer
+	sinks       []series[sink.OutputStats]        // labels sink, kind
+	webSocket   []series[wssink.Stats]            // no labels
+	pools       []series[pooling.PoolStats]       // label pool
+	classes     []series[pooling.BufferStats]     // labels pool, class_bytes
+	bufferPools []series[pooling.BufferPoolStats] // label pool
+}
+
+// series is one metric read from a stats value.
+type series[T any] struct {
+	d *desc
+	t prometheus.ValueType
+	v func(*T) float64
+}
+
+// counter and gauge make the series of a stats type T.
+func counter[T any](c *collector, name, help string, v func(*T) uint64, labels ...string) series[T] {
+	d := newDesc(name, help, labels...)
+	c.ds = append(c.ds, d)
+	return series[T]{d, prometheus.CounterValue, func(x *T) float64 { return float64(v(x)) }}
+}
+
+func gauge[T any](c *collector, name, help string, v func(*T) float64, labels ...string) series[T] {
+	d := newDesc(name, help, labels...)
+	c.ds = append(c.ds, d)
+	return series[T]{d, prometheus.GaugeValue, v}
+}
+
+func collect[T any](ch chan<- prometheus.Metric, ss []series[T], x *T, labels ...string) {
+	for _, s := range ss {
+		ch <- prometheus.MustNewConstMetric(s.d, s.t, s.v(x), labels...)
+	}
+}
+
+// unixSeconds is t as a timestamp metric: 0 for the zero time.
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
 }
 
 func newCollector(b Backend, h *Histograms, version string) *collector {
@@ -68,44 +112,154 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 	c.subDuplicates = d("uagate_subscription_duplicate_messages_total", "Duplicate or old notification messages dropped.", ep)
 	c.subItems = d("uagate_subscription_monitored_items", "Monitored items.", ep)
 	c.subFailedItems = d("uagate_subscription_failed_items", "Monitored items the server refused, being retried.", ep)
-	g := "group"
-	c.grpIn = d("uagate_group_notifications_in_total", "Notifications the writer group received.", g, ep)
-	c.grpOut = d("uagate_group_notifications_out_total", "Notifications the writer group wrote into messages.", g, ep)
-	c.grpMessages = d("uagate_group_messages_total", "NetworkMessages the writer group produced.", g, ep)
-	c.grpBytes = d("uagate_group_bytes_total", "Bytes of the NetworkMessages the writer group produced.", g, ep)
-	c.grpErrors = d("uagate_group_errors_total", "Notifications the writer group could not encode or deliver.", g, ep)
-	c.grpUnacked = d("uagate_group_unacked_sequence_numbers", "Notification messages not yet acknowledged upstream (waiting for at-least-once sinks).", g, ep)
+	g, w := "group", "writer"
 	c.leaseHeld = d("uagate_scaleout_lease_held", "1 while this replica holds the writer group's lease and serves it (scale-out only).", g)
+	c.groups = groupSeries(c, g, ep)
+	c.writers = writerSeries(c, g, w)
 	k, kind := "sink", "kind"
-	c.sinkEnqueued = d("uagate_sink_enqueued_messages_total", "Messages handed to the sink's queue.", k, kind)
-	c.sinkSent = d("uagate_sink_sent_messages_total", "Messages the sink took (resends included).", k, kind)
-	c.sinkConfirmed = d("uagate_sink_confirmed_messages_total", "Messages confirmed by the broker.", k, kind)
-	c.sinkRetries = d("uagate_sink_retried_messages_total", "Messages resent after a failed confirmation.", k, kind)
-	c.sinkErrors = d("uagate_sink_errors_total", "Failed confirmations and refused messages.", k, kind)
-	c.sinkDropped = d("uagate_sink_dropped_messages_total", "Messages a drop-oldest queue dropped.", k, kind)
-	c.sinkUndelivered = d("uagate_sink_undelivered_messages_total", "Messages settled as undelivered.", k, kind)
-	c.sinkReconnects = d("uagate_sink_reconnects_total", "Connections made after the first.", k, kind)
-	c.sinkConnectFailures = d("uagate_sink_connect_failures_total", "Failed connection attempts.", k, kind)
-	c.sinkQueue = d("uagate_sink_queue_depth_messages", "Messages waiting in the sink's queue.", k, kind)
-	c.sinkInFlight = d("uagate_sink_inflight_messages", "Messages published and not yet confirmed.", k, kind)
-	c.sinkConnected = d("uagate_sink_connected", "1 while the sink is connected.", k, kind)
-	c.sinkBytes = d("uagate_sink_sent_bytes_total", "Payload bytes the sink took.", k, kind)
-	p := "pool"
-	c.poolHits = d("uagate_pool_hits_total", "Gets served from the object pool.", p)
-	c.poolMisses = d("uagate_pool_misses_total", "Gets that had to allocate.", p)
-	c.poolDrops = d("uagate_pool_drops_total", "Objects given back to a full pool, left to the GC.", p)
-	c.poolIdle = d("uagate_pool_idle_objects", "Objects waiting in the pool.", p)
-	c.poolCapacity = d("uagate_pool_capacity_objects", "Most idle objects the pool keeps.", p)
-	c.poolHitRatio = d("uagate_pool_hit_ratio", "Hits / (hits + misses) since the start.", p)
-	cl := "class_bytes"
-	c.bufHits = d("uagate_bufferpool_hits_total", "Buffer Gets served from the size class.", p, cl)
-	c.bufMisses = d("uagate_bufferpool_misses_total", "Buffer Gets of the size class that had to allocate.", p, cl)
-	c.bufDrops = d("uagate_bufferpool_drops_total", "Buffers given back to a full size class.", p, cl)
-	c.bufHitRatio = d("uagate_bufferpool_hit_ratio", "Hits / (hits + misses) of the size class since the start.", p, cl)
-	c.bufOversize = d("uagate_bufferpool_oversize_total", "Buffer Gets larger than the largest class (never pooled).", p)
+	c.sinks = sinkSeries(c, k, kind)
+	c.webSocket = webSocketSeries(c)
+	p, cl := "pool", "class_bytes"
+	c.pools = poolSeries(c, "uagate_pool_", "objects", p)
+	c.classes = classSeries(c, p, cl)
+	c.bufferPools = []series[pooling.BufferPoolStats]{
+		counter(c, "uagate_bufferpool_oversize_total", "Buffer Gets larger than the largest class (never pooled).", func(s *pooling.BufferPoolStats) uint64 { return s.Oversize }, p),
+		counter(c, "uagate_bufferpool_foreign_total", "Buffers given back whose capacity is no class size, dropped.", func(s *pooling.BufferPoolStats) uint64 { return s.Foreign }, p),
+		counter(c, "uagate_bufferpool_over_releases_total", "Releases of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.OverReleases }, p),
+		counter(c, "uagate_bufferpool_dead_retains_total", "Retains of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.DeadRetains }, p),
+	}
 	c.roundTrip = d("uagate_publish_round_trip_seconds", "Time from a Publish request sent to its response received.", ep)
 	c.sourceToSink = d("uagate_sink_latency_seconds", "Time from a value's source timestamp (or arrival) to the sink's acceptance.", k)
 	return c
+}
+
+func groupSeries(c *collector, labels ...string) []series[bridge.GroupStats] {
+	type G = bridge.GroupStats
+	n := func(name, help string, v func(*G) uint64) series[G] {
+		return counter(c, "uagate_group_"+name, help, v, labels...)
+	}
+	return []series[G]{
+		n("notifications_in_total", "Notifications the writer group received (data changes and events).", func(g *G) uint64 { return g.Notifications + g.Events }),
+		n("notifications_out_total", "Notifications the writer group wrote into messages.", func(g *G) uint64 { return g.Notifications + g.Events - g.UnknownHandles }),
+		n("messages_total", "NetworkMessages the writer group produced, per-field messages included.", func(g *G) uint64 { return g.Messages + g.FieldMessages }),
+		n("bytes_total", "Bytes of the NetworkMessages the writer group produced.", func(g *G) uint64 { return g.Bytes }),
+		n("errors_total", "Notifications the writer group could not encode.", func(g *G) uint64 { return g.EncodeErrors }),
+		n("data_changes_total", "Data change notifications the writer group received.", func(g *G) uint64 { return g.Notifications }),
+		n("events_total", "Event notifications the writer group received.", func(g *G) uint64 { return g.Events }),
+		n("unknown_handles_total", "Notifications for no field (or a removed one).", func(g *G) uint64 { return g.UnknownHandles }),
+		n("dataset_messages_total", "DataSetMessages written, keep-alives included.", func(g *G) uint64 { return g.DataSetMessages }),
+		n("network_messages_total", "ua-data and ua-metadata messages handed to the sinks' queues.", func(g *G) uint64 { return g.Messages }),
+		n("field_messages_total", "Per-field messages handed to the field queues.", func(g *G) uint64 { return g.FieldMessages }),
+		n("key_frames_total", "Key frame DataSetMessages written.", func(g *G) uint64 { return g.KeyFrames }),
+		n("keepalives_total", "Keep-alive DataSetMessages written.", func(g *G) uint64 { return g.KeepAlives }),
+		n("heartbeats_total", "DataSetMessages resending unchanged fields (heartbeat).", func(g *G) uint64 { return g.Heartbeats }),
+		n("metadata_messages_total", "ua-metadata messages written.", func(g *G) uint64 { return g.MetaData }),
+		n("refused_items_total", "Monitored item refusals the server reported.", func(g *G) uint64 { return g.RefusedItems }),
+		n("gaps_total", "Losses of notification messages the client reported.", func(g *G) uint64 { return g.Gaps }),
+		n("redelivered_messages_total", "Notification messages republished after a resume (possible duplicates).", func(g *G) uint64 { return g.Redelivered }),
+		n("overflows_total", "Values the server sent with the Overflow bit: its queue discarded values next to them.", func(g *G) uint64 { return g.Overflows }),
+		n("acked_sequence_numbers_total", "Notification messages acknowledged upstream once every at-least-once sink confirmed them.", func(g *G) uint64 { return g.Acked }),
+		n("undelivered_sequence_numbers_total", "Notification messages left unacknowledged because a message was not delivered.", func(g *G) uint64 { return g.Undelivered }),
+		n("ack_errors_total", "Acknowledgements upstream that failed.", func(g *G) uint64 { return g.AckErrors }),
+		gauge(c, "uagate_group_unacked_sequence_numbers", "Notification messages not yet acknowledged upstream (waiting for at-least-once sinks).",
+			func(g *G) float64 { return float64(g.Unacked) }, labels...),
+		gauge(c, "uagate_group_subscription_status_code", "The last status the server reported for the subscription (0: Good).",
+			func(g *G) float64 { return float64(g.SubscriptionStatus) }, labels...),
+		gauge(c, "uagate_group_last_publish_timestamp_seconds", "When the writer group last wrote a DataSetMessage (0: never).",
+			func(g *G) float64 { return unixSeconds(g.LastPublish) }, labels...),
+	}
+}
+
+func writerSeries(c *collector, labels ...string) []series[bridge.WriterStats] {
+	type W = bridge.WriterStats
+	n := func(name, help string, v func(*W) uint64) series[W] {
+		return counter(c, "uagate_writer_"+name, help, v, labels...)
+	}
+	return []series[W]{
+		gauge(c, "uagate_writer_fields", "Fields of the dataset writer.", func(w *W) float64 { return float64(w.Fields) }, labels...),
+		n("notifications_total", "Notifications for the dataset writer's fields.", func(w *W) uint64 { return w.Notifications }),
+		n("dataset_messages_total", "DataSetMessages the dataset writer wrote, keep-alives included.", func(w *W) uint64 { return w.DataSetMessages }),
+		n("messages_total", "Messages carrying its DataSetMessages (single message shape only).", func(w *W) uint64 { return w.Messages }),
+		n("key_frames_total", "Key frame DataSetMessages the dataset writer wrote.", func(w *W) uint64 { return w.KeyFrames }),
+		n("keepalives_total", "Keep-alive DataSetMessages the dataset writer wrote.", func(w *W) uint64 { return w.KeepAlives }),
+		n("heartbeats_total", "DataSetMessages resending unchanged fields (heartbeat).", func(w *W) uint64 { return w.Heartbeats }),
+		gauge(c, "uagate_writer_last_publish_timestamp_seconds", "When the dataset writer last wrote a DataSetMessage (0: never).",
+			func(w *W) float64 { return unixSeconds(w.LastPublish) }, labels...),
+	}
+}
+
+func sinkSeries(c *collector, labels ...string) []series[sink.OutputStats] {
+	type O = sink.OutputStats
+	n := func(name, help string, v func(*O) uint64) series[O] {
+		return counter(c, "uagate_sink_"+name, help, v, labels...)
+	}
+	g := func(name, help string, v func(*O) float64) series[O] {
+		return gauge(c, "uagate_sink_"+name, help, v, labels...)
+	}
+	return []series[O]{
+		n("enqueued_messages_total", "Messages handed to the sink's queue.", func(o *O) uint64 { return o.Enqueued }),
+		n("sent_messages_total", "Messages the sink took (resends included).", func(o *O) uint64 { return o.Sent }),
+		n("sent_bytes_total", "Payload bytes the sink took (resends included).", func(o *O) uint64 { return o.SentBytes }),
+		n("confirmed_messages_total", "Messages confirmed by the broker.", func(o *O) uint64 { return o.Confirmed }),
+		n("retried_messages_total", "Messages resent after a failed confirmation.", func(o *O) uint64 { return o.Retries }),
+		n("errors_total", "Failed confirmations and refused messages.", func(o *O) uint64 { return o.Errors }),
+		n("dropped_messages_total", "Messages a drop-oldest queue dropped.", func(o *O) uint64 { return o.Dropped }),
+		n("undelivered_messages_total", "Messages settled as undelivered.", func(o *O) uint64 { return o.Undelivered }),
+		n("reconnects_total", "Connections made after the first.", func(o *O) uint64 { return o.Reconnects }),
+		n("connect_failures_total", "Failed connection attempts.", func(o *O) uint64 { return o.ConnectFailures }),
+		g("queue_depth_messages", "Messages waiting in the sink's queue.", func(o *O) float64 { return float64(o.Queued) }),
+		g("queue_depth_bytes", "Bytes of the buffers of the messages waiting in the sink's queue.", func(o *O) float64 { return float64(o.QueuedBytes) }),
+		g("inflight_messages", "Messages published and not yet confirmed.", func(o *O) float64 { return float64(o.InFlight) }),
+		g("connected", "1 while the sink is connected.", func(o *O) float64 { return b2f(o.Connected) }),
+	}
+}
+
+func webSocketSeries(c *collector) []series[wssink.Stats] {
+	type S = wssink.Stats
+	n := func(name, help string, v func(*S) uint64) series[S] {
+		return counter(c, "uagate_websocket_"+name, help, v)
+	}
+	return []series[S]{
+		gauge(c, "uagate_websocket_clients", "WebSocket clients connected.", func(s *S) float64 { return float64(s.Clients) }),
+		n("accepted_total", "WebSocket connections upgraded.", func(s *S) uint64 { return s.Accepted }),
+		n("rejected_total", "WebSocket handshakes refused (token, origin, selection, limit, closed).", func(s *S) uint64 { return s.Rejected }),
+		n("sent_messages_total", "Messages written to WebSocket clients (one per client).", func(s *S) uint64 { return s.Sent }),
+		n("sent_bytes_total", "Payload bytes written to WebSocket clients.", func(s *S) uint64 { return s.Bytes }),
+		n("slow_closed_total", "WebSocket clients closed because their queue was full.", func(s *S) uint64 { return s.SlowClosed }),
+		gauge(c, "uagate_websocket_metadata_cached", "Metadata messages cached for new clients.", func(s *S) float64 { return float64(s.MetaData) }),
+		n("metadata_refused_total", "Metadata messages not cached because the cache was full.", func(s *S) uint64 { return s.MetaFull }),
+	}
+}
+
+// poolSeries are the series of a pool's counters: prefix uagate_pool_ for
+// object pools, uagate_bufferpool_ for the size classes of buffer pools.
+func poolSeries(c *collector, prefix, unit string, labels ...string) []series[pooling.PoolStats] {
+	type P = pooling.PoolStats
+	n := func(name, help string, v func(*P) uint64) series[P] {
+		return counter(c, prefix+name, help, v, labels...)
+	}
+	return []series[P]{
+		n("hits_total", "Gets served from the pool.", func(s *P) uint64 { return s.Hits }),
+		n("misses_total", "Gets that had to allocate.", func(s *P) uint64 { return s.Misses }),
+		n("puts_total", "Objects given back and kept.", func(s *P) uint64 { return s.Puts }),
+		n("drops_total", "Objects given back to a full pool, left to the GC.", func(s *P) uint64 { return s.Drops }),
+		n("double_puts_total", "Objects given back twice, ignored.", func(s *P) uint64 { return s.DoublePuts }),
+		n("drained_total", "Idle objects let go by a drain.", func(s *P) uint64 { return s.Drained }),
+		n("trimmed_total", "Idle objects let go by a trim.", func(s *P) uint64 { return s.Trimmed }),
+		gauge(c, prefix+"idle_"+unit, "Objects waiting in the pool.", func(s *P) float64 { return float64(s.Idle) }, labels...),
+		gauge(c, prefix+"capacity_"+unit, "Most idle objects the pool keeps.", func(s *P) float64 { return float64(s.Capacity) }, labels...),
+		gauge(c, prefix+"hit_ratio", "Hits / (hits + misses) since the start.", func(s *P) float64 { return ratio(s.Hits, s.Misses) }, labels...),
+	}
+}
+
+// classSeries are the series of a buffer pool's size classes.
+func classSeries(c *collector, labels ...string) []series[pooling.BufferStats] {
+	ps := poolSeries(c, "uagate_bufferpool_", "buffers", labels...)
+	out := make([]series[pooling.BufferStats], len(ps))
+	for i, p := range ps {
+		out[i] = series[pooling.BufferStats]{p.d, p.t, func(s *pooling.BufferStats) float64 { return p.v(&s.PoolStats) }}
+	}
+	return out
 }
 
 // Describe sends every descriptor.
@@ -131,7 +285,7 @@ func b2f(b bool) float64 {
 
 // Collect reads the snapshots.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *desc, v uint64, labels ...string) {
+	count := func(d *desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge := func(d *desc, v float64, labels ...string) {
@@ -143,11 +297,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.epState, b2f(e.State == s.String()), e.Name, s.String())
 		}
 		gauge(c.epConnected, b2f(e.Connected), e.Name)
-		counter(c.epReconnects, e.Reconnects, e.Name)
-		counter(c.epConnects, e.Counters.Connects, e.Name)
-		counter(c.epReactivations, e.Counters.Reactivations, e.Name)
-		counter(c.epTransfers, e.Counters.Transfers, e.Name)
-		counter(c.epRecreations, e.Counters.Recreations, e.Name)
+		count(c.epReconnects, e.Reconnects, e.Name)
+		count(c.epConnects, e.Counters.Connects, e.Name)
+		count(c.epReactivations, e.Counters.Reactivations, e.Name)
+		count(c.epTransfers, e.Counters.Transfers, e.Name)
+		count(c.epRecreations, e.Counters.Recreations, e.Name)
 		var sum SubscriptionStatus
 		for _, s := range e.Subscriptions {
 			sum.Messages += s.Messages
@@ -160,64 +314,46 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			sum.Items += s.Items
 			sum.FailedItems += s.FailedItems
 		}
-		counter(c.subMessages, sum.Messages, e.Name)
-		counter(c.subKeepAlives, sum.KeepAlives, e.Name)
-		counter(c.subDataChanges, sum.DataChanges, e.Name)
-		counter(c.subEvents, sum.Events, e.Name)
-		counter(c.subRepublished, sum.Republished, e.Name)
-		counter(c.subLost, sum.Lost, e.Name)
-		counter(c.subDuplicates, sum.Duplicates, e.Name)
+		count(c.subMessages, sum.Messages, e.Name)
+		count(c.subKeepAlives, sum.KeepAlives, e.Name)
+		count(c.subDataChanges, sum.DataChanges, e.Name)
+		count(c.subEvents, sum.Events, e.Name)
+		count(c.subRepublished, sum.Republished, e.Name)
+		count(c.subLost, sum.Lost, e.Name)
+		count(c.subDuplicates, sum.Duplicates, e.Name)
 		gauge(c.subItems, float64(sum.Items), e.Name)
 		gauge(c.subFailedItems, float64(sum.FailedItems), e.Name)
 	}
 	st := c.b.Stats()
-	for _, g := range st.Groups {
-		counter(c.grpIn, g.NotificationsIn, g.Name, g.Endpoint)
-		counter(c.grpOut, g.NotificationsOut, g.Name, g.Endpoint)
-		counter(c.grpMessages, g.Messages, g.Name, g.Endpoint)
-		counter(c.grpBytes, g.Bytes, g.Name, g.Endpoint)
-		counter(c.grpErrors, g.Errors, g.Name, g.Endpoint)
-		gauge(c.grpUnacked, float64(g.Unacked), g.Name, g.Endpoint)
+	for i := range st.Groups {
+		g := &st.Groups[i]
+		collect(ch, c.groups, g, g.Name, g.Endpoint)
+		for j := range g.Writers {
+			collect(ch, c.writers, &g.Writers[j], g.Name, g.Writers[j].Name)
+		}
 	}
 	if st.ScaleOut != nil {
 		for _, h := range st.ScaleOut.Groups {
 			gauge(c.leaseHeld, b2f(h.Local), h.Group)
 		}
 	}
-	for _, s := range st.Sinks {
-		o, l := &s.Output, []string{s.Output.Name, s.Kind}
-		counter(c.sinkEnqueued, o.Enqueued, l...)
-		counter(c.sinkSent, o.Sent, l...)
-		counter(c.sinkConfirmed, o.Confirmed, l...)
-		counter(c.sinkRetries, o.Retries, l...)
-		counter(c.sinkErrors, o.Errors, l...)
-		counter(c.sinkDropped, o.Dropped, l...)
-		counter(c.sinkUndelivered, o.Undelivered, l...)
-		counter(c.sinkReconnects, o.Reconnects, l...)
-		counter(c.sinkConnectFailures, o.ConnectFailures, l...)
-		gauge(c.sinkQueue, float64(o.Queued), l...)
-		gauge(c.sinkInFlight, float64(o.InFlight), l...)
-		gauge(c.sinkConnected, b2f(o.Connected), l...)
-		counter(c.sinkBytes, s.Bytes, l...)
+	for _, s := range st.sinks() {
+		collect(ch, c.sinks, &s.OutputStats, s.Name, s.Kind)
 	}
-	for _, p := range st.Pools {
-		s := &p.Stats
-		counter(c.poolHits, s.Hits, p.Name)
-		counter(c.poolMisses, s.Misses, p.Name)
-		counter(c.poolDrops, s.Drops, p.Name)
-		gauge(c.poolIdle, float64(s.Idle), p.Name)
-		gauge(c.poolCapacity, float64(s.Capacity), p.Name)
-		gauge(c.poolHitRatio, ratio(s.Hits, s.Misses), p.Name)
+	if st.WebSocket != nil {
+		collect(ch, c.webSocket, st.WebSocket)
 	}
-	for _, bp := range st.BufferPools {
-		for _, cl := range bp.Stats.Classes {
-			size := strconv.Itoa(cl.Size)
-			counter(c.bufHits, cl.Hits, bp.Name, size)
-			counter(c.bufMisses, cl.Misses, bp.Name, size)
-			counter(c.bufDrops, cl.Drops, bp.Name, size)
-			gauge(c.bufHitRatio, ratio(cl.Hits, cl.Misses), bp.Name, size)
+	for i := range st.Pools {
+		collect(ch, c.pools, &st.Pools[i].PoolStats, st.Pools[i].Name)
+	}
+	for i := range st.BufferPools {
+		bp := &st.BufferPools[i]
+		for j := range bp.Classes {
+			collect(ch, c.classes, &bp.Classes[j], bp.Name, strconv.Itoa(bp.Classes[j].Size))
 		}
-		counter(c.bufOversize, bp.Stats.Oversize, bp.Name)
+		collect(ch, c.bufferPools, &bp.BufferPoolStats, bp.Name)
+		// The pool of its Shared objects is an object pool of its own.
+		collect(ch, c.pools, &bp.Shared, bp.Name+".shared")
 	}
 	if c.h != nil {
 		hist := func(d *desc) func(string, *Histogram) {

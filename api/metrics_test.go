@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
@@ -40,11 +42,13 @@ func TestMetrics(t *testing.T) {
 	bp.Put(bp.Get(1000))
 	bp.Get(1000)
 	b.stats = Stats{
-		Groups: []GroupStats{{Name: "line1", Endpoint: "sim", NotificationsIn: 42, NotificationsOut: 40, Messages: 7, Bytes: 9000, Unacked: 3}},
-		Sinks: []SinkStats{{Kind: "mqtt", Bytes: 8000, Output: sink.OutputStats{Name: "broker", Enqueued: 7, Sent: 7, Confirmed: 6,
+		Groups: []bridge.GroupStats{{Name: "line1", Endpoint: "sim", Notifications: 40, Events: 2, UnknownHandles: 2, Messages: 6, FieldMessages: 1,
+			Bytes: 9000, Unacked: 3, Overflows: 5, Writers: []bridge.WriterStats{{Name: "motors", Fields: 12, KeyFrames: 4}}}},
+		Sinks: []SinkStats{{Kind: "mqtt", OutputStats: sink.OutputStats{Name: "broker", Enqueued: 7, Sent: 7, SentBytes: 8000, Confirmed: 6,
 			Dropped: 1, Queued: 2, InFlight: 1, Connected: true}}},
-		Pools:       []PoolStats{{Name: "datavalue", Stats: pool.Stats()}},
-		BufferPools: []BufferPoolStats{{Name: "chunks", Stats: bp.Stats()}},
+		WebSocket:   &wssink.Stats{Clients: 2, Sent: 11, Bytes: 1100},
+		Pools:       []pooling.NamedPoolStats{{Name: "datavalue", PoolStats: pool.Stats()}},
+		BufferPools: []pooling.NamedBufferPoolStats{{Name: "chunks", BufferPoolStats: bp.Stats()}},
 		ScaleOut: &ScaleOutStatus{ReplicaID: "gw-0", Groups: []LeaseHolder{
 			{Group: "line1", Holder: "gw-0", Local: true}, {Group: "line2", Holder: "gw-1"}}},
 	}
@@ -72,6 +76,13 @@ func TestMetrics(t *testing.T) {
 		`uagate_group_notifications_out_total{endpoint="sim",group="line1"} 40`,
 		`uagate_group_bytes_total{endpoint="sim",group="line1"} 9000`,
 		`uagate_group_unacked_sequence_numbers{endpoint="sim",group="line1"} 3`,
+		`uagate_group_messages_total{endpoint="sim",group="line1"} 7`,
+		`uagate_group_overflows_total{endpoint="sim",group="line1"} 5`,
+		`uagate_writer_fields{group="line1",writer="motors"} 12`,
+		`uagate_writer_key_frames_total{group="line1",writer="motors"} 4`,
+		`uagate_websocket_clients 2`,
+		`uagate_sink_sent_messages_total{kind="websocket",sink="websocket"} 11`,
+		`uagate_sink_sent_bytes_total{kind="websocket",sink="websocket"} 1100`,
 		`uagate_sink_sent_messages_total{kind="mqtt",sink="broker"} 7`,
 		`uagate_sink_dropped_messages_total{kind="mqtt",sink="broker"} 1`,
 		`uagate_sink_queue_depth_messages{kind="mqtt",sink="broker"} 2`,

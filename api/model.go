@@ -64,7 +64,7 @@ type WriterGroup struct {
 	Nodes                      *NodeDefaults   `json:"nodes,omitempty" doc:"monitored-item defaults of the group's fields"`
 	Writers                    []DataSetWriter `json:"writers" doc:"the dataset writers"`
 	// Status is read-only: ignored in requests.
-	Status *GroupStats `json:"status,omitempty" doc:"runtime counters (read-only, ignored in requests)"`
+	Status *GroupStatus `json:"status,omitempty" doc:"runtime counters (read-only, ignored in requests)"`
 }
 
 // NodeDefaults are the monitored-item settings the fields of a group

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -22,10 +23,11 @@ type schemaGen struct {
 }
 
 var (
-	durationType = reflect.TypeOf(Duration(0))
-	rawType      = reflect.TypeOf(json.RawMessage(nil))
-	timeType     = reflect.TypeOf(time.Time{})
-	genericArg   = regexp.MustCompile(`\[.*\.([A-Za-z0-9_]+)\]$`)
+	durationType      = reflect.TypeOf(Duration(0))
+	rawType           = reflect.TypeOf(json.RawMessage(nil))
+	timeType          = reflect.TypeOf(time.Time{})
+	textMarshalerType = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
+	genericArg        = regexp.MustCompile(`\[.*\.([A-Za-z0-9_]+)\]$`)
 )
 
 func (g *schemaGen) typeName(t reflect.Type) string {
@@ -52,6 +54,9 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 		return map[string]any{}
 	case timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
+	}
+	if t.Kind() != reflect.Struct && t.Implements(textMarshalerType) {
+		return map[string]any{"type": "string"} // an enum written by name (config.Guarantee)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

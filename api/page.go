@@ -31,29 +31,57 @@ type cursor struct {
 	Pos int    `json:"i"`
 }
 
+// pageLimit reads ?limit=.
+func pageLimit(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return DefaultPageLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxPageLimit {
+		return 0, fieldProblemf(ErrInvalid, "limit", "limit %q: want a number from 1 to %d", s, MaxPageLimit)
+	}
+	return n, nil
+}
+
+// decodeCursor reads ?cursor= into c; false when there is none. ok checks
+// what was decoded.
+func decodeCursor(r *http.Request, c any, ok func() bool) (bool, error) {
+	s := r.URL.Query().Get("cursor")
+	if s == "" {
+		return false, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(raw, c)
+	}
+	if err != nil || !ok() {
+		return false, fieldProblemf(ErrInvalid, "cursor", "cursor %q is not one this API handed out", s)
+	}
+	return true, nil
+}
+
+func encodeCursor(c any) string {
+	raw, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
 // paginate cuts the page the request asks for out of items; key names an
 // item uniquely.
 func paginate[T any](r *http.Request, items []T, key func(*T) string) (Page[T], error) {
-	q := r.URL.Query()
-	limit := DefaultPageLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPageLimit {
-			return Page[T]{}, fieldProblemf(ErrInvalid, "limit", "limit %q: want a number from 1 to %d", s, MaxPageLimit)
-		}
-		limit = n
+	limit, err := pageLimit(r)
+	if err != nil {
+		return Page[T]{}, err
 	}
 	start := 0
-	if s := q.Get("cursor"); s != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(s)
-		var c cursor
-		if err == nil {
-			err = json.Unmarshal(raw, &c)
+	var c cursor
+	if found, err := decodeCursor(r, &c, func() bool { return c.Pos >= 0 }); err != nil {
+		return Page[T]{}, err
+	} else if found {
+		start = len(items)
+		if c.Pos < len(items) {
+			start = c.Pos + 1
 		}
-		if err != nil || c.Pos < 0 {
-			return Page[T]{}, fieldProblemf(ErrInvalid, "cursor", "cursor %q is not one this API handed out", s)
-		}
-		start = min(c.Pos+1, len(items))
 		// The item may have moved: continue after it where it is now.
 		if c.Pos < len(items) && key(&items[c.Pos]) == c.Key {
 			start = c.Pos + 1
@@ -72,8 +100,7 @@ func paginate[T any](r *http.Request, items []T, key func(*T) string) (Page[T], 
 		p.Items = []T{}
 	}
 	if end < len(items) {
-		raw, _ := json.Marshal(cursor{Key: key(&items[end-1]), Pos: end - 1})
-		p.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
+		p.NextCursor = encodeCursor(cursor{Key: key(&items[end-1]), Pos: end - 1})
 	}
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge"
 )
 
 // TestOPCPublisherAPI drives the configuration with OPC Publisher 2.9
@@ -75,7 +76,7 @@ func TestOPCPublisherAPI(t *testing.T) {
 		t.Fatalf("GetConfiguredNodesOnEndpoint: %s", r.body)
 	}
 	// GetDiagnosticInfo: one per group.
-	b.stats.Groups = []GroupStats{{Name: "hall", NotificationsIn: 11, Messages: 4}}
+	b.stats.Groups = []bridge.GroupStats{{Name: "hall", Notifications: 10, Events: 1, Messages: 4}}
 	r = do(t, ts, "POST", "/v2/configuration/diagnostics", "", nil)
 	var di []DiagnosticInfo
 	if r.decode(t, &di); len(di) != 2 || di[0].IngressDataChanges != 11 || di[0].OutgressIoTMessageCount != 4 || len(di[0].Endpoints) != 1 {

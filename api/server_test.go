@@ -27,7 +27,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 	m := startSession(t, srv.URL(), nil, false)
 	b := newTestBackend(t, nil)
 	b.addSession("sim", srv.URL(), m)
-	b.stats.Sinks = []SinkStats{{Kind: "mqtt", Output: sink.OutputStats{Name: "broker"}}}
+	b.stats.Sinks = []SinkStats{{Kind: "mqtt", OutputStats: sink.OutputStats{Name: "broker"}}}
 	s, err := New(Options{Backend: b, Listen: "127.0.0.1:0", ShutdownDelay: 300 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 		t.Fatalf("readyz without the sink: %d %s", code, body)
 	}
 	b.mu.Lock()
-	b.stats.Sinks[0].Output.Connected = true
+	b.stats.Sinks[0].Connected = true
 	b.mu.Unlock()
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
 		t.Fatalf("readyz: %d %s", code, body)
@@ -86,7 +86,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 	b2 := newTestBackend(t, nil)
 	b2.addSession("sim", srv.URL(), m)
 	b2.addSession("down", "opc.tcp://127.0.0.1:1", nil)
-	b2.stats.Sinks = []SinkStats{{Output: sink.OutputStats{Name: "broker"}}}
+	b2.stats.Sinks = []SinkStats{{OutputStats: sink.OutputStats{Name: "broker"}}}
 	s2, _ := newTestServer(t, b2, Options{Ready: ReadyPolicy{Endpoints: RequireAny, Sinks: RequireNone}})
 	if rd := s2.Readiness(); !rd.Ready || rd.EndpointsConnected != 1 || rd.EndpointsTotal != 2 {
 		t.Fatalf("any/none: %+v", rd)

@@ -93,21 +93,20 @@ func checkEndpointRef(c *config.Config, runtime map[string]bool, at, name string
 	return fieldProblemf(ErrInvalid, at, "endpoint %q does not exist", name)
 }
 
-func (s *Server) groupStats() map[string]*GroupStats {
+// groupStats returns the status of the writer groups that run here, by name.
+func (s *Server) groupStats() map[string]*GroupStatus {
 	st := s.b.Stats()
-	out := make(map[string]*GroupStats, len(st.Groups))
+	out := make(map[string]*GroupStatus, len(st.Groups))
 	for i := range st.Groups {
-		out[st.Groups[i].Name] = &st.Groups[i]
+		gs := groupStatus(&st.Groups[i])
+		out[gs.Name] = &gs
 	}
 	return out
 }
 
-func (s *Server) groupResource(g *config.WriterGroup, stats map[string]*GroupStats) WriterGroup {
+func (s *Server) groupResource(g *config.WriterGroup, stats map[string]*GroupStatus) WriterGroup {
 	out := groupOf(g)
-	if st := stats[g.Name]; st != nil {
-		v := *st
-		out.Status = &v
-	}
+	out.Status = stats[g.Name]
 	return out
 }
 

@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -150,5 +151,96 @@ func BenchmarkWriterGroupHotPath(b *testing.B) {
 func TestFieldSize(t *testing.T) {
 	if sz := unsafe.Sizeof(field{}) + unsafe.Sizeof(entry{}); sz > 40 {
 		t.Fatalf("field + entry = %d bytes, want ≤ 40", sz)
+	}
+}
+
+// valuesBenchGroup is a group of n fields in writers of 10,000 (the bench's
+// folders), every one with a value; field 0 of each writer reads the node
+// ns=1;s=Shared besides its own, so a query by that node matches one field
+// per writer.
+func valuesBenchGroup(b *testing.B, n int) *WriterGroup {
+	b.Helper()
+	const per = 10_000
+	nodes := make([][]string, (n+per-1)/per)
+	for w := range nodes {
+		nodes[w] = make([]string, min(per, n-w*per))
+		for i := range nodes[w] {
+			nodes[w][i] = fmt.Sprintf("ns=1;s=Load.F%03d.V%05d", w, i)
+		}
+		nodes[w][0] = "ns=1;s=Shared"
+	}
+	return valuesGroup(b, nodes)
+}
+
+// BenchmarkLastValuesPage reads one page of 100 last values of a group of a
+// million fields at its start, middle and end, by writer and by node (the
+// node index built before the timer starts): a page costs its own size, not
+// the group's. The baseline is how the API read a page before: every
+// field's value, then the page cut out.
+func BenchmarkLastValuesPage(b *testing.B) {
+	const n = 1_000_000
+	g := valuesBenchGroup(b, n)
+	g.LastValues(ValueFilter{Node: "ns=1;s=Shared"}, 0, 0) // builds the index
+	for _, c := range []struct {
+		name string
+		f    ValueFilter
+		from int
+	}{
+		{"all/start", ValueFilter{}, 0},
+		{"all/middle", ValueFilter{}, n / 2},
+		{"all/end", ValueFilter{}, n - 100},
+		{"writer/middle", ValueFilter{Writer: "w050"}, 505_000},
+		{"node/start", ValueFilter{Node: "ns=1;s=Shared"}, 0},
+		{"node/unique", ValueFilter{Node: "ns=1;s=Load.F099.V09999"}, 0},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				vs, _ := g.LastValues(c.f, c.from, 100)
+				if len(vs) == 0 {
+					b.Fatal("no values")
+				}
+			}
+		})
+	}
+	b.Run("baseline/every-field", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			vs, _ := g.LastValues(ValueFilter{}, 0, math.MaxInt)
+			if len(vs[n/2:n/2+100]) != 100 {
+				b.Fatal("no values")
+			}
+		}
+	})
+}
+
+// BenchmarkLastValuesAllPages reads every page of 100 of groups of 100,000
+// and 1,000,000 fields: the time per page stays the same (linear in all).
+func BenchmarkLastValuesAllPages(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		g := valuesBenchGroup(b, n)
+		b.Run(fmt.Sprintf("fields=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			pages := 0
+			for b.Loop() {
+				for from := 0; from >= 0; pages++ {
+					_, from = g.LastValues(ValueFilter{}, from, 100)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pages), "ns/page")
+		})
+	}
+}
+
+// BenchmarkNodeIndex builds the node index of a million fields: the cost of
+// the first query by node after the fields changed.
+func BenchmarkNodeIndex(b *testing.B) {
+	g := valuesBenchGroup(b, 1_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		g.vmu.Lock()
+		g.invalidateNodes()
+		g.vmu.Unlock()
+		g.LastValues(ValueFilter{Node: "ns=1;s=Shared"}, 0, 1)
 	}
 }

@@ -100,7 +100,7 @@ func TestCacheValues(t *testing.T) {
 	}
 	names[3] = "" // its node is its name
 	g, q := cacheGroup(t, names)
-	if got := g.LastValues("a")[3].Field; got != "ns=1;s=A3" {
+	if got := allValues(g, "a")[3].Field; got != "ns=1;s=A3" {
 		t.Fatalf("field 3 is named %q, want its node", got)
 	}
 	names[3] = "ns=1;s=A3"
@@ -221,7 +221,7 @@ func TestCacheValues(t *testing.T) {
 	if _, ok := g.LastValue("b", "b0"); ok {
 		t.Error("a removed writer's field is still found")
 	}
-	if vs := g.LastValues(""); len(vs) != len(values) {
+	if vs := allValues(g, ""); len(vs) != len(values) {
 		t.Errorf("%d fields after the removal, want %d", len(vs), len(values))
 	}
 }
@@ -323,7 +323,7 @@ func TestCacheConcurrentReaders(t *testing.T) {
 				return
 			default:
 			}
-			for _, fv := range g.LastValues("a") {
+			for _, fv := range allValues(g, "a") {
 				if !fv.HasValue {
 					continue
 				}

@@ -10,8 +10,8 @@
 //     per cycle from a pool the groups share (writerpool.go).
 //     NewWriterGroup checks the configuration, Start subscribes, Stop ends
 //     it; AddWriter, RemoveWriter and ReplaceWriter apply a reload without
-//     disturbing the other writers; Stats, LastValue and LastValues serve the
-//     API.
+//     disturbing the other writers; Stats, LastValue and LastValues (a page
+//     of the cache from a slot cursor, values.go) serve the API.
 //   - The hot path (hotpath.go), the cache (cache.go), the metadata
 //     (metadata.go), the tracker (tracker.go), the shared JSON writers
 //     (writerpool.go).
@@ -139,7 +139,9 @@
 //     keep-alive goroutine and reconfiguration take g.mu too. g.mu guards the
 //     writers, the JSON writer and the emission state.
 //   - g.vmu guards the fields (cache, statuses) against LastValue readers;
-//     the handler takes it only while copying values in. Stats reads atomics
+//     the handler takes it only while copying values in; the node index of
+//     LastValues is built a chunk of slots per hold of its read lock
+//     (idxMu → vmu). Stats reads atomics
 //     and a snapshot of the writers, so the API never waits for a blocked
 //     sink.
 //   - Lock order: opMu (Start, AddWriter, RemoveWriter, Stop) → mu → vmu;

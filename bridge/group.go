@@ -284,6 +284,13 @@ type WriterGroup struct {
 	skip    bool // an encoding error ended the open DataSetMessage
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
+	// nodeIdx is the index of the fields by node id (values.go), built at
+	// the first query by node (idxMu serialises the builders) for the
+	// fields as idxGen counts their changes; idxGen is incremented, and
+	// nodeIdx dropped, under vmu's write lock (invalidateNodes).
+	nodeIdx  atomic.Pointer[nodeIndex]
+	idxGen   atomic.Uint64
+	idxMu    sync.Mutex
 	stats    groupCounters
 	subState atomic.Uint32 // last subscription status (ua.StatusCode)
 	lastLog  atomic.Int64  // throttles encode-error logs
@@ -1054,6 +1061,14 @@ func (g *WriterGroup) dropNodes(ws []*writer) {
 	for _, w := range ws {
 		w.nodes = nil
 	}
+	g.invalidateNodes() // the text of a node id may change (canonical form)
+}
+
+// invalidateNodes drops the node index: the fields or their node ids
+// change (g.vmu held for writing).
+func (g *WriterGroup) invalidateNodes() {
+	g.idxGen.Add(1)
+	g.nodeIdx.Store(nil)
 }
 
 // fieldNode returns the node id of slot s of w as configured (g.vmu held):
@@ -1063,17 +1078,25 @@ func (g *WriterGroup) fieldNode(w *writer, s int32) string {
 	if w.nodes != nil {
 		return w.nodes[s-w.first]
 	}
+	return string(g.appendFieldNode(nil, w, s))
+}
+
+// appendFieldNode appends fieldNode(w, s) to b (g.vmu held).
+func (g *WriterGroup) appendFieldNode(b []byte, w *writer, s int32) []byte {
+	if w.nodes != nil {
+		return append(b, w.nodes[s-w.first]...)
+	}
 	if g.sub == nil {
-		return ""
+		return b
 	}
 	it, ok := g.sub.Item(g.base + uint32(s))
 	if !ok {
-		return ""
+		return b
 	}
 	if it.NamespaceURI != "" {
-		return ua.ExpandedNodeID{NodeID: it.NodeID, NamespaceURI: it.NamespaceURI}.String()
+		return ua.ExpandedNodeID{NodeID: it.NodeID, NamespaceURI: it.NamespaceURI}.AppendText(b)
 	}
-	return it.NodeID.String()
+	return it.NodeID.AppendText(b)
 }
 
 // AddWriter adds a dataset writer to a running group (a configuration
@@ -1106,6 +1129,7 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 	}
 	g.vmu.Lock()
 	nf, nw := len(g.fields), len(g.writers)
+	g.invalidateNodes()
 	err := g.appendWriter(wc)
 	if err != nil {
 		g.fields, g.writers = g.fields[:nf], g.writers[:nw]
@@ -1202,6 +1226,7 @@ func (g *WriterGroup) removeSlots(w *writer) []uint32 {
 	g.vmu.Lock()
 	defer g.vmu.Unlock()
 	w.removed = true
+	g.invalidateNodes()
 	handles := make([]uint32, 0, w.end-w.first)
 	for s := w.first; s < w.end; s++ {
 		f := &g.fields[s]

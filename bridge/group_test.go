@@ -230,7 +230,7 @@ func TestWriterGroupSingle(t *testing.T) {
 	if _, ok := g.LastValue("demo", "Nope"); ok {
 		t.Fatal("LastValue of an unknown field")
 	}
-	if all := g.LastValues(""); len(all) != 3 || all[2].Field != "Double" || !all[2].HasValue {
+	if all := allValues(g, ""); len(all) != 3 || all[2].Field != "Double" || !all[2].HasValue {
 		t.Fatalf("LastValues = %+v", all)
 	}
 }

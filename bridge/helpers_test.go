@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -244,6 +245,13 @@ func startGroupWith(t testing.TB, m *client.ManagedSession, cfg config.WriterGro
 		t.Fatal(err)
 	}
 	return g
+}
+
+// allValues returns the state of every field of a writer ("" for all
+// writers), in field order: every page at once.
+func allValues(g *WriterGroup, writer string) []FieldValue {
+	vs, _ := g.LastValues(ValueFilter{Writer: writer}, 0, math.MaxInt)
+	return vs
 }
 
 func fieldValue(m *jsonenc.DataSetMessage, name string) (ua.DataValue, bool) {

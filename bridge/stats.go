@@ -29,57 +29,59 @@ type writerCounters struct {
 	heartbeats                                                      atomic.Uint64
 }
 
-// GroupStats are a writer group's counters since it was made.
+// GroupStats are a writer group's counters since it was made (with the JSON
+// names of the REST API's status).
 type GroupStats struct {
-	Name            string
-	Notifications   uint64 // data change notifications received
-	Events          uint64 // events received
-	UnknownHandles  uint64 // notifications for no (or a removed) field
-	DataSetMessages uint64 // written, keep-alives included
-	Messages        uint64 // ua-data and ua-metadata messages handed to the queues
-	Bytes           uint64 // payload bytes of all messages handed to the queues
-	FieldMessages   uint64 // per-field messages handed to the field queues
-	KeyFrames       uint64
-	KeepAlives      uint64
-	Heartbeats      uint64 // DataSetMessages resending unchanged fields (heartbeat)
-	MetaData        uint64 // ua-metadata messages
-	EncodeErrors    uint64
-	RefusedItems    uint64 // monitored item refusals reported by the server
-	Gaps            uint64 // losses of notification messages reported by the client
+	Name            string `json:"name"`
+	Endpoint        string `json:"endpoint"`        // the configured endpoint's name
+	Notifications   uint64 `json:"notifications"`   // data change notifications received
+	Events          uint64 `json:"events"`          // events received
+	UnknownHandles  uint64 `json:"unknownHandles"`  // notifications for no (or a removed) field
+	DataSetMessages uint64 `json:"dataSetMessages"` // written, keep-alives included
+	Messages        uint64 `json:"messages"`        // ua-data and ua-metadata messages handed to the queues
+	Bytes           uint64 `json:"bytes"`           // payload bytes of all messages handed to the queues
+	FieldMessages   uint64 `json:"fieldMessages"`   // per-field messages handed to the field queues
+	KeyFrames       uint64 `json:"keyFrames"`
+	KeepAlives      uint64 `json:"keepAlives"`
+	Heartbeats      uint64 `json:"heartbeats"` // DataSetMessages resending unchanged fields (heartbeat)
+	MetaData        uint64 `json:"metaData"`   // ua-metadata messages
+	EncodeErrors    uint64 `json:"encodeErrors"`
+	RefusedItems    uint64 `json:"refusedItems"` // monitored item refusals reported by the server
+	Gaps            uint64 `json:"gaps"`         // losses of notification messages reported by the client
 	// Redelivered counts notification messages republished after a resume
 	// (possible duplicates, marked with RedeliveredPrefix; see resume.go).
-	Redelivered uint64
+	Redelivered uint64 `json:"redelivered"`
 	// Overflows counts values the server sent with the Overflow info bit:
 	// its monitored item's queue was full and it discarded values next to
 	// this one (Part 4 §5.12.1.5). The values themselves are lost upstream.
-	Overflows uint64
+	Overflows uint64 `json:"overflows"`
 	// Unacked is the number of notification messages whose sink messages
 	// are not all settled; Acked those acknowledged upstream after every
 	// at-least-once queue confirmed them; Undelivered those left
 	// unacknowledged because a message was not delivered.
-	Unacked     int
-	Acked       uint64
-	Undelivered uint64
-	AckErrors   uint64
+	Unacked     int    `json:"unacked"`
+	Acked       uint64 `json:"acked"`
+	Undelivered uint64 `json:"undelivered"`
+	AckErrors   uint64 `json:"ackErrors"`
 	// SubscriptionStatus is the last status the client reported for the
 	// subscription (Good when none).
-	SubscriptionStatus ua.StatusCode
-	LastPublish        time.Time // zero before the first DataSetMessage
-	Writers            []WriterStats
+	SubscriptionStatus ua.StatusCode `json:"subscriptionStatus"`
+	LastPublish        time.Time     `json:"lastPublish"` // zero before the first DataSetMessage
+	Writers            []WriterStats `json:"writers"`
 }
 
 // WriterStats are a dataset writer's counters.
 type WriterStats struct {
-	Name            string
-	ID              uint16
-	Fields          int
-	Notifications   uint64
-	DataSetMessages uint64
-	Messages        uint64 // single shape only: messages carrying its DataSetMessages
-	KeyFrames       uint64
-	KeepAlives      uint64
-	Heartbeats      uint64
-	LastPublish     time.Time
+	Name            string    `json:"name"`
+	ID              uint16    `json:"id"`
+	Fields          int       `json:"fields"`
+	Notifications   uint64    `json:"notifications"`
+	DataSetMessages uint64    `json:"dataSetMessages"`
+	Messages        uint64    `json:"messages"` // single shape only: messages carrying its DataSetMessages
+	KeyFrames       uint64    `json:"keyFrames"`
+	KeepAlives      uint64    `json:"keepAlives"`
+	Heartbeats      uint64    `json:"heartbeats"`
+	LastPublish     time.Time `json:"lastPublish"`
 }
 
 func unixTime(ns int64) time.Time {
@@ -93,6 +95,7 @@ func unixTime(ns int64) time.Time {
 func (g *WriterGroup) Stats() GroupStats {
 	s := GroupStats{
 		Name:               g.cfg.Name,
+		Endpoint:           g.cfg.Endpoint,
 		Notifications:      g.stats.notifications.Load(),
 		Events:             g.stats.events.Load(),
 		UnknownHandles:     g.stats.unknownHandles.Load(),
@@ -189,23 +192,6 @@ func (g *WriterGroup) LastValue(writerName, fieldName string) (FieldValue, bool)
 		return g.fieldValue(w, w.sorted[i]), true
 	}
 	return FieldValue{}, false
-}
-
-// LastValues returns the state of every field of a writer ("" for all
-// writers), in field order.
-func (g *WriterGroup) LastValues(writerName string) []FieldValue {
-	g.vmu.RLock()
-	defer g.vmu.RUnlock()
-	var out []FieldValue
-	for _, w := range g.writers {
-		if w.removed || (writerName != "" && w.name != writerName) {
-			continue
-		}
-		for s := w.first; s < w.end; s++ {
-			out = append(out, g.fieldValue(w, s))
-		}
-	}
-	return out
 }
 
 // MetaDataVersion returns the current ConfigurationVersion of a writer.

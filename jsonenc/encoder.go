@@ -159,6 +159,8 @@ var encoders = pooling.NewPool[pooledEncoder](32, func(p *pooledEncoder) {
 	p.e = Encoder{bin: bin, binBuf: binBuf[:0]}
 })
 
+func init() { pooling.Register("jsonenc.Encoder", encoders) }
+
 // bufPool is private to this package so that every buffer in it has been
 // scrubbed: nobody else puts buffers in.
 var bufPool bytebufferpool.Pool

@@ -73,18 +73,18 @@ type BufferPoolConfig struct {
 
 // BufferStats is a snapshot of one size class.
 type BufferStats struct {
-	Size int // class size, the capacity of its buffers
+	Size int `json:"size"` // class size, the capacity of its buffers
 	PoolStats
 }
 
 // BufferPoolStats is a snapshot of a BufferPool's counters.
 type BufferPoolStats struct {
-	Classes      []BufferStats // smallest class first
-	Oversize     uint64        // Gets larger than the largest class, allocated and never pooled
-	Foreign      uint64        // Puts of buffers whose capacity is not a class size, dropped
-	Shared       PoolStats     // the pool of Shared objects
-	OverReleases uint64        // Shared.Release calls with no reference left, ignored
-	DeadRetains  uint64        // Shared.Retain calls with no reference left, ignored
+	Classes      []BufferStats `json:"classes"`      // smallest class first
+	Oversize     uint64        `json:"oversize"`     // Gets larger than the largest class, allocated and never pooled
+	Foreign      uint64        `json:"foreign"`      // Puts of buffers whose capacity is not a class size, dropped
+	Shared       PoolStats     `json:"shared"`       // the pool of Shared objects
+	OverReleases uint64        `json:"overReleases"` // Shared.Release calls with no reference left, ignored
+	DeadRetains  uint64        `json:"deadRetains"`  // Shared.Retain calls with no reference left, ignored
 }
 
 // BufferPool keeps byte buffers in power-of-two size classes from

@@ -19,6 +19,9 @@
 //     by the last Release.
 //   - PoolStats, BufferPoolStats: counters for metrics. A steady stream of
 //     misses or drops says a capacity does not fit the load.
+//   - Register, RegisterBuffers: the pools a package keeps for the life of
+//     the process, by name, so that Registered and RegisteredBuffers give
+//     the metrics every one of them.
 //
 // Unlike sync.Pool, these pools are not emptied by the GC: what they retain
 // is bounded by their capacities and budgets rather than by the last GC cycle,

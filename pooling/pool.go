@@ -50,15 +50,15 @@ type Pooled interface {
 // time while the pool is in use, so a snapshot may be off by the operations
 // in flight; at rest Hits == Puts - Idle - Drained.
 type PoolStats struct {
-	Capacity   int    // most idle objects the pool keeps
-	Idle       int    // objects waiting in the pool now
-	Hits       uint64 // Gets served from the pool
-	Misses     uint64 // Gets that had to allocate
-	Puts       uint64 // objects taken back and kept
-	Drops      uint64 // objects given back while the pool was full, left to the GC
-	DoublePuts uint64 // Puts of an object that was already returned, ignored
-	Drained    uint64 // idle objects Drain let go
-	Trimmed    uint64 // idle objects Trim let go
+	Capacity   int    `json:"capacity"`   // most idle objects the pool keeps
+	Idle       int    `json:"idle"`       // objects waiting in the pool now
+	Hits       uint64 `json:"hits"`       // Gets served from the pool
+	Misses     uint64 `json:"misses"`     // Gets that had to allocate
+	Puts       uint64 `json:"puts"`       // objects taken back and kept
+	Drops      uint64 `json:"drops"`      // objects given back while the pool was full, left to the GC
+	DoublePuts uint64 `json:"doublePuts"` // Puts of an object that was already returned, ignored
+	Drained    uint64 `json:"drained"`    // idle objects Drain let go
+	Trimmed    uint64 `json:"trimmed"`    // idle objects Trim let go
 }
 
 // Pool is a bounded, lock-free pool of *T. Unlike sync.Pool it never empties

@@ -14,6 +14,7 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/uagate/gateway/api"
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/client"
@@ -51,7 +52,9 @@ func (b *backend) Endpoints() []api.EndpointStatus {
 	st.Reconnects = 3
 	return []api.EndpointStatus{st}
 }
-func (b *backend) LastValues(api.ValueFilter) []api.FieldValue { return nil }
+func (b *backend) LastValues(string, bridge.ValueFilter, int, int) ([]bridge.FieldValue, int, error) {
+	return nil, -1, nil
+}
 func (b *backend) Metadata(g, w string) (*ua.DataSetMetaDataType, error) {
 	return nil, fmt.Errorf("no metadata: %w", api.ErrUnavailable)
 }
@@ -62,7 +65,7 @@ func (b *backend) Store(string) (*pki.Store, error) {
 	return nil, fmt.Errorf("none: %w", api.ErrNotFound)
 }
 func (b *backend) Stats() api.Stats {
-	return api.Stats{Sinks: []api.SinkStats{{Kind: "mqtt", Output: sink.OutputStats{Name: "broker", Connected: true, Sent: 12, Queued: 1}}},
+	return api.Stats{Sinks: []api.SinkStats{{Kind: "mqtt", OutputStats: sink.OutputStats{Name: "broker", Connected: true, Sent: 12, Queued: 1}}},
 		ScaleOut: &api.ScaleOutStatus{ReplicaID: "gw-0", Groups: []api.LeaseHolder{{Group: "line1", Holder: "gw-0", Local: true}, {Group: "line2"}}}}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
-	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -183,33 +182,14 @@ func (gw *Gateway) group(name string) *bridge.WriterGroup {
 	return nil
 }
 
-// LastValues implements api.Backend.
-func (gw *Gateway) LastValues(f api.ValueFilter) []api.FieldValue {
-	cfg := gw.Config()
-	var out []api.FieldValue
-	for _, wg := range cfg.WriterGroups {
-		if f.Group != "" && wg.Name != f.Group {
-			continue
-		}
-		g := gw.group(wg.Name)
-		if g == nil {
-			continue
-		}
-		for _, v := range g.LastValues(f.Writer) {
-			if f.Node != "" && v.Node != f.Node {
-				continue
-			}
-			dv := v.Value
-			if !v.HasValue {
-				dv = ua.DataValue{Status: ua.StatusBadWaitingForInitialData}
-				if v.Status.IsBad() {
-					dv.Status = v.Status
-				}
-			}
-			out = append(out, api.FieldValue{Group: wg.Name, Writer: v.Writer, Field: v.Field, Node: v.Node, Value: dv})
-		}
+// LastValues implements api.Backend: a page of the group's own cache.
+func (gw *Gateway) LastValues(group string, f bridge.ValueFilter, from, limit int) ([]bridge.FieldValue, int, error) {
+	g := gw.group(group)
+	if g == nil {
+		return nil, -1, fmt.Errorf("writer group %q does not run here: %w", group, api.ErrUnavailable)
 	}
-	return out
+	vals, next := g.LastValues(f, from, limit)
+	return vals, next, nil
 }
 
 // Metadata implements api.Backend.
@@ -270,43 +250,23 @@ func (gw *Gateway) Store(endpoint string) (*pki.Store, error) {
 	return s, nil
 }
 
-// Stats implements api.Backend.
+// Stats implements api.Backend: the parts' own counters.
 func (gw *Gateway) Stats() api.Stats {
 	cfg := gw.Config()
 	var st api.Stats
 	for _, wg := range cfg.WriterGroups {
-		g := gw.group(wg.Name)
-		if g == nil {
-			continue
+		if g := gw.group(wg.Name); g != nil {
+			st.Groups = append(st.Groups, g.Stats())
 		}
-		gs := g.Stats()
-		fields := 0
-		for _, w := range gs.Writers {
-			fields += w.Fields
-		}
-		st.Groups = append(st.Groups, api.GroupStats{
-			Name: wg.Name, Endpoint: wg.Endpoint,
-			NotificationsIn:  gs.Notifications + gs.Events,
-			NotificationsOut: gs.Notifications + gs.Events - gs.UnknownHandles,
-			Messages:         gs.Messages + gs.FieldMessages,
-			Bytes:            gs.Bytes,
-			Errors:           gs.EncodeErrors,
-			Unacked:          gs.Unacked,
-			Writers:          len(gs.Writers),
-			Fields:           fields,
-		})
 	}
 	for _, o := range gw.outputs {
-		st.Sinks = append(st.Sinks, api.SinkStats{Output: o.Stats(), Kind: o.kind})
+		st.Sinks = append(st.Sinks, api.SinkStats{OutputStats: o.Stats(), Kind: o.kind})
 	}
 	if gw.hub != nil {
 		hs := gw.hub.Stats()
-		st.Sinks = append(st.Sinks, api.SinkStats{
-			Kind: "websocket", Bytes: hs.Bytes,
-			Output: sink.OutputStats{Name: "websocket", Guarantee: config.AtMostOnce, Connected: true, Sent: hs.Sent},
-		})
+		st.WebSocket = &hs
 	}
-	st.BufferPools = append(st.BufferPools, api.BufferPoolStats{Name: "buffers", Stats: pooling.Buffers.Stats()})
+	st.Pools, st.BufferPools = pooling.Registered(), pooling.RegisteredBuffers()
 	if gw.scale != nil {
 		so := &api.ScaleOutStatus{ReplicaID: gw.scale.ReplicaID(), Groups: []api.LeaseHolder{}}
 		for _, h := range gw.scale.Holders() {

@@ -18,6 +18,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/uagate/gateway/api"
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/internal/brokertest"
@@ -310,8 +311,8 @@ func TestApplyPerGroup(t *testing.T) {
 		t.Errorf("GET /api/v1/config: %s; want pending, b failed, and no plc2 in what runs", body)
 	}
 	waitUntil(t, g, e2eWait, "group a's new field published", func() bool {
-		vs := g.gw.LastValues(apiFilter("a", "w"))
-		return len(vs) == 2
+		vs, _, err := g.gw.LastValues("a", bridge.ValueFilter{Writer: "w"}, 0, 100)
+		return err == nil && len(vs) == 2
 	})
 
 	// Saving the same file again retries; the store is still unusable.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/api"
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -89,16 +89,16 @@ sinks:
 	if st.RefusedItems < 2 {
 		t.Errorf("RefusedItems %d, want 2", st.RefusedItems)
 	}
-	values := g.gw.LastValues(api.ValueFilter{Group: "g", Writer: "w"})
-	if len(values) == 0 {
-		t.Fatal("no last values of writer g/w")
+	vals, _, err := g.gw.LastValues("g", bridge.ValueFilter{Writer: "w"}, 0, 1000)
+	if err != nil || len(vals) == 0 {
+		t.Fatalf("last values of writer g/w: %d, %v", len(vals), err)
 	}
-	for _, fv := range values {
+	for _, fv := range vals {
 		want := ua.StatusBadNodeIdUnknown
 		if fv.Field == "Counter" {
 			want = ua.StatusGood
 		}
-		if got := fv.Value.Status; got != want {
+		if got := fv.Status; got != want {
 			t.Errorf("field %s: status %v, want %v", fv.Field, got, want)
 		}
 	}

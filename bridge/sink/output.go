@@ -75,37 +75,39 @@ func (o *OutputOptions) Validate() error {
 	return o.Backoff.Validate()
 }
 
-// OutputStats is a snapshot of an Output's counters.
+// OutputStats is a snapshot of an Output's counters (with the JSON names of
+// the REST API's status).
 type OutputStats struct {
-	Name      string
-	Guarantee config.Guarantee
-	Policy    config.Policy
+	Name      string           `json:"name"`
+	Guarantee config.Guarantee `json:"guarantee"`
+	Policy    config.Policy    `json:"policy"`
 	// Enqueued counts messages handed to Enqueue.
-	Enqueued uint64
+	Enqueued uint64 `json:"enqueued"`
 	// Sent counts messages the sink took (Publish returned nil), resends
-	// included.
-	Sent uint64
+	// included; SentBytes their payload bytes.
+	Sent      uint64 `json:"sent"`
+	SentBytes uint64 `json:"sentBytes"`
 	// Confirmed counts confirmations without error.
-	Confirmed uint64
+	Confirmed uint64 `json:"confirmed"`
 	// Retries counts resends of messages whose confirmation failed.
-	Retries uint64
+	Retries uint64 `json:"retries"`
 	// Errors counts failed confirmations and messages the sink refused.
-	Errors uint64
+	Errors uint64 `json:"errors"`
 	// Dropped counts messages a drop-oldest queue dropped.
-	Dropped uint64
+	Dropped uint64 `json:"dropped"`
 	// Undelivered counts messages settled as undelivered (at close, or
 	// refused by the sink, in at-least-once mode).
-	Undelivered uint64
+	Undelivered uint64 `json:"undelivered"`
 	// Reconnects counts successful connections after the first; ConnectFailures
 	// counts failed attempts.
-	Reconnects      uint64
-	ConnectFailures uint64
-	Queued          int // messages waiting to be published
-	QueuedBytes     int // the bytes of their buffers (Message.Size)
-	InFlight        int // messages published and not yet confirmed
-	Connected       bool
-	LastError       string // "" when there was none
-	LastErrorAt     time.Time
+	Reconnects      uint64    `json:"reconnects"`
+	ConnectFailures uint64    `json:"connectFailures"`
+	Queued          int       `json:"queued"`      // messages waiting to be published
+	QueuedBytes     int       `json:"queuedBytes"` // the bytes of their buffers (Message.Size)
+	InFlight        int       `json:"inFlight"`    // messages published and not yet confirmed
+	Connected       bool      `json:"connected"`
+	LastError       string    `json:"lastError,omitempty"` // "" when there was none
+	LastErrorAt     time.Time `json:"lastErrorAt"`
 }
 
 // slot states of the in-flight window.
@@ -580,10 +582,12 @@ func (o *Output) nextFailedLocked() int {
 
 // publish hands m, already in the window as slotSent, to the sink.
 func (o *Output) publish(m *Message) {
+	n := uint64(m.Len()) // m may be settled and gone once Publish returns
 	err := o.sink.Publish(m, o)
 	o.mu.Lock()
 	if err == nil {
 		o.stats.Sent++
+		o.stats.SentBytes += n
 		o.mu.Unlock()
 		return
 	}

@@ -96,6 +96,10 @@ func TestOutputDeliversInOrder(t *testing.T) {
 	if st.Enqueued != n || st.Sent != n || st.Confirmed != n || st.Errors != 0 || st.Queued != 0 || st.InFlight != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	// {"counter":0} … {"counter":499}: 13 bytes each, one more from 10, one more from 100.
+	if want := uint64(13*n + (n - 10) + (n - 100)); st.SentBytes != want {
+		t.Fatalf("sent bytes %d, want %d", st.SentBytes, want)
+	}
 	if !s.closed {
 		t.Fatal("sink not closed")
 	}

@@ -138,6 +138,11 @@ var messages = pooling.NewPool[Message](4096, func(m *Message) { *m = Message{} 
 // burst that does not recur (the setup) left idle.
 var messageBuffers = pooling.NewBufferPool(pooling.BufferPoolConfig{ClassBytes: MessageClassBytes})
 
+func init() {
+	pooling.Register("sink.Message", messages)
+	pooling.RegisterBuffers("sink.messages", messageBuffers)
+}
+
 // MessageClassBytes bounds the idle payload bytes each size class of the
 // message buffer pool keeps.
 const MessageClassBytes = 256 << 20

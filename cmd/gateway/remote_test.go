@@ -125,7 +125,9 @@ func TestRemoteCommands(t *testing.T) {
 
 // TestMetricsLatencies: the default gateway's /metrics has the publish
 // round-trip histogram of its endpoint and the source-to-sink latency of its
-// sinks, fed while it streams.
+// sinks, fed while it streams; and the counters of the runtime's own parts:
+// its writer groups', its sinks' bytes, the WebSocket hub's, and the
+// registered pools' (the decoder's notifications, the sinks' messages).
 func TestMetricsLatencies(t *testing.T) {
 	isolate(t)
 	addr := freeAddr(t)
@@ -163,6 +165,30 @@ func TestMetricsLatencies(t *testing.T) {
 			count(body, `uagate_sink_latency_seconds_count{sink="mqtt"}`) > 3 &&
 			count(body, `uagate_sink_latency_seconds_count{sink="nats"}`) > 3
 	})
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	for _, c := range []struct {
+		series string
+		min    float64 // at least
+	}{
+		{`uagate_group_data_changes_total{endpoint="sim",`, 1},
+		{`uagate_group_overflows_total{endpoint="sim",`, 0},
+		{`uagate_writer_dataset_messages_total{`, 1},
+		{`uagate_sink_sent_bytes_total{kind="mqtt",sink="mqtt"}`, 1},
+		{`uagate_websocket_clients `, 0},
+		{`uagate_pool_misses_total{pool="ua.DataChangeNotification"}`, 1},
+		{`uagate_pool_hits_total{pool="sink.Message"}`, 1},
+		{`uagate_bufferpool_oversize_total{pool="sink.messages"}`, 0},
+	} {
+		if v := count(body, c.series); v < c.min {
+			t.Errorf("%s: %v, want at least %v (-1: no such series)", c.series, v, c.min)
+		}
+	}
 }
 
 // TestAPIEndpointSaved: an endpoint added through the API is applied and

@@ -67,6 +67,8 @@ var retainedPool = pooling.NewPool[retained](0, func(r *retained) {
 	*r = retained{msg: ua.NotificationMessage{NotificationData: r.msg.NotificationData[:0]}}
 })
 
+func init() { pooling.Register("server.retained", retainedPool) }
+
 func (r *retained) unref() {
 	if r.refs.Add(-1) == 0 {
 		retainedPool.Put(r)

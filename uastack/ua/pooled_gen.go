@@ -268,3 +268,11 @@ func (s *EventFieldList) retainedBytes() int {
 	n := cap(s.EventFields) * int(unsafe.Sizeof(s.EventFields[0]))
 	return n
 }
+
+// The pools are registered for the metrics (pooling.Registered).
+func init() {
+	pooling.Register("ua.DataChangeNotification", DataChangeNotificationPool)
+	pooling.Register("ua.MonitoredItemNotification", MonitoredItemNotificationPool)
+	pooling.Register("ua.EventNotificationList", EventNotificationListPool)
+	pooling.Register("ua.EventFieldList", EventFieldListPool)
+}

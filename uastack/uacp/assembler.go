@@ -32,6 +32,8 @@ type Message struct {
 
 var messages = pooling.NewPool[Message](0, func(m *Message) { *m = Message{} })
 
+func init() { pooling.Register("uacp.Message", messages) }
+
 // Bytes returns the message body: the concatenated chunk bodies.
 func (m *Message) Bytes() []byte { return m.buf.B[m.off : m.off+m.n] }
 

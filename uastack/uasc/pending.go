@@ -37,6 +37,8 @@ var pendings = pooling.NewPool[pending](0, func(p *pending) {
 	*p = pending{ready: ready}
 })
 
+func init() { pooling.Register("uasc.pending", pendings) }
+
 func getPending(kind pendingKind) *pending {
 	p := pendings.Get()
 	p.kind = kind

@@ -566,6 +566,8 @@ type outMsg struct {
 
 var outMsgs = pooling.NewPool[outMsg](0, func(m *outMsg) { *m = outMsg{} })
 
+func init() { pooling.Register("uasc.outMsg", outMsgs) }
+
 var zeroPrefix [symPrefix]byte
 
 // encodeBufferSize is the pooled buffer an outgoing message is encoded

@@ -115,14 +115,14 @@ func (o *Options) ensureDefaults() {
 
 // Stats are the hub's counters.
 type Stats struct {
-	Clients    int    // connected now
-	Accepted   uint64 // connections upgraded
-	Rejected   uint64 // handshakes refused: token, origin, selection, limit, closed
-	Sent       uint64 // messages written to clients (one per client)
-	Bytes      uint64 // payload bytes written to clients
-	SlowClosed uint64 // clients closed because their queue was full
-	MetaData   int    // metadata messages cached for replay
-	MetaFull   uint64 // metadata messages not cached because MaxMetaData was reached
+	Clients    int    `json:"clients"`    // connected now
+	Accepted   uint64 `json:"accepted"`   // connections upgraded
+	Rejected   uint64 `json:"rejected"`   // handshakes refused: token, origin, selection, limit, closed
+	Sent       uint64 `json:"sent"`       // messages written to clients (one per client)
+	Bytes      uint64 `json:"bytes"`      // payload bytes written to clients
+	SlowClosed uint64 `json:"slowClosed"` // clients closed because their queue was full
+	MetaData   int    `json:"metaData"`   // metadata messages cached for replay
+	MetaFull   uint64 `json:"metaFull"`   // metadata messages not cached because MaxMetaData was reached
 }
 
 // Hub is the WebSocket stream: an http.Handler that upgrades clients and a

@@ -524,12 +524,14 @@ func genTypes(m *model) *bytes.Buffer {
 func genPooled(m *model) *bytes.Buffer {
 	var b bytes.Buffer
 	b.WriteString(header + "package ua\n\nimport (\n\t\"unsafe\"\n\n\t\"github.com/uagate/gateway/pooling\"\n)\n\n")
+	var registered []string
 	for _, s := range m.structs {
 		if !s.pooled {
 			continue
 		}
 		g := &typeGen{b: &b, m: m, s: s}
 		n := s.goName
+		registered = append(registered, fmt.Sprintf("\tpooling.Register(\"ua.%s\", %sPool)\n", n, n))
 		docLines(&b, "", fmt.Sprintf("%sPool holds idle %s objects (at most pooling.DefaultCapacity), bare: the capacity of their slices is in %sIdle. The decoder takes from it (New%s) when it meets a %s in an ExtensionObject; Release puts back. Take from it with New%s, not Get, which gives an object without capacity.", n, n, lowerFirst(n), n, s.name, n))
 		g.p("var %sPool = pooling.NewPool[%s](0, (*%s).putReset)\n", n, n, n)
 		docLines(&b, "", fmt.Sprintf("%sIdle holds the slices of the idle %s objects, within MaxIdlePooledBytes for all pooled types together (pooled.go).", lowerFirst(n), n))
@@ -569,6 +571,8 @@ func genPooled(m *model) *bytes.Buffer {
 		g.p("}\n")
 		g.genRetained()
 	}
+	docLines(&b, "", "The pools are registered for the metrics (pooling.Registered).")
+	b.WriteString("func init() {\n" + strings.Join(registered, "") + "}\n")
 	return &b
 }
 
