@@ -44,10 +44,10 @@ func (s *Server) apiRoutes() []*route {
 			role: RoleRead, response: Status{}, h: s.getStatus},
 		{method: "GET", path: v1 + "/config", id: "getConfig", tag: "meta",
 			summary: "The running configuration (secrets redacted) and the outcome of the last change applied",
-			role: RoleAdmin, response: ConfigView{}, h: s.getConfig},
+			role:    RoleAdmin, response: ConfigView{}, h: s.getConfig},
 		{method: "POST", path: v1 + "/config/retry", id: "retryConfig", tag: "meta",
 			summary: "Apply again what the last change could not (409 while a part still fails)",
-			role: RoleAdmin, response: ConfigView{}, problems: []int{conflict, unavailable}, h: s.retryConfig},
+			role:    RoleAdmin, response: ConfigView{}, problems: []int{conflict, unavailable}, h: s.retryConfig},
 
 		{method: "GET", path: v1 + "/endpoints", id: "listEndpoints", tag: "endpoints",
 			summary: "Endpoints with session and subscription state", role: RoleRead, query: []param{pLimit, pCursor},

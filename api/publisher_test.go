@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/config"
 )
 
 // TestOPCPublisherAPI drives the configuration with OPC Publisher 2.9

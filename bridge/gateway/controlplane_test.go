@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
@@ -363,11 +361,7 @@ func apiPost(t *testing.T, g *e2eGateway, path string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, fmt.Sprint(string(b))
-}
-
-func apiFilter(group, writer string) api.ValueFilter {
-	return api.ValueFilter{Group: group, Writer: writer}
+	return resp.StatusCode, string(b)
 }
 
 func newTestLogger(w io.Writer) *slog.Logger {
