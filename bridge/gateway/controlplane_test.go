@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -379,4 +380,87 @@ func apiPost(t *testing.T, g *e2eGateway, path string) (int, string) {
 
 func newTestLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+var listeningRE = regexp.MustCompile(`msg="api: listening" addr=(\S+)`)
+
+// TestSIGTERMBounded: a gateway process whose sink is a dead broker behind a
+// full block queue, with a configuration change through the API in flight
+// against a server that delays every response by 5 s, ends within its
+// shutdownTimeout plus a second of SIGTERM.
+func TestSIGTERMBounded(t *testing.T) {
+	isolate(t)
+	slow := startSim(t, 20*time.Millisecond)
+	proxy := brokertest.StartProxy(t, slow.addr)
+	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
+	c.Gateway.StateDir = stateDir(t)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte(marshalConfig(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := startGatewayChild(t, path)
+	var base string
+	waitUntil(t, nil, e2eWait, "the child's API listening", func() bool {
+		if m := listeningRE.FindStringSubmatch(child.stderr.String()); m != nil {
+			base = "http://" + m[1]
+		}
+		return base != ""
+	})
+	waitUntil(t, nil, e2eWait, "the dead broker's queue full and the slow group subscribed", func() bool {
+		resp, err := http.Get(base + "/api/v1/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Sinks []struct {
+				Name   string
+				Queued int
+			}
+			Groups []struct {
+				Name     string
+				Counters struct{ Notifications uint64 } `json:"counters"`
+			}
+		}
+		if json.NewDecoder(resp.Body).Decode(&st) != nil {
+			return false
+		}
+		full, slowUp := false, false
+		for _, s := range st.Sinks {
+			full = full || s.Name == "dead" && s.Queued >= 2
+		}
+		for _, g := range st.Groups {
+			slowUp = slowUp || g.Name == "slowg" && g.Counters.Notifications > 0
+		}
+		return full && slowUp
+	})
+	proxy.SetDelay(5 * time.Second)
+	go func() {
+		req, _ := http.NewRequest(http.MethodDelete, base+"/api/v1/writer-groups/slowg", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitUntil(t, nil, e2eWait, "the change in flight", func() bool {
+		return strings.Contains(child.stderr.String(), "writer group slowg") || apiBusy(base)
+	})
+	start := time.Now()
+	child.stop(t)
+	took := time.Since(start)
+	if bound := c.Gateway.ShutdownTimeout.D() + time.Second; took > bound {
+		t.Errorf("the process ended %v after SIGTERM, want within %v", took, bound)
+	}
+	t.Logf("ended %v after SIGTERM", took)
+}
+
+// apiBusy reports whether a configuration change is in flight: a retry
+// waits behind it (and is cut by the request's timeout).
+func apiBusy(base string) bool {
+	hc := &http.Client{Timeout: 200 * time.Millisecond}
+	resp, err := hc.Post(base+"/api/v1/config/retry", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return true
+	}
+	resp.Body.Close()
+	return false
 }
