@@ -38,8 +38,7 @@ const releaseSettle = 2 * time.Second
 // idleReleaseBytes and idleReleaseShare of the heap in use. The runtime's
 // scavenger keeps about a tenth over the collector's goal mapped, and in
 // the steady state the freed pages it keeps are faulted in again one by
-// one: at a million items RSS crept from 164 to 180 MB over five minutes
-// with the heap in use flat at 140–148 MB (BENCHMARKS.md, issue 10). The
+// one, so RSS creeps up over minutes while the heap in use stays flat. The
 // release is one full collection: the heap is mostly pointer-free tables,
 // so it costs a few tens of milliseconds of CPU at a million items, at most
 // once per trim.
@@ -157,8 +156,8 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 				// Two collections: a sync.Pool (the JSON encoders' buffers)
 				// keeps what it held until the second collection after its
 				// last use, and in steady state the next collection may be
-				// minutes away. The setup's metadata and first key frames
-				// left some 10 MB there at a million items.
+				// minutes away; the setup's metadata and first key frames
+				// left their buffers there.
 				goruntime.GC()
 				debug.FreeOSMemory()
 				if r.gcPercent > 0 {

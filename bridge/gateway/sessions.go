@@ -15,8 +15,7 @@ import (
 // A writer group is one subscription. The groups of an endpoint share its
 // sessions (config Endpoint.Sessions, default 1), as OPC Publisher shares one
 // per endpoint: a PLC allows few sessions, and each costs the gateway a
-// channel with its buffers and goroutines (~300 KB at 1,000,000 items in 100
-// groups: 30 MB when every group had its own). A new group goes to the
+// channel with its buffers and goroutines. A new group goes to the
 // endpoint's session with the fewest groups; a group keeps its session until
 // it is removed, and the last group to leave a session closes it. Under
 // scale-out every group has a session of its own, since a replica hands a
@@ -25,22 +24,22 @@ import (
 // The bookkeeping is under gw.mu; closing a session is not.
 
 // setupSlotsPerSession bounds the groups of one session that browse, read
-// data types and create their monitored items at once: with 100 groups of
-// 10,000 items on one session, all at once held 840 MB of transient memory
-// (the responses, the expanded configurations, the item tables being
-// filled); the server answers one session's requests in turn anyway.
+// data types and create their monitored items at once: every group setting
+// up together would hold all their transient memory (the responses, the
+// expanded configurations, the item tables being filled) at the same time,
+// and the server answers one session's requests in turn anyway.
 const setupSlotsPerSession = 4
 
 // MaxPublishRequests bounds the Publish requests a session keeps at the
 // server (client.ManagedConfig.MaxPublishRequests; the client's default is
 // 10). The client keeps one per subscription plus what one round trip
 // needs, so one group's session keeps 2–3 whatever the bound; a session
-// with 100 groups publishing every 20 ms needs about one per group: with
-// 10, the server had a response ready for more subscriptions than it had
-// requests, and at the setup's load some went unserved past their
-// keep-alive window, which the client takes for a lost subscription. A
-// server that allows fewer says BadTooManyPublishRequests and the client
-// keeps to its number (then more sessions serve many groups better).
+// with many groups publishing fast needs about one per group: with too few,
+// the server has responses ready for more subscriptions than it has
+// requests, and under load some go unserved past their keep-alive window,
+// which the client takes for a lost subscription. A server that allows
+// fewer says BadTooManyPublishRequests and the client keeps to its number
+// (then more sessions serve many groups better).
 const MaxPublishRequests = 64
 
 // sharedSession is a session of the pool and the writer groups on it.

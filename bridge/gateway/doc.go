@@ -1,0 +1,57 @@
+// Package gateway is the gateway as a library: one configuration
+// (bridge/config) brought to life, with the lifecycle the gateway command
+// runs and a program embedding it uses the same way.
+//
+//	cfg, _, err := config.Load("gateway.yaml") // defaults applied, validated
+//	gw, err := gateway.New(cfg, gateway.Options{Logger: log})
+//	err = gw.Start(ctx)           // embedded parts, sinks, HTTP, writer groups
+//	err = gw.Watch(ctx, path)     // optional: apply the file's changes
+//	rep, err := gw.Apply(ctx, next) // a reload by difference
+//	err = gw.Stop(ctx)            // bounded by ctx, in every state
+//
+// # What lives here
+//
+//   - Gateway (gateway.go): the start order — embedded simulation server,
+//     MQTT broker and NATS server; one sink.Output per sink and the
+//     WebSocket hub; the HTTP listener (api.Server, with the Gateway as its
+//     api.Backend, backend.go); the client pool; the writer groups.
+//   - The writer groups' lifecycle (groups.go) and the sessions they share
+//     (sessions.go: an endpoint's groups share its sessions, reference
+//     counted; under scale-out each group has its own).
+//   - Reload by difference (apply.go): Apply, Retry, Watch and the Report of
+//     what was applied and what failed, all-or-nothing per writer group.
+//   - Scale-out (scaleout.go): the lease.Handler that starts and detaches
+//     the groups this replica holds.
+//   - The read model (readmodel.go, backend.go): stats, status, last values.
+//   - Memory policy (memory.go): the setup memory given back, the pools'
+//     periodic trim, GOGC once the groups are set up, the container's memory
+//     limit.
+//   - Stop (stop.go): groups detached (their subscriptions kept at the
+//     server for a restart) or stopped, sinks drained, sessions closed.
+//
+// # Concurrency: the control plane never waits on the data plane
+//
+// gw.mu guards the running state (configuration, groups, sessions) and is
+// held only for memory operations: never across an OPC UA round trip, a
+// sink's queue, a file or another lock's wait. After every change the
+// running state is published as a view (an atomic pointer to an immutable
+// copy); readers — the API's reads, metrics, readiness, the lease handler —
+// load it and take no lock a reload or the data plane can hold. Applies
+// (the API's, the watcher's, Retry) queue on gw.applySem one at a time,
+// within their context; a reload computes the difference, does the OPC UA
+// work without gw.mu and swaps the result in. The lease loop (bridge/lease)
+// calls Serve and Halt on goroutines of its own and renews on its own
+// timer; Serve only registers the group, whose session and subscription
+// start in the background.
+//
+// Lock order: gw.applySem, then gw.mu, then whatever bridge and client take.
+//
+// # Ownership
+//
+// The Gateway owns every part it starts and stops them in reverse order.
+// The configurations it is given become its own (Apply applies defaults in
+// place); Config returns the running one, which is replaced, never changed.
+// Stop returns soon after its context ends: a part still waiting then (a
+// handler blocked on a dead broker's full queue, a server that does not
+// answer) is left to end on its own, and the error says so.
+package gateway
