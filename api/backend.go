@@ -31,14 +31,17 @@ type Backend interface {
 	// or replace the whole value on change).
 	Config() *config.Config
 	// ApplyConfig changes the configuration: change runs on a deep copy of
-	// the running one; the Backend validates the result, applies the
-	// difference to the runtime (only what changed is touched), persists
-	// it so that a restart keeps it, and then makes it the running
-	// configuration. When change, validation, applying or persisting fails
-	// nothing is changed and the error is returned (change's unchanged):
-	// ErrInvalid for a configuration that does not validate, ErrConflict
-	// for one that cannot be applied now. change does not call the Backend
-	// (ApplyConfig may hold a lock while it runs).
+	// the running one; the Backend validates the result and applies the
+	// difference (only what changed is touched), writer group by writer
+	// group: a group whose change fails keeps running as it was (a new one
+	// stays absent). What then runs becomes the running configuration and
+	// is persisted so that a restart keeps it. Errors: change's own
+	// (nothing changed); ErrInvalid for a configuration that does not
+	// validate and ErrConflict for one that needs a restart (nothing
+	// changed); ErrConflict naming the writer groups whose change failed
+	// (the others applied; the failed part is pending for a retry, see
+	// ConfigReporter); ErrUnavailable while the gateway stops. change does
+	// not call the Backend (ApplyConfig runs one at a time).
 	ApplyConfig(ctx context.Context, change func(*config.Config) error) error
 
 	// Endpoints returns the state of every configured endpoint, in
