@@ -8,35 +8,20 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goccy/go-yaml"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/uastack/client"
-	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
-
-// defaultRunNodes are the Demo variables the default run subscribes to, with
-// their field names.
-var defaultRunNodes = []struct{ name, node string }{
-	{"Counter", server.NodeCounter},
-	{"Sine", server.NodeSine},
-	{"Random", server.NodeRandom},
-	{"Step", server.NodeStep},
-}
-
-// runNode is a node to monitor and the DataSet field it is written as.
-type runNode struct {
-	name string
-	id   string // node id as given
-}
 
 // cmdRunGateway runs the gateway: a configuration file (-config), or one
 // built from the flags (-upstream, -nodes, -interval, -out), or, with neither,
@@ -151,13 +136,13 @@ Flags:
 	} else {
 		intervalSet := false
 		fs.Visit(func(f *flag.Flag) { intervalSet = intervalSet || f.Name == "interval" })
-		text := "" // no flags: the embedded defaults (config.Default)
+		var text []byte // no flags: the embedded defaults (config.Default)
 		if *upstream != "" || *nodes != "" || intervalSet {
 			if text, err = flagsConfig(&conn, *upstream, *nodes, *interval); err != nil {
 				return err
 			}
 		}
-		cfg, warns, err = config.Parse([]byte(text), "(command line)")
+		cfg, warns, err = config.Parse(text, "(command line)")
 	}
 	for _, w := range warns {
 		logger.Warn("configuration: " + w.String())
@@ -274,49 +259,40 @@ func configError(err error, stderr io.Writer) error {
 	return fmt.Errorf("%w: invalid configuration: %d error%s", errUsage, len(issues), plural(len(issues)))
 }
 
-// flagsConfig writes the configuration the run flags describe as YAML, so
-// that it takes the same path as a file: environment overrides, defaults,
-// validation.
-func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration) (string, error) {
-	list, err := parseRunNodes(nodes)
+// flagsConfig is the configuration the run flags describe, as YAML: it takes
+// the path of a file through config.Parse (environment overrides, defaults,
+// validation). The endpoint is -upstream with the connection flags, else the
+// embedded simulation server; writer group "run", writer "gateway", publishes
+// -nodes every -interval.
+func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration) ([]byte, error) {
+	fields, err := parseRunNodes(nodes)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var b strings.Builder
-	q := strconv.Quote
+	ep := config.Endpoint{Name: "sim", URL: config.EmbeddedSimURL}
 	if upstream != "" {
-		ep, err := conn.endpoint()
-		if err != nil {
-			return "", err
+		if ep, err = conn.endpoint(); err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(&b, "endpoints:\n  - name: upstream\n    url: %s\n", q(upstream))
-		if ep.SecurityPolicy != "" {
-			fmt.Fprintf(&b, "    securityPolicy: %s\n", q(ep.SecurityPolicy))
+		ep.Name, ep.URL = "upstream", upstream
+		if ep.Identity.Type == config.IdentityUsername && conn.password == "" {
+			ep.Identity.Password = config.Secret{Env: passwordEnv} // resolved by config.Parse
 		}
-		if ep.SecurityMode != "" {
-			fmt.Fprintf(&b, "    securityMode: %s\n", q(ep.SecurityMode))
-		}
-		fmt.Fprintf(&b, "    pki: %s\n    autoAccept: %t\n    allowDeprecated: %t\n    skipHostnameCheck: %t\n    requestTimeout: %s\n",
-			q(ep.PKI), ep.AutoAccept, ep.AllowDeprecated, ep.SkipHostnameCheck, q(ep.RequestTimeout.D().String()))
-		switch ep.Identity.Type {
-		case config.IdentityUsername:
-			fmt.Fprintf(&b, "    identity:\n      type: username\n      username: %s\n", q(ep.Identity.Username))
-			if conn.password != "" {
-				fmt.Fprintf(&b, "      password: {value: %s}\n", q(conn.password))
-			} else {
-				fmt.Fprintf(&b, "      password: {env: %s}\n", passwordEnv)
-			}
-		case config.IdentityX509:
-			fmt.Fprintf(&b, "    identity:\n      type: x509\n      certFile: %s\n      keyFile: %s\n", q(ep.Identity.CertFile), q(ep.Identity.KeyFile))
-		}
-	} else {
-		fmt.Fprintf(&b, "endpoints:\n  - name: sim\n    url: %s\n", q(config.EmbeddedSimURL))
 	}
-	fmt.Fprintf(&b, "writerGroups:\n  - name: run\n    publishingInterval: %s\n    writers:\n      - name: gateway\n        fields:\n", q(interval.String()))
-	for _, n := range list {
-		fmt.Fprintf(&b, "          - name: %s\n            node: %s\n", q(n.name), q(n.id))
+	c := config.Config{
+		Endpoints: []config.Endpoint{ep},
+		WriterGroups: []config.WriterGroup{{Name: "run", PublishingInterval: config.Duration(interval),
+			Writers: []config.DataSetWriter{{Name: "gateway", Fields: fields}}}},
 	}
-	return b.String(), nil
+	// A Secret marshals without its value; -password must reach config.Parse
+	// (only: this text goes to no file and no log).
+	secret := yaml.CustomMarshaler[config.Secret](func(s config.Secret) ([]byte, error) {
+		return yaml.Marshal(struct {
+			Value string `yaml:"value,omitempty"`
+			Env   string `yaml:"env,omitempty"`
+		}{s.Value, s.Env})
+	})
+	return yaml.MarshalWithOptions(&c, yaml.Indent(2), yaml.OmitEmpty(), secret)
 }
 
 // countingSink stops a run (-count) after n ua-data messages went through
@@ -344,17 +320,22 @@ func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
 	return nil
 }
 
-// parseRunNodes parses -nodes; empty means the Demo variables of the sim.
-func parseRunNodes(s string) ([]runNode, error) {
-	var out []runNode
+// parseRunNodes parses -nodes, a field per node named by its id; empty means
+// the fields of the default configuration (the simulation server's Demo
+// variables).
+func parseRunNodes(s string) ([]config.Field, error) {
+	var out []config.Field
 	if s == "" {
-		for _, d := range defaultRunNodes {
-			out = append(out, runNode{name: d.name, id: d.node})
+		for _, f := range config.Default().WriterGroups[0].Writers[0].Fields {
+			out = append(out, config.Field{Name: f.Name, Node: f.Node})
 		}
 		return out, nil
 	}
 	seen := map[string]bool{}
-	for _, x := range splitList(s) {
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x == "" {
+			continue
+		}
 		if _, err := ua.ParseExpandedNodeID(x); err != nil {
 			return nil, fmt.Errorf("%w: -nodes: %q is not a node id: %v", errUsage, x, err)
 		}
@@ -362,7 +343,7 @@ func parseRunNodes(s string) ([]runNode, error) {
 			return nil, fmt.Errorf("%w: -nodes: %q given twice", errUsage, x)
 		}
 		seen[x] = true
-		out = append(out, runNode{name: x, id: x})
+		out = append(out, config.Field{Name: x, Node: x})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: -nodes: no node ids in %q", errUsage, s)
