@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
@@ -23,18 +23,17 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
+// debugPprofEnv opts into the Go profiler of `gateway run` (api.ServeDebug,
+// off by default): a loopback address (127.0.0.1:6060, [::1]:0) where
+// /debug/pprof/ and /debug/pools are served, to measure the gateway's memory
+// on a deployment-sized configuration.
+const debugPprofEnv = "UAGATE_DEBUG_PPROF"
+
 // cmdRunGateway runs the gateway: a configuration file (-config), or one
 // built from the flags (-upstream, -nodes, -interval, -out), or, with neither,
 // the embedded defaults (simulation server → embedded MQTT broker, NATS server
 // and the WebSocket stream).
 func cmdRunGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runGateway(ctx, args, stdout, stderr, nil)
-}
-
-// runGateway is cmdRunGateway; started, when not nil, is called with the
-// gateway once it started (the command's tests look at it through its
-// exported API).
-func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer, started func(*gateway.Gateway)) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration `file` (YAML, or OPC Publisher's publishednodes.json); watched: changes apply while running")
@@ -100,12 +99,12 @@ Flags:
 	} else if limit > 0 {
 		logger.Info("memory limit for the Go runtime", "limitMB", limit>>20, "env", gateway.MemoryLimitEnv)
 	}
-	if addr := debugPprofAddr(); addr != "" {
+	if addr := os.Getenv(debugPprofEnv); addr != "" {
 		pctx, cancel := context.WithCancel(ctx)
-		wait, err := startDebugPprof(pctx, addr, logger)
+		_, wait, err := api.ServeDebug(pctx, addr, logger)
 		if err != nil {
 			cancel()
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return fmt.Errorf("%w: %s=%q: %v", errUsage, debugPprofEnv, addr, err)
 		}
 		defer wait()
 		defer cancel()
@@ -116,28 +115,19 @@ Flags:
 		warns []config.Warning
 		err   error
 	)
-	// Where changes made through the REST API are saved: the -config file
-	// when it is YAML, else <stateDir>/gateway.yaml — which a later run
-	// without -config and without the flags that build one loads.
-	var savePath string
-	noFlags := *upstream == "" && *nodes == ""
-	fs.Visit(func(f *flag.Flag) { noFlags = noFlags && f.Name != "interval" })
-	if *cfgPath == "" && noFlags {
-		if p := stateFile(); p != "" {
-			*cfgPath, savePath = p, p
+	flagsMake := *upstream != "" || *nodes != "" // a configuration of the flags
+	fs.Visit(func(f *flag.Flag) { flagsMake = flagsMake || f.Name == "interval" })
+	if *cfgPath == "" && !flagsMake {
+		if p := config.SavedFile(); p != "" { // REST API changes of an earlier run
+			*cfgPath = p
 			logger.Info("configuration saved by an earlier run", "file", p)
 		}
 	}
 	if *cfgPath != "" {
 		cfg, warns, err = config.Load(*cfgPath)
-		if err == nil && savePath == "" && !isPublishedNodes(*cfgPath) {
-			savePath = *cfgPath
-		}
 	} else {
-		intervalSet := false
-		fs.Visit(func(f *flag.Flag) { intervalSet = intervalSet || f.Name == "interval" })
 		var text []byte // no flags: the embedded defaults (config.Default)
-		if *upstream != "" || *nodes != "" || intervalSet {
+		if flagsMake {
 			if text, err = flagsConfig(&conn, *upstream, *nodes, *interval); err != nil {
 				return err
 			}
@@ -190,19 +180,13 @@ Flags:
 			return &countingSink{Sink: s, left: int64(*count), done: counted}
 		}
 	}
-	if savePath == "" {
-		savePath = filepath.Join(cfg.Gateway.StateDir, stateConfigName)
-	}
-	opts.SavePath = savePath
+	opts.SavePath = config.SavePath(*cfgPath, cfg)
 	gw, err := gateway.New(cfg, opts)
 	if err != nil {
 		return err
 	}
 	if err := gw.Start(ctx); err != nil {
 		return err
-	}
-	if started != nil {
-		started(gw)
 	}
 	if *out != "-" {
 		gw.Hints(stderr)
@@ -349,34 +333,4 @@ func parseRunNodes(s string) ([]config.Field, error) {
 		return nil, fmt.Errorf("%w: -nodes: no node ids in %q", errUsage, s)
 	}
 	return out, nil
-}
-
-// stateConfigName is the file in the state directory that keeps the
-// configuration as changed through the REST API, when it did not come from
-// a YAML file of the user's.
-const stateConfigName = "gateway.yaml"
-
-// stateFile returns <stateDir>/gateway.yaml when an earlier run saved it
-// ("" otherwise); the state directory is $UAGATE_STATE_DIR or the default.
-func stateFile() string {
-	dir := os.Getenv("UAGATE_STATE_DIR")
-	if dir == "" {
-		dir = config.DefaultStateDir
-	}
-	p := filepath.Join(dir, stateConfigName)
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return p
-}
-
-// isPublishedNodes tells an OPC Publisher publishednodes.json (a JSON array)
-// from a YAML file, which the gateway can rewrite.
-func isPublishedNodes(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	t := strings.TrimLeft(string(b), " \t\r\n\ufeff")
-	return strings.HasPrefix(t, "[")
 }

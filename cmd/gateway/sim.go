@@ -116,21 +116,7 @@ Flags:
 		if err != nil {
 			return err
 		}
-		host, _, _ := net.SplitHostPort(cfg.Address)
-		hosts := []string{"localhost", "127.0.0.1"}
-		if h, err := os.Hostname(); err == nil {
-			hosts = append(hosts, h)
-		}
-		if ip := net.ParseIP(host); host != "" && host != "localhost" && host != "127.0.0.1" && (ip == nil || !ip.IsUnspecified()) {
-			hosts = append(hosts, host)
-		}
-		_, der, key, err := store.LoadOrCreateOwn(server.DefaultApplicationURI, hosts)
-		if err != nil {
-			return err
-		}
-		cfg.Certificate, cfg.Key = der, key
-		cfg.ValidateClientCert = func(chain []byte) error {
-			_, err := store.Validate(chain, pki.ValidateOptions{Role: pki.PeerClient})
+		if err := cfg.UseStore(store); err != nil {
 			return err
 		}
 	}
