@@ -38,7 +38,7 @@ func TestServeDebug(t *testing.T) {
 	}
 	code, body := get("/debug/pools")
 	var pools struct {
-		Classes []struct{ Size, IdleBytes int }
+		Classes                          []struct{ Size, IdleBytes int }
 		IdleBytes, NotificationIdleBytes int
 	}
 	if err := json.Unmarshal([]byte(body), &pools); code != 200 || err != nil {
