@@ -138,7 +138,7 @@ Flags:
 		logger.Warn("configuration: " + w.String())
 	}
 	if err != nil {
-		return configError(err, stderr)
+		return configError(err, "invalid configuration", stderr)
 	}
 	if *publisher != "" {
 		cfg.Gateway.PublisherID = *publisher
@@ -231,8 +231,8 @@ func exitOnPermanentFailure(url string, failed chan<- error) func(*client.Manage
 }
 
 // configError prints a configuration's issues and makes them a usage error
-// (exit code 2).
-func configError(err error, stderr io.Writer) error {
+// (exit code 2) that says what: "invalid configuration: 3 errors".
+func configError(err error, what string, stderr io.Writer) error {
 	issues := config.Issues(err)
 	if issues == nil {
 		return err
@@ -240,7 +240,7 @@ func configError(err error, stderr io.Writer) error {
 	for _, is := range issues {
 		fmt.Fprintln(stderr, is)
 	}
-	return fmt.Errorf("%w: invalid configuration: %d error%s", errUsage, len(issues), plural(len(issues)))
+	return fmt.Errorf("%w: %s: %d error%s", errUsage, what, len(issues), plural(len(issues)))
 }
 
 // flagsConfig is the configuration the run flags describe, as YAML: it takes

@@ -116,7 +116,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items")
 	fs.BoolVar(&o.stagger, "stagger", true, "spread the counters' ticks evenly over -rate, folder by folder (gateway sim -stagger);\n-stagger=false: all change at the same instant, a burst of -items every -rate")
 	fs.IntVar(&o.perGroup, "per-group", 10000, "monitored items per writer group (gateway) or subscription (baseline)")
-	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\nthe YAML of 100,000 fields takes seconds and half a GB to load, which shows in rss_mb)")
+	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\na large configuration, slow to load, whose memory shows in rss_mb)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time between the arrival of every item and the window")
 	fs.DurationVar(&o.setupTimeout, "setup-timeout", 3*time.Minute, "bound on the start of the processes and the arrival of every item")
