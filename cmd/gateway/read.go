@@ -19,7 +19,7 @@ func cmdRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	var cf connFlags
 	cf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table (each value in OPC UA JSON, Part 6 compact)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: gateway read [flags] <endpoint> <node>...\n\nReads the Value attribute of the nodes (\"ns=1;s=Demo.Counter\", \"i=2258\", \"nsu=<uri>;s=…\").\n\nFlags:\n")
 		fs.PrintDefaults()
