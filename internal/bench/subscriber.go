@@ -231,7 +231,7 @@ type rxMessage struct {
 // own pending limits apply (and a slow consumer shows as dropped).
 const rxQueue = 1 << 14
 
-// benchCounter counts the notifications of the Load counters. Node i is
+// counter counts the notifications of the Load counters. Node i is
 // variable i%variables of folder i/variables; its last value is last[i]
 // (unseenValue before the first).
 type counter struct {
@@ -382,7 +382,7 @@ func (h *latencyHist) quantile(q float64) int64 {
 	return h.max
 }
 
-// benchScan walks one ua-data message: a NetworkMessage with Messages (an
+// scanner walks one ua-data message: a NetworkMessage with Messages (an
 // array or one object), an array of DataSetMessages, or one DataSetMessage.
 // It reads DataSetWriterId, DataSetWriterName and Payload of each
 // DataSetMessage and, per field, Value (bare, {"UaType","Value"} or the 1.04
