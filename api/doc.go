@@ -28,6 +28,8 @@
 //     constant time; CORS and WebSocket origin allow-lists.
 //   - cli/: the `gateway status` and `gateway nodes` commands, clients of a
 //     running gateway's API.
+//   - ServeDebug (debug.go): the Go profiler and the message buffer pools'
+//     counters, opted into, on a loopback listener of their own.
 //
 // # Rules
 //

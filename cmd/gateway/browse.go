@@ -13,21 +13,9 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-const (
-	// browseBatch is the number of nodes browsed per call while walking the tree
-	// (the client splits each call further to fit the server's limits); progress
-	// is reported between batches.
-	browseBatch = 200
-	// progressEvery is how many nodes pass between two progress lines on stderr.
-	progressEvery = 1000
-)
-
-// browseNode is one reference found while walking the tree.
-type browseNode struct {
-	ref      ua.ReferenceDescription
-	depth    int
-	children []int // indexes into the node list
-}
+// progressEvery is how many nodes pass between two progress lines on stderr
+// off a terminal.
+const progressEvery = 1000
 
 // cmdBrowse walks the hierarchy below a node and prints it.
 func cmdBrowse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,7 +23,7 @@ func cmdBrowse(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var cf connFlags
 	cf.register(fs)
-	depth := fs.Int("depth", 1, "levels to descend; 0 means all (every node is expanded once)")
+	depth := fs.Int("depth", 1, fmt.Sprintf("levels to descend; 0 means all (every node is expanded once, %d nodes at most)", client.DefaultWalkMaxNodes))
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: gateway browse [flags] <endpoint> [node]\n\nLists the nodes below node (default i=85, the Objects folder) along hierarchical references.\n\nFlags:\n")
@@ -64,7 +52,7 @@ func cmdBrowse(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.Close()
-	root, err := parseNode(start, c)
+	root, err := c.ParseNodeID(start)
 	if err != nil {
 		return err
 	}
@@ -85,95 +73,53 @@ func cmdBrowse(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return w.Flush()
 }
 
-type frontierItem struct {
-	id  ua.NodeID
-	idx int // index of its browseNode, -1 for the start node
-}
-
-// walk browses breadth first, level by level, in batches, and reports progress
-// on stderr once the tree is large.
-func walk(ctx context.Context, c *client.Client, root ua.NodeID, maxDepth int, cf connFlags, stderr io.Writer) ([]browseNode, []int, error) {
-	var nodes []browseNode
-	var roots []int
-	seen := map[ua.NodeID]bool{root: true}
-	frontier := []frontierItem{{id: root, idx: -1}}
-	reported := 0
+// walk browses the tree below root, reporting progress on stderr once it is
+// large.
+func walk(ctx context.Context, c *client.Client, root ua.NodeID, maxDepth int, cf connFlags, stderr io.Writer) ([]client.TreeNode, []int, error) {
 	prog := newProgress(stderr)
-	for d := 1; len(frontier) > 0 && (maxDepth == 0 || d <= maxDepth); d++ {
-		var next []frontierItem
-		for lo := 0; lo < len(frontier); lo += browseBatch {
-			hi := min(lo+browseBatch, len(frontier))
-			ids := make([]ua.NodeID, 0, hi-lo)
-			for _, f := range frontier[lo:hi] {
-				ids = append(ids, f.id)
-			}
-			bctx, cancel := context.WithTimeout(ctx, cf.timeout)
-			res, err := c.BrowseChildren(bctx, ids...)
-			cancel()
-			if err != nil {
-				return nil, nil, err
-			}
-			for j := range res {
-				parent := frontier[lo+j].idx
-				if sc := res[j].StatusCode; sc.IsBad() {
-					fmt.Fprintf(stderr, "browse: %s: %v\n", ids[j], sc)
-					continue
-				}
-				for _, ref := range res[j].References {
-					idx := len(nodes)
-					nodes = append(nodes, browseNode{ref: ref, depth: d})
-					if parent < 0 {
-						roots = append(roots, idx)
-					} else {
-						nodes[parent].children = append(nodes[parent].children, idx)
-					}
-					id, err := ref.NodeID.Resolve(c.Namespaces())
-					if err != nil || seen[id] {
-						continue // on another server, unknown namespace, or expanded already
-					}
-					seen[id] = true
-					next = append(next, frontierItem{id: id, idx: idx})
-				}
-			}
-			every := len(nodes)/progressEvery > reported/progressEvery
+	reported := 0
+	nodes, roots, err := c.Walk(ctx, root, client.WalkOptions{
+		MaxDepth: maxDepth, CallTimeout: cf.timeout,
+		BadNode: func(id ua.NodeID, sc ua.StatusCode) { fmt.Fprintf(stderr, "browse: %s: %v\n", id, sc) },
+		Progress: func(found, depth, browsed, total int) {
+			every := found/progressEvery > reported/progressEvery
 			if every || prog.tty {
-				prog.update(every, "browse: %d nodes (depth %d, %d of %d nodes at this depth browsed)", len(nodes), d, hi, len(frontier))
+				prog.update(every, "browse: %d nodes (depth %d, %d of %d nodes at this depth browsed)", found, depth, browsed, total)
 			}
 			if every {
-				reported = len(nodes)
+				reported = found
 			}
-		}
-		frontier = next
-	}
-	if reported > 0 || prog.shown {
+		},
+	})
+	if err == nil && (reported > 0 || prog.shown) {
 		prog.done("browse: done, %d nodes", len(nodes))
 	}
-	return nodes, roots, nil
+	return nodes, roots, err
 }
 
 // each visits the tree depth first, in browse order.
-func each(nodes []browseNode, idxs []int, parent int, fn func(idx, parent int) error) error {
+func each(nodes []client.TreeNode, idxs []int, parent int, fn func(idx, parent int) error) error {
 	for _, i := range idxs {
 		if err := fn(i, parent); err != nil {
 			return err
 		}
-		if err := each(nodes, nodes[i].children, i, fn); err != nil {
+		if err := each(nodes, nodes[i].Children, i, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func printBrowseTable(w io.Writer, nodes []browseNode, roots []int) error {
+func printBrowseTable(w io.Writer, nodes []client.TreeNode, roots []int) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BROWSE NAME\tNODE ID\tCLASS\tTYPE DEFINITION")
 	err := each(nodes, roots, -1, func(i, _ int) error {
 		n := &nodes[i]
-		indent := make([]byte, 2*(n.depth-1))
+		indent := make([]byte, 2*(n.Depth-1))
 		for k := range indent {
 			indent[k] = ' '
 		}
-		_, err := fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", indent, n.ref.BrowseName, n.ref.NodeID, n.ref.NodeClass, typeName(n.ref.TypeDefinition))
+		_, err := fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", indent, n.Ref.BrowseName, n.Ref.NodeID, n.Ref.NodeClass, typeName(n.Ref.TypeDefinition))
 		return err
 	})
 	if err != nil {
@@ -195,7 +141,7 @@ type browseJSON struct {
 
 // printBrowseJSON writes a JSON array, one element at a time, so a large tree is
 // not held twice.
-func printBrowseJSON(w io.Writer, nodes []browseNode, roots []int, root ua.NodeID) error {
+func printBrowseJSON(w io.Writer, nodes []client.TreeNode, roots []int, root ua.NodeID) error {
 	if _, err := io.WriteString(w, "["); err != nil {
 		return err
 	}
@@ -204,17 +150,17 @@ func printBrowseJSON(w io.Writer, nodes []browseNode, roots []int, root ua.NodeI
 		n := &nodes[i]
 		p := root.String()
 		if parent >= 0 {
-			p = nodes[parent].ref.NodeID.String()
+			p = nodes[parent].Ref.NodeID.String()
 		}
 		b, err := json.Marshal(browseJSON{
-			NodeID:         n.ref.NodeID.String(),
-			BrowseName:     n.ref.BrowseName.String(),
-			DisplayName:    n.ref.DisplayName.Text,
-			NodeClass:      n.ref.NodeClass.String(),
-			TypeDefinition: typeName(n.ref.TypeDefinition),
-			ReferenceType:  typeName(ua.NewExpandedNodeID(n.ref.ReferenceTypeID)),
+			NodeID:         n.Ref.NodeID.String(),
+			BrowseName:     n.Ref.BrowseName.String(),
+			DisplayName:    n.Ref.DisplayName.Text,
+			NodeClass:      n.Ref.NodeClass.String(),
+			TypeDefinition: typeName(n.Ref.TypeDefinition),
+			ReferenceType:  typeName(ua.NewExpandedNodeID(n.Ref.ReferenceTypeID)),
 			Parent:         p,
-			Depth:          n.depth,
+			Depth:          n.Depth,
 		})
 		if err != nil {
 			return err

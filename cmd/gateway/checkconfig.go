@@ -37,14 +37,7 @@ line, field, reason) and exits 2.
 		fmt.Fprintln(stdout, "warning:", w)
 	}
 	if err != nil {
-		issues := config.Issues(err)
-		if issues == nil {
-			return err
-		}
-		for _, is := range issues {
-			fmt.Fprintln(stderr, is)
-		}
-		return fmt.Errorf("%w: check-config: %s: %d error%s", errUsage, pos[0], len(issues), plural(len(issues)))
+		return configError(err, "check-config: "+pos[0], stderr)
 	}
 	var writers, fields, browse int
 	for _, g := range c.WriterGroups {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/client"
-	"github.com/uagate/gateway/uastack/ua"
 )
 
 // passwordEnv is read when -user is given without -password, so the password need
@@ -164,18 +163,4 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-}
-
-// parseNode parses a node id; "nsu=" URIs are resolved with the server's
-// namespace array.
-func parseNode(s string, c *client.Client) (ua.NodeID, error) {
-	x, err := ua.ParseExpandedNodeID(s)
-	if err != nil {
-		return ua.NodeID{}, err
-	}
-	var ns []string
-	if c != nil {
-		ns = c.Namespaces()
-	}
-	return x.Resolve(ns)
 }

@@ -1,7 +1,7 @@
 // Command gateway is the OPC UA → PubSub/JSON gateway.
 //
-// Subcommands grow with the project; today: run, version, decode, browse, read, sim,
-// pki, check-config.
+// Its subcommands (gateway help) parse flags, set up logging and signals, call
+// the packages that do the work and print what they return.
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/uagate/gateway/internal/bench"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -56,9 +57,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "check-config":
 		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "bench":
-		err = cmdBench(ctx, args[1:], stdout, stderr)
+		err = bench.Run(ctx, args[1:], stdout, stderr)
 	case "bench-subscriber": // the counting subscriber of bench, in a process of its own
-		err = cmdBenchSubscriber(ctx, args[1:], stdin, stdout, stderr)
+		err = bench.RunSubscriber(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 	default:
@@ -71,7 +72,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage):
+	case errors.Is(err, errUsage), errors.Is(err, bench.ErrUsage): // both read "usage"
 		fmt.Fprintln(stderr, "gateway:", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	default:

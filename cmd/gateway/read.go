@@ -6,11 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"reflect"
 	"text/tabwriter"
 	"time"
 
+	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
@@ -20,7 +19,7 @@ func cmdRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	var cf connFlags
 	cf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table (each value in OPC UA JSON, Part 6 compact)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: gateway read [flags] <endpoint> <node>...\n\nReads the Value attribute of the nodes (\"ns=1;s=Demo.Counter\", \"i=2258\", \"nsu=<uri>;s=…\").\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -46,7 +45,7 @@ func cmdRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	ids := make([]ua.NodeID, 0, len(pos)-1)
 	for _, s := range pos[1:] {
-		id, err := parseNode(s, c)
+		id, err := c.ParseNodeID(s)
 		if err != nil {
 			return err
 		}
@@ -61,7 +60,9 @@ func cmdRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *asJSON {
 		out := make([]readJSON, len(vals))
 		for i := range vals {
-			out[i] = newReadJSON(ids[i], &vals[i])
+			if out[i], err = newReadJSON(ids[i], &vals[i]); err != nil {
+				return err
+			}
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -71,65 +72,37 @@ func cmdRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintln(tw, "NODE ID\tVALUE\tTYPE\tSTATUS\tSOURCE TIMESTAMP")
 	for i := range vals {
 		dv := &vals[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ids[i], dv.Value.String(), variantType(&dv.Value), statusName(dv.Status), timestamp(dv.SourceTimestamp))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ids[i], dv.Value.String(), variantType(&dv.Value), dv.Status, timestamp(dv.SourceTimestamp))
 	}
 	return tw.Flush()
 }
 
 type readJSON struct {
-	NodeID          string `json:"nodeId"`
-	Value           any    `json:"value"`
-	Type            string `json:"type"`
-	Status          string `json:"status"`
-	StatusCode      uint32 `json:"statusCode"`
-	SourceTimestamp string `json:"sourceTimestamp,omitempty"`
-	ServerTimestamp string `json:"serverTimestamp,omitempty"`
+	NodeID string `json:"nodeId"`
+	// Value is the value alone in OPC UA JSON (Part 6, compact, as the
+	// gateway's messages and REST API write it); Type names its type.
+	Value           json.RawMessage `json:"value"`
+	Type            string          `json:"type"`
+	Status          string          `json:"status"`
+	StatusCode      uint32          `json:"statusCode"`
+	SourceTimestamp string          `json:"sourceTimestamp,omitempty"`
+	ServerTimestamp string          `json:"serverTimestamp,omitempty"`
 }
 
-func newReadJSON(id ua.NodeID, dv *ua.DataValue) readJSON {
+func newReadJSON(id ua.NodeID, dv *ua.DataValue) (readJSON, error) {
+	v, err := jsonenc.Append(nil, jsonenc.Options{Mode: jsonenc.Compact}, func(e *jsonenc.Encoder) { e.WriteVariantBody(&dv.Value) })
+	if err != nil {
+		return readJSON{}, fmt.Errorf("the value of %s: %w", id, err)
+	}
 	return readJSON{
 		NodeID:          id.String(),
-		Value:           jsonValue(dv.Value.Value()),
+		Value:           v,
 		Type:            variantType(&dv.Value),
-		Status:          statusName(dv.Status),
+		Status:          dv.Status.String(),
 		StatusCode:      uint32(dv.Status),
 		SourceTimestamp: timestamp(dv.SourceTimestamp),
 		ServerTimestamp: timestamp(dv.ServerTimestamp),
-	}
-}
-
-// jsonValue makes a Variant's Go value fit for encoding/json: numbers, strings and
-// booleans as they are (NaN and infinities as strings), arrays element by element,
-// everything else in its string form.
-func jsonValue(v any) any {
-	switch x := v.(type) {
-	case nil, bool, string, int8, uint8, int16, uint16, int32, uint32, int64, uint64, []byte:
-		return x
-	case float32:
-		return jsonFloat(float64(x))
-	case float64:
-		return jsonFloat(x)
-	case ua.DateTime:
-		return timestamp(x)
-	case fmt.Stringer:
-		return x.String()
-	}
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Slice {
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = jsonValue(rv.Index(i).Interface())
-		}
-		return out
-	}
-	return fmt.Sprint(v)
-}
-
-func jsonFloat(f float64) any {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Sprint(f)
-	}
-	return f
+	}, nil
 }
 
 func variantType(v *ua.Variant) string {
@@ -140,13 +113,6 @@ func variantType(v *ua.Variant) string {
 		return v.Type().String() + "[]"
 	}
 	return v.Type().String()
-}
-
-func statusName(sc ua.StatusCode) string {
-	if sc == 0 {
-		return "Good"
-	}
-	return sc.String()
 }
 
 func timestamp(t ua.DateTime) string {

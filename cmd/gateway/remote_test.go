@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/testutil"
 )
 
@@ -103,7 +104,7 @@ func TestRemoteCommands(t *testing.T) {
 		t.Fatalf("nodes add to an unknown group: exit %d\n%s", code, out)
 	}
 	logs := stop()
-	saved, err := os.ReadFile(filepath.Join(state, stateConfigName))
+	saved, err := os.ReadFile(filepath.Join(state, config.SavedName))
 	if err != nil || !strings.Contains(string(saved), "Load.F000.V00001") {
 		t.Fatalf("the change was not saved (%v):\n%s\nlogs:\n%s", err, saved, logs)
 	}
@@ -229,7 +230,7 @@ func TestAPIEndpointSaved(t *testing.T) {
 	if resp.StatusCode != 201 && resp.StatusCode != 200 {
 		t.Fatalf("add endpoint: %d", resp.StatusCode)
 	}
-	saved, err := os.ReadFile(filepath.Join(state, stateConfigName))
+	saved, err := os.ReadFile(filepath.Join(state, config.SavedName))
 	if err != nil || !strings.Contains(string(saved), "plc2") {
 		t.Fatalf("the applied change was not saved: %v\n%s", err, saved)
 	}

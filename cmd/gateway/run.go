@@ -7,49 +7,33 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/goccy/go-yaml"
+
+	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/uastack/client"
-	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// defaultRunNodes are the Demo variables the default run subscribes to, with
-// their field names.
-var defaultRunNodes = []struct{ name, node string }{
-	{"Counter", server.NodeCounter},
-	{"Sine", server.NodeSine},
-	{"Random", server.NodeRandom},
-	{"Step", server.NodeStep},
-}
-
-// runNode is a node to monitor and the DataSet field it is written as.
-type runNode struct {
-	name string
-	id   string // node id as given
-}
+// debugPprofEnv opts into the Go profiler of `gateway run` (api.ServeDebug,
+// off by default): a loopback address (127.0.0.1:6060, [::1]:0) where
+// /debug/pprof/ and /debug/pools are served, to measure the gateway's memory
+// on a deployment-sized configuration.
+const debugPprofEnv = "UAGATE_DEBUG_PPROF"
 
 // cmdRunGateway runs the gateway: a configuration file (-config), or one
 // built from the flags (-upstream, -nodes, -interval, -out), or, with neither,
 // the embedded defaults (simulation server → embedded MQTT broker, NATS server
 // and the WebSocket stream).
 func cmdRunGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runGateway(ctx, args, stdout, stderr, nil)
-}
-
-// runGateway is cmdRunGateway; started, when not nil, is called with the
-// gateway once it started (the command's tests look at it through its
-// exported API).
-func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer, started func(*gateway.Gateway)) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration `file` (YAML, or OPC Publisher's publishednodes.json); watched: changes apply while running")
@@ -115,12 +99,12 @@ Flags:
 	} else if limit > 0 {
 		logger.Info("memory limit for the Go runtime", "limitMB", limit>>20, "env", gateway.MemoryLimitEnv)
 	}
-	if addr := debugPprofAddr(); addr != "" {
+	if addr := os.Getenv(debugPprofEnv); addr != "" {
 		pctx, cancel := context.WithCancel(ctx)
-		wait, err := startDebugPprof(pctx, addr, logger)
+		_, wait, err := api.ServeDebug(pctx, addr, logger)
 		if err != nil {
 			cancel()
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return fmt.Errorf("%w: %s=%q: %v", errUsage, debugPprofEnv, addr, err)
 		}
 		defer wait()
 		defer cancel()
@@ -131,39 +115,30 @@ Flags:
 		warns []config.Warning
 		err   error
 	)
-	// Where changes made through the REST API are saved: the -config file
-	// when it is YAML, else <stateDir>/gateway.yaml — which a later run
-	// without -config and without the flags that build one loads.
-	var savePath string
-	noFlags := *upstream == "" && *nodes == ""
-	fs.Visit(func(f *flag.Flag) { noFlags = noFlags && f.Name != "interval" })
-	if *cfgPath == "" && noFlags {
-		if p := stateFile(); p != "" {
-			*cfgPath, savePath = p, p
+	flagsMake := *upstream != "" || *nodes != "" // a configuration of the flags
+	fs.Visit(func(f *flag.Flag) { flagsMake = flagsMake || f.Name == "interval" })
+	if *cfgPath == "" && !flagsMake {
+		if p := config.SavedFile(); p != "" { // REST API changes of an earlier run
+			*cfgPath = p
 			logger.Info("configuration saved by an earlier run", "file", p)
 		}
 	}
 	if *cfgPath != "" {
 		cfg, warns, err = config.Load(*cfgPath)
-		if err == nil && savePath == "" && !isPublishedNodes(*cfgPath) {
-			savePath = *cfgPath
-		}
 	} else {
-		intervalSet := false
-		fs.Visit(func(f *flag.Flag) { intervalSet = intervalSet || f.Name == "interval" })
-		text := "" // no flags: the embedded defaults (config.Default)
-		if *upstream != "" || *nodes != "" || intervalSet {
+		var text []byte // no flags: the embedded defaults (config.Default)
+		if flagsMake {
 			if text, err = flagsConfig(&conn, *upstream, *nodes, *interval); err != nil {
 				return err
 			}
 		}
-		cfg, warns, err = config.Parse([]byte(text), "(command line)")
+		cfg, warns, err = config.Parse(text, "(command line)")
 	}
 	for _, w := range warns {
 		logger.Warn("configuration: " + w.String())
 	}
 	if err != nil {
-		return configError(err, stderr)
+		return configError(err, "invalid configuration", stderr)
 	}
 	if *publisher != "" {
 		cfg.Gateway.PublisherID = *publisher
@@ -205,19 +180,13 @@ Flags:
 			return &countingSink{Sink: s, left: int64(*count), done: counted}
 		}
 	}
-	if savePath == "" {
-		savePath = filepath.Join(cfg.Gateway.StateDir, stateConfigName)
-	}
-	opts.SavePath = savePath
+	opts.SavePath = config.SavePath(*cfgPath, cfg)
 	gw, err := gateway.New(cfg, opts)
 	if err != nil {
 		return err
 	}
 	if err := gw.Start(ctx); err != nil {
 		return err
-	}
-	if started != nil {
-		started(gw)
 	}
 	if *out != "-" {
 		gw.Hints(stderr)
@@ -262,8 +231,8 @@ func exitOnPermanentFailure(url string, failed chan<- error) func(*client.Manage
 }
 
 // configError prints a configuration's issues and makes them a usage error
-// (exit code 2).
-func configError(err error, stderr io.Writer) error {
+// (exit code 2) that says what: "invalid configuration: 3 errors".
+func configError(err error, what string, stderr io.Writer) error {
 	issues := config.Issues(err)
 	if issues == nil {
 		return err
@@ -271,52 +240,43 @@ func configError(err error, stderr io.Writer) error {
 	for _, is := range issues {
 		fmt.Fprintln(stderr, is)
 	}
-	return fmt.Errorf("%w: invalid configuration: %d error%s", errUsage, len(issues), plural(len(issues)))
+	return fmt.Errorf("%w: %s: %d error%s", errUsage, what, len(issues), plural(len(issues)))
 }
 
-// flagsConfig writes the configuration the run flags describe as YAML, so
-// that it takes the same path as a file: environment overrides, defaults,
-// validation.
-func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration) (string, error) {
-	list, err := parseRunNodes(nodes)
+// flagsConfig is the configuration the run flags describe, as YAML: it takes
+// the path of a file through config.Parse (environment overrides, defaults,
+// validation). The endpoint is -upstream with the connection flags, else the
+// embedded simulation server; writer group "run", writer "gateway", publishes
+// -nodes every -interval.
+func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration) ([]byte, error) {
+	fields, err := parseRunNodes(nodes)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var b strings.Builder
-	q := strconv.Quote
+	ep := config.Endpoint{Name: "sim", URL: config.EmbeddedSimURL}
 	if upstream != "" {
-		ep, err := conn.endpoint()
-		if err != nil {
-			return "", err
+		if ep, err = conn.endpoint(); err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(&b, "endpoints:\n  - name: upstream\n    url: %s\n", q(upstream))
-		if ep.SecurityPolicy != "" {
-			fmt.Fprintf(&b, "    securityPolicy: %s\n", q(ep.SecurityPolicy))
+		ep.Name, ep.URL = "upstream", upstream
+		if ep.Identity.Type == config.IdentityUsername && conn.password == "" {
+			ep.Identity.Password = config.Secret{Env: passwordEnv} // resolved by config.Parse
 		}
-		if ep.SecurityMode != "" {
-			fmt.Fprintf(&b, "    securityMode: %s\n", q(ep.SecurityMode))
-		}
-		fmt.Fprintf(&b, "    pki: %s\n    autoAccept: %t\n    allowDeprecated: %t\n    skipHostnameCheck: %t\n    requestTimeout: %s\n",
-			q(ep.PKI), ep.AutoAccept, ep.AllowDeprecated, ep.SkipHostnameCheck, q(ep.RequestTimeout.D().String()))
-		switch ep.Identity.Type {
-		case config.IdentityUsername:
-			fmt.Fprintf(&b, "    identity:\n      type: username\n      username: %s\n", q(ep.Identity.Username))
-			if conn.password != "" {
-				fmt.Fprintf(&b, "      password: {value: %s}\n", q(conn.password))
-			} else {
-				fmt.Fprintf(&b, "      password: {env: %s}\n", passwordEnv)
-			}
-		case config.IdentityX509:
-			fmt.Fprintf(&b, "    identity:\n      type: x509\n      certFile: %s\n      keyFile: %s\n", q(ep.Identity.CertFile), q(ep.Identity.KeyFile))
-		}
-	} else {
-		fmt.Fprintf(&b, "endpoints:\n  - name: sim\n    url: %s\n", q(config.EmbeddedSimURL))
 	}
-	fmt.Fprintf(&b, "writerGroups:\n  - name: run\n    publishingInterval: %s\n    writers:\n      - name: gateway\n        fields:\n", q(interval.String()))
-	for _, n := range list {
-		fmt.Fprintf(&b, "          - name: %s\n            node: %s\n", q(n.name), q(n.id))
+	c := config.Config{
+		Endpoints: []config.Endpoint{ep},
+		WriterGroups: []config.WriterGroup{{Name: "run", PublishingInterval: config.Duration(interval),
+			Writers: []config.DataSetWriter{{Name: "gateway", Fields: fields}}}},
 	}
-	return b.String(), nil
+	// A Secret marshals without its value; -password must reach config.Parse
+	// (only: this text goes to no file and no log).
+	secret := yaml.CustomMarshaler[config.Secret](func(s config.Secret) ([]byte, error) {
+		return yaml.Marshal(struct {
+			Value string `yaml:"value,omitempty"`
+			Env   string `yaml:"env,omitempty"`
+		}{s.Value, s.Env})
+	})
+	return yaml.MarshalWithOptions(&c, yaml.Indent(2), yaml.OmitEmpty(), secret)
 }
 
 // countingSink stops a run (-count) after n ua-data messages went through
@@ -344,17 +304,22 @@ func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
 	return nil
 }
 
-// parseRunNodes parses -nodes; empty means the Demo variables of the sim.
-func parseRunNodes(s string) ([]runNode, error) {
-	var out []runNode
+// parseRunNodes parses -nodes, a field per node named by its id; empty means
+// the fields of the default configuration (the simulation server's Demo
+// variables).
+func parseRunNodes(s string) ([]config.Field, error) {
+	var out []config.Field
 	if s == "" {
-		for _, d := range defaultRunNodes {
-			out = append(out, runNode{name: d.name, id: d.node})
+		for _, f := range config.Default().WriterGroups[0].Writers[0].Fields {
+			out = append(out, config.Field{Name: f.Name, Node: f.Node})
 		}
 		return out, nil
 	}
 	seen := map[string]bool{}
-	for _, x := range splitList(s) {
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x == "" {
+			continue
+		}
 		if _, err := ua.ParseExpandedNodeID(x); err != nil {
 			return nil, fmt.Errorf("%w: -nodes: %q is not a node id: %v", errUsage, x, err)
 		}
@@ -362,40 +327,10 @@ func parseRunNodes(s string) ([]runNode, error) {
 			return nil, fmt.Errorf("%w: -nodes: %q given twice", errUsage, x)
 		}
 		seen[x] = true
-		out = append(out, runNode{name: x, id: x})
+		out = append(out, config.Field{Name: x, Node: x})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: -nodes: no node ids in %q", errUsage, s)
 	}
 	return out, nil
-}
-
-// stateConfigName is the file in the state directory that keeps the
-// configuration as changed through the REST API, when it did not come from
-// a YAML file of the user's.
-const stateConfigName = "gateway.yaml"
-
-// stateFile returns <stateDir>/gateway.yaml when an earlier run saved it
-// ("" otherwise); the state directory is $UAGATE_STATE_DIR or the default.
-func stateFile() string {
-	dir := os.Getenv("UAGATE_STATE_DIR")
-	if dir == "" {
-		dir = config.DefaultStateDir
-	}
-	p := filepath.Join(dir, stateConfigName)
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return p
-}
-
-// isPublishedNodes tells an OPC Publisher publishednodes.json (a JSON array)
-// from a YAML file, which the gateway can rewrite.
-func isPublishedNodes(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	t := strings.TrimLeft(string(b), " \t\r\n\ufeff")
-	return strings.HasPrefix(t, "[")
 }

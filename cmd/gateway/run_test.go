@@ -5,10 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/uastack/server"
 )
 
 // isolate keeps a run of the gateway off the default ports and out of the
@@ -100,4 +106,86 @@ func TestRunUsageErrors(t *testing.T) {
 	if code := run([]string{"run", "-nodes", "ns=x;;"}, nil, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "-nodes") {
 		t.Errorf("exit code %d, stderr %q; want 2 and a message naming -nodes", code, stderr.String())
 	}
+}
+
+// TestFlagsConfig: the configuration the run flags make loads as a file does
+// (config.Parse: environment overrides, defaults, validation) and carries
+// every connection flag; -password reaches the session, $UAGATE_PASSWORD is
+// named, not copied.
+func TestFlagsConfig(t *testing.T) {
+	parse := func(t *testing.T, upstream, nodes string, args ...string) *config.Config {
+		t.Helper()
+		var conn connFlags
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		conn.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		text, err := flagsConfig(&conn, upstream, nodes, 250*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := config.Parse(text, "(command line)")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, text)
+		}
+		return cfg
+	}
+	group := func(t *testing.T, cfg *config.Config, endpoint string, fields ...string) {
+		t.Helper()
+		g := cfg.WriterGroups
+		if len(g) != 1 || g[0].Name != "run" || g[0].Endpoint != endpoint || g[0].PublishingInterval.D() != 250*time.Millisecond ||
+			len(g[0].Writers) != 1 || g[0].Writers[0].Name != "gateway" {
+			t.Fatalf("writer groups %+v", g)
+		}
+		var got []string
+		for _, f := range g[0].Writers[0].Fields {
+			got = append(got, f.Name+"="+f.Node)
+		}
+		if !reflect.DeepEqual(got, fields) {
+			t.Errorf("fields %q, want %q", got, fields)
+		}
+	}
+
+	t.Run("Sim", func(t *testing.T) {
+		cfg := parse(t, "", "")
+		if len(cfg.Endpoints) != 1 || cfg.Endpoints[0].URL != config.EmbeddedSimURL || !cfg.Embedded.Sim.On() {
+			t.Errorf("endpoints %+v", cfg.Endpoints)
+		}
+		group(t, cfg, "sim", "Counter="+server.NodeCounter, "Sine="+server.NodeSine, "Random="+server.NodeRandom, "Step="+server.NodeStep)
+	})
+	t.Run("Nodes", func(t *testing.T) {
+		group(t, parse(t, "", " ns=1;s=A, ,ns=1;s=B"), "sim", "ns=1;s=A=ns=1;s=A", "ns=1;s=B=ns=1;s=B")
+	})
+	t.Run("Upstream", func(t *testing.T) {
+		pki := t.TempDir()
+		cfg := parse(t, "opc.tcp://plc:4840", "ns=2;i=7", "-user", "op", "-password", "pw: #1", "-policy", "Basic256Sha256",
+			"-mode", "Sign", "-pki", pki, "-auto-accept", "-allow-deprecated", "-skip-hostname-check", "-timeout", "5s")
+		ep := cfg.Endpoints[0]
+		if len(cfg.Endpoints) != 1 || ep.Name != "upstream" || ep.URL != "opc.tcp://plc:4840" || ep.SecurityPolicy != "Basic256Sha256" ||
+			ep.SecurityMode != "Sign" || ep.PKI != pki || !ep.AutoAccept || !ep.AllowDeprecated || !ep.SkipHostnameCheck ||
+			ep.RequestTimeout.D() != 5*time.Second || cfg.Embedded.Sim.On() {
+			t.Errorf("endpoint %+v", ep)
+		}
+		if id := ep.Identity; id.Type != config.IdentityUsername || id.Username != "op" || id.Password.Reveal() != "pw: #1" {
+			t.Errorf("identity %+v (password %q)", id, id.Password.Reveal())
+		}
+		group(t, cfg, "upstream", "ns=2;i=7=ns=2;i=7")
+	})
+	t.Run("PasswordFromEnv", func(t *testing.T) {
+		t.Setenv(passwordEnv, "from-env")
+		t.Setenv("UAGATE_ENDPOINT_UPSTREAM_URL", "opc.tcp://other:4840") // an override, as for a file
+		ep := parse(t, "opc.tcp://plc:4840", "", "-user", "op").Endpoints[0]
+		if ep.URL != "opc.tcp://other:4840" || ep.Identity.Password.Env != passwordEnv || ep.Identity.Password.Reveal() != "from-env" {
+			t.Errorf("endpoint %+v (password %q)", ep, ep.Identity.Password.Reveal())
+		}
+	})
+	t.Run("X509", func(t *testing.T) {
+		dir := t.TempDir()
+		cert, key := filepath.Join(dir, "user.der"), filepath.Join(dir, "user.pem")
+		id := parse(t, "opc.tcp://plc:4840", "", "-cert", cert, "-key", key).Endpoints[0].Identity
+		if id.Type != config.IdentityX509 || id.CertFile != cert || id.KeyFile != key || id.Password.IsSet() {
+			t.Errorf("identity %+v", id)
+		}
+	})
 }

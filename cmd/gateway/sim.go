@@ -15,7 +15,6 @@ import (
 
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
-	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
 
@@ -93,27 +92,23 @@ Flags:
 		cfg.Address = net.JoinHostPort(host, strconv.Itoa(*port))
 	}
 	var err error
-	if cfg.Sim.Rates, err = parseDurations(*rates); err != nil {
+	if cfg.Sim.Rates, err = server.ParseRates(*rates); err != nil {
 		return fmt.Errorf("%w: -rates: %v", errUsage, err)
 	}
-	if cfg.Sim.Types, err = parseTypes(*types); err != nil {
+	if cfg.Sim.Types, err = server.ParseTypes(*types); err != nil {
 		return fmt.Errorf("%w: -types: %v", errUsage, err)
 	}
-	for _, g := range splitList(*gens) {
-		x, err := server.ParseGenerator(g)
-		if err != nil {
-			return fmt.Errorf("%w: -generators: %v", errUsage, err)
-		}
-		cfg.Sim.Generators = append(cfg.Sim.Generators, x)
+	if cfg.Sim.Generators, err = server.ParseGenerators(*gens); err != nil {
+		return fmt.Errorf("%w: -generators: %v", errUsage, err)
 	}
-	if cfg.Policies, err = parsePolicies(*policies); err != nil {
+	if cfg.Policies, err = server.ParsePolicies(*policies); err != nil {
 		return fmt.Errorf("%w: -policies: %v", errUsage, err)
 	}
 	u := *users
 	if u == "" {
 		u = os.Getenv(simUsersEnv)
 	}
-	if cfg.Users, err = parseUsers(u); err != nil {
+	if cfg.Users, err = server.ParseUsers(u); err != nil {
 		return fmt.Errorf("%w: -users: %v", errUsage, err)
 	}
 	if *pkiDir != "" {
@@ -121,21 +116,7 @@ Flags:
 		if err != nil {
 			return err
 		}
-		host, _, _ := net.SplitHostPort(cfg.Address)
-		hosts := []string{"localhost", "127.0.0.1"}
-		if h, err := os.Hostname(); err == nil {
-			hosts = append(hosts, h)
-		}
-		if ip := net.ParseIP(host); host != "" && host != "localhost" && host != "127.0.0.1" && (ip == nil || !ip.IsUnspecified()) {
-			hosts = append(hosts, host)
-		}
-		_, der, key, err := store.LoadOrCreateOwn(server.DefaultApplicationURI, hosts)
-		if err != nil {
-			return err
-		}
-		cfg.Certificate, cfg.Key = der, key
-		cfg.ValidateClientCert = func(chain []byte) error {
-			_, err := store.Validate(chain, pki.ValidateOptions{Role: pki.PeerClient})
+		if err := cfg.UseStore(store); err != nil {
 			return err
 		}
 	}
@@ -165,96 +146,4 @@ Flags:
 		return nil
 	}
 	return ctx.Err()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func parseDurations(s string) ([]time.Duration, error) {
-	var out []time.Duration
-	for _, x := range splitList(s) {
-		d, err := time.ParseDuration(x)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-func parseTypes(s string) ([]ua.TypeID, error) {
-	if strings.EqualFold(strings.TrimSpace(s), "all") {
-		return nil, nil
-	}
-	var out []ua.TypeID
-next:
-	for _, x := range splitList(s) {
-		for _, t := range server.ScalarTypes {
-			if strings.EqualFold(t.String(), x) {
-				out = append(out, t)
-				continue next
-			}
-		}
-		return nil, fmt.Errorf("unknown type %q", x)
-	}
-	return out, nil
-}
-
-func parsePolicies(s string) ([]uasc.EndpointSecurity, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "default":
-		return server.DefaultPolicies(), nil
-	case "all":
-		return server.AllPolicies(), nil
-	}
-	var out []uasc.EndpointSecurity
-	for _, x := range splitList(s) {
-		name, mode, hasMode := strings.Cut(x, ":")
-		var p *uasc.Policy
-		for _, c := range uasc.Policies() {
-			if strings.EqualFold(c.Name, name) || c.URI == name {
-				p = c
-			}
-		}
-		if p == nil {
-			return nil, fmt.Errorf("unknown policy %q", name)
-		}
-		switch {
-		case p.IsNone():
-			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeNone})
-		case !hasMode:
-			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSign},
-				uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSignAndEncrypt})
-		case strings.EqualFold(mode, "Sign"):
-			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSign})
-		case strings.EqualFold(mode, "SignAndEncrypt"):
-			out = append(out, uasc.EndpointSecurity{PolicyURI: p.URI, Mode: ua.MessageSecurityModeSignAndEncrypt})
-		default:
-			return nil, fmt.Errorf("unknown mode %q (Sign, SignAndEncrypt)", mode)
-		}
-	}
-	return out, nil
-}
-
-func parseUsers(s string) (map[string]string, error) {
-	list := splitList(s)
-	if len(list) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(list))
-	for i, x := range list {
-		u, p, ok := strings.Cut(x, ":")
-		if !ok || u == "" {
-			return nil, fmt.Errorf("entry %d is not user:password", i+1)
-		}
-		out[u] = p
-	}
-	return out, nil
 }

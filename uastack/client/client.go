@@ -260,6 +260,17 @@ func (c *Client) Namespaces() []string {
 	return c.namespaces
 }
 
+// ParseNodeID parses a node id ("ns=1;s=Demo.Counter", "i=85",
+// "nsu=<uri>;s=Name"), resolving a namespace URI with the server's namespace
+// array.
+func (c *Client) ParseNodeID(s string) (ua.NodeID, error) {
+	x, err := ua.ParseExpandedNodeID(s)
+	if err != nil {
+		return ua.NodeID{}, err
+	}
+	return x.Resolve(c.Namespaces())
+}
+
 // RequestHeader returns a request header for a service call on this session:
 // authentication token, a fresh request handle, the time, and the timeout hint.
 // Send fills it in by itself; this is for requests sent on the channel directly

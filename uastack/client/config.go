@@ -244,16 +244,11 @@ func (c *Config) withDefaults() (Config, error) {
 // short name (case-insensitive: "None", "Basic256Sha256", "Aes128_Sha256_RsaOaep",
 // "Aes256_Sha256_RsaPss", "Basic128Rsa15", "Basic256").
 func ParseSecurityPolicy(s string) (string, error) {
-	for _, p := range uasc.Policies() {
-		if s == p.URI || strings.EqualFold(s, p.Name) {
-			return p.URI, nil
-		}
+	p, err := uasc.PolicyByName(s)
+	if err != nil {
+		return "", err
 	}
-	names := make([]string, 0, 6)
-	for _, p := range uasc.Policies() {
-		names = append(names, p.Name)
-	}
-	return "", fmt.Errorf("%w: %q (want one of %s, or a full policy URI)", uasc.ErrUnknownPolicy, s, strings.Join(names, ", "))
+	return p.URI, nil
 }
 
 // ParseSecurityMode parses "None", "Sign" or "SignAndEncrypt" (case-insensitive).

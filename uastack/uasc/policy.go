@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"slices"
+	"strings"
 )
 
 // Security policy URIs (OPC UA Part 7, "SecurityPolicy" profiles).
@@ -187,6 +188,22 @@ func PolicyByURI(uri string) (*Policy, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownPolicy, uri)
+}
+
+// PolicyByName returns the policy given by its URI or its short name
+// (case-insensitive: "None", "Basic256Sha256", "Aes128_Sha256_RsaOaep",
+// "Aes256_Sha256_RsaPss", "Basic128Rsa15", "Basic256").
+func PolicyByName(s string) (*Policy, error) {
+	for _, p := range policies {
+		if s == p.URI || strings.EqualFold(s, p.Name) {
+			return p, nil
+		}
+	}
+	names := make([]string, len(policies))
+	for i, p := range policies {
+		names[i] = p.Name
+	}
+	return nil, fmt.Errorf("%w: %q (want one of %s, or a full policy URI)", ErrUnknownPolicy, s, strings.Join(names, ", "))
 }
 
 // Policies returns all supported policies, None first, then roughly by strength.

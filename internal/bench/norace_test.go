@@ -1,14 +1,12 @@
 //go:build !race
 
-package main
+package bench
 
 import "testing"
 
-const benchRaceEnabled = false
-
-func TestBenchScanAllocs(t *testing.T) {
-	m := benchScanMessage(t)
-	c := newBenchCounter(1000, 1000)
+func TestScanAllocs(t *testing.T) {
+	m := scanMessage(t)
+	c := newCounter(1000, 1000)
 	if n := testing.AllocsPerRun(100, func() { c.message(m, 0) }); n != 0 {
 		t.Errorf("%v allocations per message, want 0", n)
 	}

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"sync"
 	"time"
 
@@ -18,31 +17,23 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// debugPprofEnv names the environment variable that opts into the Go
-// profiler of `gateway run`: a loopback address (127.0.0.1:6060, [::1]:0)
-// where /debug/pprof/ is served. It is off by default and never shares the
-// API's listener: profiles show memory contents (strings, node ids), so only
-// a process on the same host may read them, and a non-loopback address is
-// refused rather than exposed. It exists to measure the gateway's memory per
-// item (BENCHMARKS.md, issue 10) on a real deployment-sized configuration.
-// Beside /debug/pprof/ it serves /debug/pools: the message buffer pool per
-// size class and the decoder's idle notification capacity, as JSON.
-const debugPprofEnv = "UAGATE_DEBUG_PPROF"
-
-// startDebugPprof serves net/http/pprof on addr (which must be a loopback
-// address) until ctx ends; the returned function waits for the server to
-// stop. The address really bound is logged (for a port 0).
-func startDebugPprof(ctx context.Context, addr string, logger *slog.Logger) (wait func(), err error) {
+// ServeDebug serves the Go profiler (net/http/pprof under /debug/pprof/) and
+// DebugPools (/debug/pools) on addr until ctx ends; wait waits for the
+// server to stop. It never shares the API's listener and addr must be a
+// loopback address: profiles show memory contents (strings, node ids), so
+// only a process on the same host may read them. The address bound (for a
+// port 0) is returned and logged.
+func ServeDebug(ctx context.Context, addr string, logger *slog.Logger) (bound net.Addr, wait func(), err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s=%q: %w", debugPprofEnv, addr, err)
+		return nil, nil, err
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("%s=%q: the profiler only listens on a loopback address (127.0.0.1, ::1 or localhost)", debugPprofEnv, addr)
+		return nil, nil, errors.New("the profiler only listens on a loopback address (127.0.0.1, ::1 or localhost)")
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", debugPprofEnv, err)
+		return nil, nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -50,9 +41,9 @@ func startDebugPprof(ctx context.Context, addr string, logger *slog.Logger) (wai
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pools", servePoolStats)
+	mux.HandleFunc("/debug/pools", DebugPools)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.Warn("profiler enabled (debug only)", "env", debugPprofEnv, "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+	logger.Warn("profiler enabled (debug only)", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -68,17 +59,14 @@ func startDebugPprof(ctx context.Context, addr string, logger *slog.Logger) (wai
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	return wg.Wait, nil
+	return ln.Addr(), wg.Wait, nil
 }
 
-// debugPprofAddr is the opted-in profiler address, or "".
-func debugPprofAddr() string { return os.Getenv(debugPprofEnv) }
-
-// servePoolStats writes the message buffer pool's counters per size class,
-// with the idle and counted-out bytes of each, as JSON: what the queues hold
-// in flight at a burst and what the pool keeps idle afterwards, which the
-// heap profile shows only as one sum (BufferPool.Get).
-func servePoolStats(w http.ResponseWriter, _ *http.Request) {
+// DebugPools writes, as JSON, the message buffer pool's counters per size
+// class with the idle bytes of each, and the decoder's idle notification
+// capacity: what the queues hold in flight at a burst and what the pools
+// keep idle afterwards, which a heap profile shows only as one sum.
+func DebugPools(w http.ResponseWriter, _ *http.Request) {
 	type class struct {
 		Size      int
 		IdleBytes int
@@ -105,5 +93,7 @@ func servePoolStats(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(w, err)
+	}
 }

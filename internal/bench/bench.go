@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -17,25 +17,26 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/uagate/gateway/bridge/config"
 )
 
-// `gateway bench`: the end-to-end benchmark. For each bridge under test it
-// starts, each in a process of its own and on loopback only:
-//
-//	simulation server (gateway sim: N Int32 counters changing every -rate)
-//	  → bridge (gateway run -config …, or the gopcua baseline)
-//	  → NATS (Debian's nats-server, or -nats)
-//	  → counting subscriber (gateway bench-subscriber)
-//
-// waits until every item arrived and a warm-up passed, then measures a
-// window of -duration: the subscriber's notifications, lost and duplicate
-// counter values and latency (receive time − SourceTimestamp), and the CPU
-// time (/proc/<pid>/stat) and RSS (/proc/<pid>/status) of every process. It
-// prints one line per bridge and, with both, the CPU ratio. Every child is
-// killed on the way out, on errors and interrupts too.
+// ErrUsage marks errors in the command line (cmd/gateway exits with code 2).
+// Its text is "usage", as cmd/gateway's own.
+var ErrUsage = errors.New("usage")
 
-// benchOptions are the flags of gateway bench.
-type benchOptions struct {
+// parseFlags parses args; -h is flag.ErrHelp, any other error a usage error
+// (flag has printed the details already).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrUsage, err)
+}
+
+// options are the flags of gateway bench.
+type options struct {
 	items, variables int
 	typ              string
 	rate             time.Duration
@@ -55,7 +56,7 @@ type benchOptions struct {
 	stagger          bool
 }
 
-const benchUsage = `Usage: gateway bench [flags]
+const usage = `Usage: gateway bench [flags]
 
 The end-to-end benchmark: simulation server → bridge → NATS → counting
 subscriber, each in its own process on loopback. For each bridge (-bridge) it
@@ -92,6 +93,7 @@ and with -bridge both a last line ratio_cpu=<baseline/gateway>.
                          CPU of each process in the window, in cores; the
                          subscriber must stay well below one core
   offered_per_s          items / rate: what the server generates
+  setup_s                from the bridge's start until every item arrived once
 
 The baseline is internal/bench/gopcuabridge (gopcua v0.8.0 → encoding/json →
 nats.go), built with the go tool unless -baseline-bin is given.
@@ -99,10 +101,12 @@ nats.go), built with the go tool unless -baseline-bin is given.
 Flags:
 `
 
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run is `gateway bench`: it parses args (see usage), runs the benchmark of
+// each bridge and prints a line per bridge on stdout, progress on stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o benchOptions
+	var o options
 	fs.IntVar(&o.items, "items", 100000, "`number` of monitored items (Load variables)")
 	fs.IntVar(&o.variables, "variables", 1000, "variables per Load folder (and DataSetWriter); items must be a multiple when larger")
 	fs.StringVar(&o.typ, "type", "Int32", "built-in type of the counters: Int32 or Double")
@@ -112,7 +116,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items")
 	fs.BoolVar(&o.stagger, "stagger", true, "spread the counters' ticks evenly over -rate, folder by folder (gateway sim -stagger);\n-stagger=false: all change at the same instant, a burst of -items every -rate")
 	fs.IntVar(&o.perGroup, "per-group", 10000, "monitored items per writer group (gateway) or subscription (baseline)")
-	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\nthe YAML of 100,000 fields takes seconds and half a GB to load, which shows in rss_mb)")
+	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\na large configuration, slow to load, whose memory shows in rss_mb)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time between the arrival of every item and the window")
 	fs.DurationVar(&o.setupTimeout, "setup-timeout", 3*time.Minute, "bound on the start of the processes and the arrival of every item")
@@ -122,14 +126,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "gopcuabridge binary (default: go build it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configurations and logs) and print its path")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return errFlagParse(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, fs.Args())
+		return fmt.Errorf("%w: bench takes no arguments, got %q", ErrUsage, fs.Args())
 	}
 	if err := o.resolve(*bridge); err != nil {
 		return err
@@ -146,7 +150,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer os.RemoveAll(dir)
 	}
 
-	var procs benchProcs
+	var procs procSet
 	defer procs.stopAll()
 
 	if o.natsURL == "" {
@@ -174,9 +178,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stderr, "gateway bench: %d items (%d folders × %d) changing every %v (%s): %.0f notifications/s offered; sampling %v, publishing %v; window %v after %v warm-up\n",
 		o.items, o.folders(), o.perFolder(), o.rate, ticks, o.offered(), o.sampling, o.publishing, o.duration, o.warmup)
 
-	results := map[string]benchResult{}
+	results := map[string]result{}
 	for _, b := range o.bridges {
-		r, err := runBenchBridge(ctx, &o, &procs, b, stderr)
+		r, err := runBridge(ctx, &o, &procs, b, stderr)
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", b, err)
 		}
@@ -203,35 +207,35 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (o *benchOptions) resolve(bridge string) error {
+func (o *options) resolve(bridge string) error {
 	switch bridge {
 	case "both":
 		o.bridges = []string{"gateway", "baseline"}
 	case "gateway", "baseline":
 		o.bridges = []string{bridge}
 	default:
-		return fmt.Errorf("%w: -bridge: %q is not gateway, baseline or both", errUsage, bridge)
+		return fmt.Errorf("%w: -bridge: %q is not gateway, baseline or both", ErrUsage, bridge)
 	}
 	if o.items <= 0 || o.variables <= 0 {
-		return fmt.Errorf("%w: -items and -variables must be positive", errUsage)
+		return fmt.Errorf("%w: -items and -variables must be positive", ErrUsage)
 	}
 	if o.items > 2_000_000 {
-		return fmt.Errorf("%w: -items: at most 2,000,000 (the simulation server's limit)", errUsage)
+		return fmt.Errorf("%w: -items: at most 2,000,000 (the simulation server's limit)", ErrUsage)
 	}
 	if o.items > o.variables && o.items%o.variables != 0 {
-		return fmt.Errorf("%w: -items %d is not a multiple of -variables %d", errUsage, o.items, o.variables)
+		return fmt.Errorf("%w: -items %d is not a multiple of -variables %d", ErrUsage, o.items, o.variables)
 	}
 	if o.perFolder() > 99999 {
-		return fmt.Errorf("%w: -variables: at most 99,999 (field names V00000…)", errUsage)
+		return fmt.Errorf("%w: -variables: at most 99,999 (field names V00000…)", ErrUsage)
 	}
 	if o.folders() > 65535 {
-		return fmt.Errorf("%w: %d folders: at most 65,535 (DataSetWriterIds), raise -variables", errUsage, o.folders())
+		return fmt.Errorf("%w: %d folders: at most 65,535 (DataSetWriterIds), raise -variables", ErrUsage, o.folders())
 	}
 	if o.typ != "Int32" && o.typ != "Double" {
-		return fmt.Errorf("%w: -type: %q is not Int32 or Double", errUsage, o.typ)
+		return fmt.Errorf("%w: -type: %q is not Int32 or Double", ErrUsage, o.typ)
 	}
 	if o.rate <= 0 || o.publishing <= 0 || o.duration <= 0 || o.warmup < 0 || o.setupTimeout <= 0 || o.sampling < 0 {
-		return fmt.Errorf("%w: -rate, -publishing, -duration and -setup-timeout must be positive, -warmup and -sampling not negative", errUsage)
+		return fmt.Errorf("%w: -rate, -publishing, -duration and -setup-timeout must be positive, -warmup and -sampling not negative", ErrUsage)
 	}
 	if o.sampling == 0 {
 		// Faster than the generator, so that no tick is skipped between two
@@ -240,32 +244,32 @@ func (o *benchOptions) resolve(bridge string) error {
 		o.sampling = min(o.rate/2, 20*time.Millisecond)
 	}
 	if o.sampling >= o.rate {
-		return fmt.Errorf("%w: -sampling %v must be shorter than -rate %v (a tick between two samples would be lost)", errUsage, o.sampling, o.rate)
+		return fmt.Errorf("%w: -sampling %v must be shorter than -rate %v (a tick between two samples would be lost)", ErrUsage, o.sampling, o.rate)
 	}
 	if o.queue <= 0 || o.perGroup <= 0 {
-		return fmt.Errorf("%w: -queue and -per-group must be positive", errUsage)
+		return fmt.Errorf("%w: -queue and -per-group must be positive", ErrUsage)
 	}
 	if o.fields != "list" && o.fields != "browse" {
-		return fmt.Errorf("%w: -fields: %q is not browse or list", errUsage, o.fields)
+		return fmt.Errorf("%w: -fields: %q is not browse or list", ErrUsage, o.fields)
 	}
 	return nil
 }
 
 // perFolder and folders lay the items out in the simulation server's Load
 // folders: one folder per DataSetWriter.
-func (o *benchOptions) perFolder() int { return min(o.items, o.variables) }
-func (o *benchOptions) folders() int   { return o.items / o.perFolder() }
-func (o *benchOptions) offered() float64 {
+func (o *options) perFolder() int { return min(o.items, o.variables) }
+func (o *options) folders() int   { return o.items / o.perFolder() }
+func (o *options) offered() float64 {
 	return float64(o.items) / o.rate.Seconds()
 }
 
 // foldersPerGroup is how many Load folders (writers) one writer group or
 // subscription gets.
-func (o *benchOptions) foldersPerGroup() int { return max(1, o.perGroup/o.perFolder()) }
+func (o *options) foldersPerGroup() int { return max(1, o.perGroup/o.perFolder()) }
 
 // simCommand is the simulation server's command line: counters only, no
 // alarms, security None.
-func simCommand(o *benchOptions) []string {
+func simCommand(o *options) []string {
 	cmd := []string{o.gatewayBin, "sim", "-addr", "127.0.0.1:0",
 		"-folders", strconv.Itoa(o.folders()), "-variables", strconv.Itoa(o.perFolder()),
 		"-rates", o.rate.String(), "-types", o.typ, "-generators", "counter",
@@ -277,12 +281,12 @@ func simCommand(o *benchOptions) []string {
 }
 
 // gatewayCommand is the command line of the gateway under test.
-func gatewayCommand(o *benchOptions, config string) []string {
+func gatewayCommand(o *options, config string) []string {
 	return []string{o.gatewayBin, "run", "-config", config}
 }
 
 // baselineCommand is the command line of the gopcua baseline.
-func baselineCommand(o *benchOptions, simURL string) []string {
+func baselineCommand(o *options, simURL string) []string {
 	return []string{o.baselineBin, "-endpoint", simURL, "-nats", o.natsURL,
 		"-items", strconv.Itoa(o.items), "-variables", strconv.Itoa(o.perFolder()),
 		"-interval", o.publishing.String(), "-sampling", o.sampling.String(),
@@ -290,69 +294,49 @@ func baselineCommand(o *benchOptions, simURL string) []string {
 }
 
 // subscriberCommand is the counting subscriber's command line.
-func subscriberCommand(o *benchOptions) []string {
+func subscriberCommand(o *options) []string {
 	return []string{o.gatewayBin, "bench-subscriber", "-nats", o.natsURL, "-subject", "opcua.json.data.>",
 		"-items", strconv.Itoa(o.items), "-variables", strconv.Itoa(o.perFolder())}
 }
 
-// gatewayConfig is the configuration of the gateway under test (the model of
-// bridge/config, written as YAML by hand: the encoder of the config package
-// is not needed for this, and the output stays readable). One endpoint, the
-// simulation server; a writer group per foldersPerGroup folders, a writer
-// (DataSetWriterId f+1, name Fnnn) per folder with DataValue fields named
-// Vnnnnn; one NATS sink, at most once; nothing embedded, no HTTP.
-func gatewayConfig(o *benchOptions, simURL, stateDir string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `# gateway bench: %d items in %d folders
-gateway:
-  publisherId: bench
-  stateDir: %q
-  shutdownTimeout: 5s
-embedded:
-  sim: {enabled: false}
-  mqtt: {enabled: false}
-  nats: {enabled: false}
-http:
-  disabled: true
-endpoints:
-  - name: sim
-    url: %q
-    securityPolicy: None
-    securityMode: None
-    autoAccept: true
-sinks:
-  nats:
-    - name: bench
-      url: %q
-      delivery: {guarantee: at-most-once}
-writerGroups:
-`, o.items, o.folders(), stateDir, simURL, o.natsURL)
+// gatewayConfig is the configuration of the gateway under test, as YAML.
+// One endpoint, the simulation server; a writer group per foldersPerGroup
+// folders, a writer (DataSetWriterId f+1, name Fnnn) per folder with
+// DataValue fields named Vnnnnn (found by browsing the folder, or listed);
+// one NATS sink, at most once (the default); nothing embedded, no HTTP.
+func gatewayConfig(o *options, simURL, stateDir string) []byte {
+	off := false
+	c := config.Config{
+		Gateway:  config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
+		Embedded: config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
+		HTTP:     config.HTTP{Disabled: true},
+		Endpoints: []config.Endpoint{{Name: "sim", URL: simURL,
+			SecurityPolicy: "None", SecurityMode: "None", AutoAccept: true}},
+		Sinks: config.Sinks{NATS: []config.NATSSink{{Name: "bench", URL: o.natsURL}}},
+	}
+	sampling := config.Duration(o.sampling)
 	per := o.foldersPerGroup()
 	for g := 0; g*per < o.folders(); g++ {
-		fmt.Fprintf(&b, `  - name: g%03d
-    endpoint: sim
-    publishingInterval: %v
-    fieldEncoding: dataValue
-    nodes: {samplingInterval: %v, queueSize: %d}
-    writers:
-`, g, o.publishing, o.sampling, o.queue)
-		for f := g * per; f < min((g+1)*per, o.folders()); f++ {
-			fmt.Fprintf(&b, "      - {id: %d, name: F%03d", f+1, f)
-			if o.fields == "browse" {
-				fmt.Fprintf(&b, ", browse: [{root: \"ns=1;s=Load.F%03d\", depth: 1, maxNodes: %d}]}\n", f, o.perFolder())
-				continue
-			}
-			b.WriteString(", fields: [")
-			for v := range o.perFolder() {
-				if v > 0 {
-					b.WriteString(", ")
-				}
-				fmt.Fprintf(&b, "{name: V%05d, node: \"ns=1;s=Load.F%03d.V%05d\"}", v, f, v)
-			}
-			b.WriteString("]}\n")
+		wg := config.WriterGroup{
+			Name: fmt.Sprintf("g%03d", g), Endpoint: "sim",
+			PublishingInterval: config.Duration(o.publishing), FieldEncoding: config.FieldDataValue,
+			Nodes: config.NodeDefaults{SamplingInterval: &sampling, QueueSize: uint32(o.queue)},
 		}
+		for f := g * per; f < min((g+1)*per, o.folders()); f++ {
+			w := config.DataSetWriter{ID: uint16(f + 1), Name: fmt.Sprintf("F%03d", f)}
+			if o.fields == "browse" {
+				w.Browse = []config.BrowseSelect{{Root: fmt.Sprintf("ns=1;s=Load.F%03d", f), Depth: 1, MaxNodes: o.perFolder()}}
+			} else {
+				w.Fields = make([]config.Field, o.perFolder())
+				for v := range w.Fields {
+					w.Fields[v] = config.Field{Name: fmt.Sprintf("V%05d", v), Node: fmt.Sprintf("ns=1;s=Load.F%03d.V%05d", f, v)}
+				}
+			}
+			wg.Writers = append(wg.Writers, w)
+		}
+		c.WriterGroups = append(c.WriterGroups, wg)
 	}
-	return b.Bytes()
+	return []byte(fmt.Sprintf("# gateway bench: %d items in %d folders\n%s", o.items, o.folders(), c.String()))
 }
 
 // buildBaseline builds the gopcua baseline into dir with the go tool (from
@@ -375,7 +359,7 @@ func buildBaseline(ctx context.Context, dir string) (string, error) {
 // returns its URL. Its max_pending is raised from 64 MB to 512 MB: every
 // counter of a rate ticks at the same instant, and the subscriber of a burst
 // of a million notifications must not be cut off as a slow consumer.
-func startNATSServer(ctx context.Context, procs *benchProcs, dir string) (*benchProc, string, error) {
+func startNATSServer(ctx context.Context, procs *procSet, dir string) (*proc, string, error) {
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		// Debian puts it in /usr/sbin, which a user's PATH may lack.
@@ -388,7 +372,7 @@ func startNATSServer(ctx context.Context, procs *benchProcs, dir string) (*bench
 	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\nmax_pending: 536870912\n"), 0o600); err != nil {
 		return nil, "", err
 	}
-	p, err := procs.start("nats-server", dir, []string{bin, "-c", conf}, benchWatchStderr)
+	p, err := procs.start("nats-server", dir, []string{bin, "-c", conf}, watchStderr)
 	if err != nil {
 		return nil, "", err
 	}
@@ -400,8 +384,8 @@ func startNATSServer(ctx context.Context, procs *benchProcs, dir string) (*bench
 	return p, "nats://" + strings.TrimSpace(addr), nil
 }
 
-// benchResult is the measurement of one bridge.
-type benchResult struct {
+// result is the measurement of one bridge.
+type result struct {
 	bridge            string
 	items             int
 	offered           float64
@@ -416,10 +400,10 @@ type benchResult struct {
 	setup             time.Duration
 }
 
-func (r benchResult) notifications() int64 { return r.b.New - r.a.New }
+func (r result) notifications() int64 { return r.b.New - r.a.New }
 
 // cpuPerNotification is the bridge's CPU time per notification, µs.
-func (r benchResult) cpuPerNotification() float64 {
+func (r result) cpuPerNotification() float64 {
 	n := r.notifications()
 	if n <= 0 {
 		return 0
@@ -427,7 +411,7 @@ func (r benchResult) cpuPerNotification() float64 {
 	return float64(r.bridgeCPU.Microseconds()) / float64(n)
 }
 
-func (r benchResult) line() string {
+func (r result) line() string {
 	cores := func(d time.Duration) float64 { return d.Seconds() / r.wall.Seconds() }
 	n := r.notifications()
 	var b strings.Builder
@@ -454,20 +438,19 @@ func (r benchResult) line() string {
 	return b.String()
 }
 
-// runBenchBridge measures one bridge with a simulation server and a
+// runBridge measures one bridge with a simulation server and a
 // subscriber of its own (a fresh server: the previous bridge's session must
 // not load it), and stops them before it returns.
-func runBenchBridge(ctx context.Context, o *benchOptions, procs *benchProcs, bridge string, stderr io.Writer) (benchResult, error) {
-	r := benchResult{bridge: bridge, items: o.items, offered: o.offered()}
+func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, stderr io.Writer) (result, error) {
+	r := result{bridge: bridge, items: o.items, offered: o.offered()}
 	dir := filepath.Join(o.workDir, bridge)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return r, err
 	}
-	setupStart := time.Now()
 	setupCtx, cancel := context.WithTimeout(ctx, o.setupTimeout)
 	defer cancel()
 
-	sim, err := procs.start("sim", dir, simCommand(o), benchWatchStdout)
+	sim, err := procs.start("sim", dir, simCommand(o), watchStdout)
 	if err != nil {
 		return r, err
 	}
@@ -478,7 +461,7 @@ func runBenchBridge(ctx context.Context, o *benchOptions, procs *benchProcs, bri
 	}
 	simURL := strings.TrimSpace(strings.TrimPrefix(line, "gateway sim: listening on "))
 
-	sub, err := procs.start("subscriber", dir, subscriberCommand(o), benchWatchStdout|benchStdin)
+	sub, err := procs.start("subscriber", dir, subscriberCommand(o), watchStdout|withStdin)
 	if err != nil {
 		return r, err
 	}
@@ -498,6 +481,7 @@ func runBenchBridge(ctx context.Context, o *benchOptions, procs *benchProcs, bri
 	case "baseline":
 		argv = baselineCommand(o, simURL)
 	}
+	setupStart := time.Now()
 	br, err := procs.start(bridge, dir, argv, 0)
 	if err != nil {
 		return r, err
@@ -526,7 +510,7 @@ func runBenchBridge(ctx context.Context, o *benchOptions, procs *benchProcs, bri
 		return r, err
 	}
 
-	measured := []*benchProc{br, sub, sim}
+	measured := []*proc{br, sub, sim}
 	if n := procs.byName("nats-server"); n != nil {
 		measured = append(measured, n)
 		r.natsMeasured = true
@@ -584,7 +568,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // procCPUs returns the CPU time (user + system, all threads) of processes.
-func procCPUs(ps []*benchProc) ([]time.Duration, error) {
+func procCPUs(ps []*proc) ([]time.Duration, error) {
 	out := make([]time.Duration, len(ps))
 	for i, p := range ps {
 		d, err := procCPU(p.pid())
@@ -644,24 +628,24 @@ func procRSS(pid int) (int64, error) {
 
 // Child processes.
 
-// benchProc flags.
+// proc flags.
 const (
-	benchWatchStdout = 1 << iota // stdout lines to lines (else to the log)
-	benchWatchStderr             // stderr lines to lines (else to the log)
-	benchStdin                   // a pipe to the child's stdin
+	watchStdout = 1 << iota // stdout lines to lines (else to the log)
+	watchStderr             // stderr lines to lines (else to the log)
+	withStdin               // a pipe to the child's stdin
 )
 
-// benchProcs are the children of one bench run; stopAll ends those still
+// procSet are the children of one bench run; stopAll ends those still
 // running, in reverse order of their start.
-type benchProcs struct {
+type procSet struct {
 	mu    sync.Mutex
-	procs []*benchProc
+	procs []*proc
 }
 
-// benchProc is one child process. Its output goes to <dir>/<name>.log; the
+// proc is one child process. Its output goes to <dir>/<name>.log; the
 // watched stream's lines also go to lines (dropped when nobody reads them
 // and 256 are pending), which is closed at the end of the stream.
-type benchProc struct {
+type proc struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -673,24 +657,24 @@ type benchProc struct {
 	once    sync.Once
 }
 
-func (ps *benchProcs) start(name, dir string, argv []string, flags int) (*benchProc, error) {
+func (ps *procSet) start(name, dir string, argv []string, flags int) (*proc, error) {
 	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
-	p := &benchProc{name: name, logPath: logf.Name(), lines: make(chan string, 256), done: make(chan struct{})}
+	p := &proc{name: name, logPath: logf.Name(), lines: make(chan string, 256), done: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	// The child dies with us even if we are killed outright.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	var watchR, watchW *os.File
-	if flags&(benchWatchStdout|benchWatchStderr) != 0 {
+	if flags&(watchStdout|watchStderr) != 0 {
 		if watchR, watchW, err = os.Pipe(); err != nil {
 			logf.Close()
 			return nil, err
 		}
-		if flags&benchWatchStdout != 0 {
+		if flags&watchStdout != 0 {
 			p.cmd.Stdout = watchW
 		} else {
 			p.cmd.Stderr = watchW
@@ -698,7 +682,7 @@ func (ps *benchProcs) start(name, dir string, argv []string, flags int) (*benchP
 	} else {
 		close(p.lines)
 	}
-	if flags&benchStdin != 0 {
+	if flags&withStdin != 0 {
 		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 			logf.Close()
 			return nil, err
@@ -744,7 +728,7 @@ func (ps *benchProcs) start(name, dir string, argv []string, flags int) (*benchP
 	return p, nil
 }
 
-func (ps *benchProcs) byName(name string) *benchProc {
+func (ps *procSet) byName(name string) *proc {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, p := range ps.procs {
@@ -755,9 +739,9 @@ func (ps *benchProcs) byName(name string) *benchProc {
 	return nil
 }
 
-func (ps *benchProcs) stopAll() {
+func (ps *procSet) stopAll() {
 	ps.mu.Lock()
-	list := append([]*benchProc(nil), ps.procs...)
+	list := append([]*proc(nil), ps.procs...)
 	ps.mu.Unlock()
 	for i := len(list) - 1; i >= 0; i-- {
 		list[i].stop()
@@ -765,7 +749,7 @@ func (ps *benchProcs) stopAll() {
 }
 
 // tails returns the ends of the logs of ps, for an error message.
-func (ps *benchProcs) tails(list ...*benchProc) string {
+func (ps *procSet) tails(list ...*proc) string {
 	var b strings.Builder
 	for _, p := range list {
 		data, _ := os.ReadFile(p.logPath)
@@ -778,10 +762,10 @@ func (ps *benchProcs) tails(list ...*benchProc) string {
 	return b.String()
 }
 
-func (p *benchProc) pid() int { return p.cmd.Process.Pid }
+func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 // alive returns an error when the process has exited.
-func (p *benchProc) alive() error {
+func (p *proc) alive() error {
 	select {
 	case <-p.done:
 		if p.err == nil {
@@ -794,7 +778,7 @@ func (p *benchProc) alive() error {
 }
 
 // waitLine waits for a line of the watched stream that contains want.
-func (p *benchProc) waitLine(ctx context.Context, timeout time.Duration, want string) (string, error) {
+func (p *proc) waitLine(ctx context.Context, timeout time.Duration, want string) (string, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
@@ -802,13 +786,13 @@ func (p *benchProc) waitLine(ctx context.Context, timeout time.Duration, want st
 		case l, ok := <-p.lines:
 			if !ok {
 				<-p.done
-				return "", fmt.Errorf("%s ended (%v) before %q%s", p.name, p.err, want, (&benchProcs{}).tails(p))
+				return "", fmt.Errorf("%s ended (%v) before %q%s", p.name, p.err, want, (&procSet{}).tails(p))
 			}
 			if strings.Contains(l, want) {
 				return l, nil
 			}
 		case <-t.C:
-			return "", fmt.Errorf("%s: no %q within %v%s", p.name, want, timeout, (&benchProcs{}).tails(p))
+			return "", fmt.Errorf("%s: no %q within %v%s", p.name, want, timeout, (&procSet{}).tails(p))
 		case <-ctx.Done():
 			return "", fmt.Errorf("%s: waiting for %q: %w", p.name, want, ctx.Err())
 		}
@@ -816,7 +800,7 @@ func (p *benchProc) waitLine(ctx context.Context, timeout time.Duration, want st
 }
 
 // query sends a command to the subscriber and reads its JSON answer.
-func (p *benchProc) query(ctx context.Context, cmd string) (subStats, error) {
+func (p *proc) query(ctx context.Context, cmd string) (subStats, error) {
 	var st subStats
 	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
 		return st, fmt.Errorf("%s: %w", p.name, err)
@@ -832,7 +816,7 @@ func (p *benchProc) query(ctx context.Context, cmd string) (subStats, error) {
 }
 
 // stop ends the process: SIGTERM (stdin closed too), SIGKILL after 10 s.
-func (p *benchProc) stop() {
+func (p *proc) stop() {
 	p.once.Do(func() {
 		if p.stdin != nil {
 			p.stdin.Close()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -90,20 +90,23 @@ type stageStats struct {
 	QueueP99  float64 `json:"queue_p99_ms"`
 }
 
-func cmdBenchSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// RunSubscriber is `gateway bench-subscriber`: it subscribes to the bridge's
+// messages on NATS and answers the commands of Run on stdin (see the protocol
+// above) until stdin ends or ctx is done.
+func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench-subscriber", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("nats", nats.DefaultURL, "NATS server `URL`")
 	subject := fs.String("subject", "opcua.json.data.>", "NATS `subject` to subscribe to")
 	items := fs.Int("items", 1000, "`number` of Load variables the bridge publishes (the first ones)")
 	variables := fs.Int("variables", 1000, "variables per Load folder")
-	if err := fs.Parse(args); err != nil {
-		return errFlagParse(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *items <= 0 || *variables <= 0 {
-		return fmt.Errorf("%w: -items and -variables must be positive", errUsage)
+		return fmt.Errorf("%w: -items and -variables must be positive", ErrUsage)
 	}
-	c := newBenchCounter(*items, *variables)
+	c := newCounter(*items, *variables)
 
 	nc, err := nats.Connect(*url, nats.Name("gateway-bench-subscriber"),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -228,10 +231,10 @@ type rxMessage struct {
 // own pending limits apply (and a slow consumer shows as dropped).
 const rxQueue = 1 << 14
 
-// benchCounter counts the notifications of the Load counters. Node i is
+// counter counts the notifications of the Load counters. Node i is
 // variable i%variables of folder i/variables; its last value is last[i]
 // (unseenValue before the first).
-type benchCounter struct {
+type counter struct {
 	variables int
 	mu        sync.Mutex
 	last      []int64
@@ -244,8 +247,8 @@ type benchCounter struct {
 
 const unseenValue = math.MinInt64
 
-func newBenchCounter(items, variables int) *benchCounter {
-	c := &benchCounter{variables: variables, last: make([]int64, items)}
+func newCounter(items, variables int) *counter {
+	c := &counter{variables: variables, last: make([]int64, items)}
 	for i := range c.last {
 		c.last[i] = unseenValue
 	}
@@ -253,13 +256,13 @@ func newBenchCounter(items, variables int) *benchCounter {
 }
 
 // message counts one NATS message received at now (Unix ns).
-func (c *benchCounter) message(b []byte, now int64) {
+func (c *counter) message(b []byte, now int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.queue.add(time.Now().UnixNano() - now)
 	c.st.Msgs++
 	c.st.Bytes += int64(len(b))
-	s := benchScan{b: b, c: c, now: now}
+	s := scanner{b: b, c: c, now: now}
 	if !s.top() {
 		c.st.Bad++
 	}
@@ -272,7 +275,7 @@ type fieldTimes struct{ src, srv, dsm int64 }
 
 // field counts one field's value of the node of folder f, variable v,
 // received at now.
-func (c *benchCounter) field(f, v int, value int64, t fieldTimes, now int64) {
+func (c *counter) field(f, v int, value int64, t fieldTimes, now int64) {
 	c.st.Fields++
 	i := f*c.variables + v
 	if f < 0 || v < 0 || v >= c.variables || i >= len(c.last) {
@@ -310,7 +313,7 @@ func (c *benchCounter) field(f, v int, value int64, t fieldTimes, now int64) {
 }
 
 // snapshot returns the counters; window also ends the latency window.
-func (c *benchCounter) snapshot(window bool) subStats {
+func (c *counter) snapshot(window bool) subStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.st
@@ -379,24 +382,24 @@ func (h *latencyHist) quantile(q float64) int64 {
 	return h.max
 }
 
-// benchScan walks one ua-data message: a NetworkMessage with Messages (an
+// scanner walks one ua-data message: a NetworkMessage with Messages (an
 // array or one object), an array of DataSetMessages, or one DataSetMessage.
 // It reads DataSetWriterId, DataSetWriterName and Payload of each
 // DataSetMessage and, per field, Value (bare, {"UaType","Value"} or the 1.04
 // {"Type","Body"}) and SourceTimestamp; everything else is skipped. It works
 // on the bytes as they are (field names and writer names of the bench have
 // no escapes), allocates nothing, and stops at the first malformed byte.
-type benchScan struct {
+type scanner struct {
 	b     []byte
 	i     int
 	depth int
-	c     *benchCounter
+	c     *counter
 	now   int64
 }
 
-const benchScanMaxDepth = 32
+const maxScanDepth = 32
 
-func (s *benchScan) ws() {
+func (s *scanner) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -408,7 +411,7 @@ func (s *benchScan) ws() {
 }
 
 // peek returns the next non-space byte (0 at the end).
-func (s *benchScan) peek() byte {
+func (s *scanner) peek() byte {
 	s.ws()
 	if s.i >= len(s.b) {
 		return 0
@@ -416,7 +419,7 @@ func (s *benchScan) peek() byte {
 	return s.b[s.i]
 }
 
-func (s *benchScan) eat(c byte) bool {
+func (s *scanner) eat(c byte) bool {
 	if s.peek() != c {
 		return false
 	}
@@ -425,7 +428,7 @@ func (s *benchScan) eat(c byte) bool {
 }
 
 // str reads a string and returns its raw content (escapes not undone).
-func (s *benchScan) str() ([]byte, bool) {
+func (s *scanner) str() ([]byte, bool) {
 	if !s.eat('"') {
 		return nil, false
 	}
@@ -446,7 +449,7 @@ func (s *benchScan) str() ([]byte, bool) {
 }
 
 // skip skips one value.
-func (s *benchScan) skip() bool {
+func (s *scanner) skip() bool {
 	switch s.peek() {
 	case '"':
 		_, ok := s.str()
@@ -472,11 +475,11 @@ func (s *benchScan) skip() bool {
 
 // object reads an object, calling member for each key with s positioned at
 // its value; member must consume the value.
-func (s *benchScan) object(member func(key []byte) bool) bool {
+func (s *scanner) object(member func(key []byte) bool) bool {
 	if !s.eat('{') {
 		return false
 	}
-	if s.depth++; s.depth > benchScanMaxDepth {
+	if s.depth++; s.depth > maxScanDepth {
 		return false
 	}
 	defer func() { s.depth-- }()
@@ -495,11 +498,11 @@ func (s *benchScan) object(member func(key []byte) bool) bool {
 	}
 }
 
-func (s *benchScan) array(elem func() bool) bool {
+func (s *scanner) array(elem func() bool) bool {
 	if !s.eat('[') {
 		return false
 	}
-	if s.depth++; s.depth > benchScanMaxDepth {
+	if s.depth++; s.depth > maxScanDepth {
 		return false
 	}
 	defer func() { s.depth-- }()
@@ -517,7 +520,7 @@ func (s *benchScan) array(elem func() bool) bool {
 	}
 }
 
-func (s *benchScan) top() bool {
+func (s *scanner) top() bool {
 	var ok bool
 	switch s.peek() {
 	case '[':
@@ -531,7 +534,7 @@ func (s *benchScan) top() bool {
 // dataSetMessage reads a DataSetMessage, or a NetworkMessage whose Messages
 // are read in turn. The Payload is read after the object, when the writer is
 // known whatever the order of the keys.
-func (s *benchScan) dataSetMessage() bool {
+func (s *scanner) dataSetMessage() bool {
 	writerID, writerName := -1, -1
 	payload := -1
 	var stamp int64
@@ -580,7 +583,7 @@ func (s *benchScan) dataSetMessage() bool {
 
 // payload reads the fields of a DataSetMessage of Load folder folder whose
 // Timestamp is stamp (Unix ns, 0 when it has none).
-func (s *benchScan) payload(folder int, stamp int64) bool {
+func (s *scanner) payload(folder int, stamp int64) bool {
 	return s.object(func(name []byte) bool {
 		f, v := nodeOfField(name, folder)
 		var value int64
@@ -623,7 +626,7 @@ func (s *benchScan) payload(folder int, stamp int64) bool {
 // value reads an integer value: a number, a number in a string (Int64), or
 // a Variant object {"UaType":6,"Value":5} / {"Type":6,"Body":5}. It leaves s
 // where it was and returns false for anything else.
-func (s *benchScan) value() (int64, bool) {
+func (s *scanner) value() (int64, bool) {
 	switch s.peek() {
 	case '"':
 		save := s.i
@@ -657,7 +660,7 @@ func (s *benchScan) value() (int64, bool) {
 }
 
 // integer reads a JSON number that is an integer (1, -3, 5.0, 1e3).
-func (s *benchScan) integer() (int64, bool) {
+func (s *scanner) integer() (int64, bool) {
 	s.ws()
 	start := s.i
 	neg := false
