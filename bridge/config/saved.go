@@ -32,9 +32,17 @@ func SavedFile() string {
 // state directory.
 func SavePath(file string, c *Config) string {
 	if file != "" {
-		if data, err := readLimited(file, MaxFileSize); err == nil && !isPublishedNodes(data) {
+		if data, err := readLimited(file, MaxFileSize); err == nil && !isOtherFormat(data) {
 			return file
 		}
 	}
 	return filepath.Join(c.Gateway.StateDir, SavedName)
+}
+
+// isOtherFormat reports whether data is in a registered format other than
+// the gateway's YAML (OPC Publisher's publishednodes.json), which the
+// gateway does not rewrite.
+func isOtherFormat(data []byte) bool {
+	_, ok := formatOf(data)
+	return ok
 }
