@@ -79,9 +79,11 @@ func (gw *Gateway) releaseApply() { <-gw.applySem }
 // writer groups added, removed, or recreated when their own settings or
 // endpoint changed; writers added, removed or replaced in place. A change
 // of gateway settings, embedded parts or sinks is refused as a whole with
-// ErrNeedsRestart. next's defaults are applied (in place) and it must
-// validate. The error is the report's: nil when everything applied.
+// ErrNeedsRestart. Apply works on a copy of next with its defaults
+// applied, which must validate; the caller keeps next. The error is the
+// report's: nil when everything applied.
 func (gw *Gateway) Apply(ctx context.Context, next *config.Config) (Report, error) {
+	next = next.Clone()
 	next.ApplyDefaults()
 	if err := next.Validate(); err != nil {
 		return Report{}, err

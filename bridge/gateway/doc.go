@@ -49,8 +49,9 @@
 // # Ownership
 //
 // The Gateway owns every part it starts and stops them in reverse order.
-// The configurations it is given become its own (Apply applies defaults in
-// place); Config returns the running one, which is replaced, never changed.
+// The configuration given to New becomes its own (the caller must not change
+// it); Apply works on a copy of its argument. Config returns the running
+// configuration, which is replaced, never changed.
 // Stop returns soon after its context ends: a part still waiting then (a
 // handler blocked on a dead broker's full queue, a server that does not
 // answer) is left to end on its own, and the error says so.

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
@@ -109,8 +110,9 @@ func runGatewayChild(path string) int {
 	log.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
 	sctx, scancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
 	defer scancel()
+	start := time.Now()
 	if err := gw.Stop(sctx); err != nil {
-		log.Warn("stopped at the shutdown timeout", "err", err)
+		log.Warn("stopped at the shutdown timeout", "err", err, "took", time.Since(start))
 	}
 	return 0
 }

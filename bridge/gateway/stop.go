@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Stop stops everything in reverse order within ctx: the writer groups (no
@@ -109,18 +110,29 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 		})
 	}
 	waitCtx(ctx, func() { <-apiDone })
-	if gw.scaleConn != nil {
-		gw.scaleConn.Close()
+	// The embedded parts last: what a server still does (a client to let
+	// go, a store to flush) gets what is left of ctx, and a moment more
+	// when ctx has ended already, not longer.
+	partsCtx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		partsCtx, cancel = context.WithTimeout(context.Background(), 250*time.Millisecond)
+		defer cancel()
 	}
-	if gw.nats != nil {
-		gw.nats.Close()
-	}
-	if gw.mqtt != nil {
-		gw.mqtt.Close()
-	}
-	if gw.sim != nil {
-		gw.sim.Close()
-	}
+	waitCtx(partsCtx, func() {
+		if gw.scaleConn != nil {
+			gw.scaleConn.Close()
+		}
+		if gw.nats != nil {
+			gw.nats.Close()
+		}
+		if gw.mqtt != nil {
+			gw.mqtt.Close()
+		}
+		if gw.sim != nil {
+			gw.sim.Close()
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("gateway: stop: %w (parts still ending were left to end)", err)
 	}
