@@ -338,4 +338,3 @@ func TestMQTTConfig(t *testing.T) {
 		t.Fatal("at-least-once output over QoS 0 accepted")
 	}
 }
-
