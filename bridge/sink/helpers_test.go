@@ -77,7 +77,7 @@ func counterMessage(tr Tracker, i int) *Message {
 
 // scriptSink is an in-memory Sink whose connection and confirmations the
 // test drives, to pin down the Output's ordering and settling rules; the
-// broker sinks' own tests run the Output against real brokers.
+// broker sinks run the Output against real brokers (sinktest's suite).
 type scriptSink struct {
 	guarantee Guarantee
 

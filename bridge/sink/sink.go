@@ -3,7 +3,8 @@
 // the Sink interface every output implements, and the delivery vocabulary
 // (guarantee, queue policy). The bounded queue that sits in front of each
 // sink (Output) lives here too; the brokers' implementations live in
-// sub-packages (mqttsink, natssink, wssink, filesink).
+// sub-packages (mqttsink, natssink, wssink, filesink), and sinktest holds
+// the conformance suite each of them runs.
 //
 // # Ownership of a Message
 //

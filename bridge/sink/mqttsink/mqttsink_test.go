@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,9 +136,6 @@ func newOutput(t *testing.T, c Config, opts sink.OutputOptions) (*Sink, *sink.Ou
 	return s, sinktest.StartOutput(t, s, opts)
 }
 
-// The receivers' credentials in a broker with users.
-const subUser, subPassword = "sub", "sub"
-
 var clientIDs atomic.Int64
 
 // clientID returns a client id no other client of the test binary uses.
@@ -153,19 +149,13 @@ func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Guarantee: sink.AtLeastOnce, Restart: true, Persistent: true, Auth: true, TLS: true,
 		Start: func(t *testing.T, o sinktest.Options) *sinktest.Env {
-			withSub := func(users map[string]string) map[string]string {
-				if users == nil {
-					return nil
-				}
-				users = maps.Clone(users)
-				users[subUser] = subPassword
-				return users
-			}
 			b := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{
-				Users: withSub(o.Users), Persistence: o.Persistent, TLS: o.TLS, RequireClientCert: o.TLS != nil})
+				Users: o.Users, Persistence: o.Persistent, TLS: o.TLS, RequireClientCert: o.TLS != nil})
 			var subOpts []func(*mqtt.ClientOptions)
 			if o.Users != nil {
-				subOpts = append(subOpts, func(c *mqtt.ClientOptions) { c.SetUsername(subUser).SetPassword(subPassword) })
+				subOpts = append(subOpts, func(c *mqtt.ClientOptions) {
+					c.SetUsername(sinktest.ReceiverUser).SetPassword(sinktest.ReceiverPassword)
+				})
 			}
 			if o.TLS != nil {
 				tc, err := (&sink.TLSOptions{CAFile: o.TLS.CA, CertFile: o.TLS.ClientCert, KeyFile: o.TLS.ClientKey}).Config()
@@ -189,7 +179,7 @@ func TestConformance(t *testing.T) {
 				// broker's loss, not the sink's.
 				Stop:     b.Stop,
 				Start:    b.Start,
-				SetUsers: func(t *testing.T, users map[string]string) { b.SetUsers(t, withSub(users)) },
+				SetUsers: func(t *testing.T, users map[string]string) { b.SetUsers(t, users) },
 			}
 		},
 	})

@@ -3,7 +3,6 @@ package natssink
 import (
 	"context"
 	"errors"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,9 +53,6 @@ func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
-
-// The receivers' credentials in a server with users.
-const subUser, subPassword = "sub", "sub"
 
 // stream is the stream the JetStream sinks of the tests create.
 const stream = "OPCUA"
@@ -128,18 +124,10 @@ func harness(js bool) sinktest.Harness {
 		h.Guarantee, h.Persistent = sink.AtLeastOnce, true
 	}
 	h.Start = func(t *testing.T, o sinktest.Options) *sinktest.Env {
-		withSub := func(users map[string]string) map[string]string {
-			if users == nil {
-				return nil
-			}
-			users = maps.Clone(users)
-			users[subUser] = subPassword
-			return users
-		}
-		b := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: js, Users: withSub(o.Users), TLS: o.TLS, VerifyClients: o.TLS != nil})
+		b := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: js, Users: o.Users, TLS: o.TLS, VerifyClients: o.TLS != nil})
 		subOpts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
 		if o.Users != nil {
-			subOpts = append(subOpts, nats.UserInfo(subUser, subPassword))
+			subOpts = append(subOpts, nats.UserInfo(sinktest.ReceiverUser, sinktest.ReceiverPassword))
 		}
 		if o.TLS != nil {
 			subOpts = append(subOpts, nats.RootCAs(o.TLS.CA), nats.ClientCert(o.TLS.ClientCert, o.TLS.ClientKey))
@@ -166,7 +154,7 @@ func harness(js bool) sinktest.Harness {
 			// SIGKILL: no goodbye to the clients; JetStream's store survives it.
 			Stop:     b.Kill,
 			Start:    b.Start,
-			SetUsers: func(t *testing.T, users map[string]string) { b.SetAuth(t, withSub(users), "") },
+			SetUsers: func(t *testing.T, users map[string]string) { b.SetAuth(t, users, "") },
 		}
 	}
 	return h

@@ -48,8 +48,8 @@ type Options struct {
 	// Persistent: state survives Env.Stop and Env.Start (Harness.Persistent).
 	Persistent bool
 	// Users, when not nil, makes the broker require a user name and
-	// password, allowing these; the harness adds whatever its receivers
-	// need.
+	// password, allowing these; they include ReceiverUser, whose
+	// credentials the harness's receivers use.
 	Users map[string]string
 	// TLS, when set, makes the broker accept only TLS with these files and
 	// require a client certificate of TLS.CA; receivers use TLS.ClientCert.
@@ -70,7 +70,8 @@ type Env struct {
 	// Stop makes the broker go away (its connections end); Start brings it
 	// back on the same address (Harness.Restart).
 	Stop, Start func()
-	// SetUsers replaces the broker's users while it runs (Harness.Auth).
+	// SetUsers replaces the broker's users (as Options.Users) while it
+	// runs (Harness.Auth).
 	SetUsers func(t *testing.T, users map[string]string)
 }
 
@@ -86,6 +87,9 @@ type Receiver interface {
 	// arrival, repeats included.
 	Received() [][]byte
 }
+
+// The credentials of the receivers in an environment with Options.Users.
+const ReceiverUser, ReceiverPassword = "receiver", "receiver"
 
 // n is the number of messages of the ordinary cases.
 const n = 200
@@ -386,7 +390,7 @@ func atLeastOnceAcrossRestart(t *testing.T, h Harness) {
 // it in Stats; once the broker accepts the credentials it connects and
 // delivers.
 func refusedCredentials(t *testing.T, h Harness) {
-	env := h.Start(t, Options{Users: map[string]string{"gw": "right"}})
+	env := h.Start(t, Options{Users: map[string]string{"gw": "right", ReceiverUser: ReceiverPassword}})
 	bad := SinkOptions{Username: "gw", Password: "wrong"}
 	direct := env.Sink(t, bad)
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
@@ -407,7 +411,7 @@ func refusedCredentials(t *testing.T, h Harness) {
 	if st := o.Stats(); st.Connected || !strings.Contains(st.LastError, "refused the credentials") || tr.Count() != 0 {
 		t.Fatalf("while refused: %+v", st)
 	}
-	env.SetUsers(t, map[string]string{"gw": "wrong"})
+	env.SetUsers(t, map[string]string{"gw": "wrong", ReceiverUser: ReceiverPassword})
 	tr.Wait(t, 1, true)
 	waitReceived(t, rcv, []int{0})
 	if st := o.Stats(); !st.Connected {
