@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
@@ -36,7 +37,7 @@ func TestCertificatesTrustFlow(t *testing.T) {
 	b.stores["secure"] = store
 	_, ts := newTestServer(t, b, Options{})
 
-	waitFor(t, 15*time.Second, "the session to give up", func() bool { return m.State() == client.StateDisconnected && m.Err() != nil })
+	testutil.WaitFor(t, 15*time.Second, "the session to give up", func() bool { return m.State() == client.StateDisconnected && m.Err() != nil })
 	r := do(t, ts, "GET", "/api/v1/endpoints/secure", "", nil)
 	var st Endpoint
 	r.decode(t, &st)
@@ -72,7 +73,7 @@ func TestCertificatesTrustFlow(t *testing.T) {
 	}
 	m2 := startSession(t, srv.URL(), cfg(), true)
 	b.addSession("secure", srv.URL(), m2)
-	waitFor(t, 10*time.Second, "the endpoint to show connected", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the endpoint to show connected", func() bool {
 		var e Endpoint
 		do(t, ts, "GET", "/api/v1/endpoints/secure", "", nil).decode(t, &e)
 		return e.Connected && e.SecurityPolicy == uasc.SecurityPolicyBasic256Sha256 && e.SecurityMode == "SignAndEncrypt"

@@ -337,18 +337,6 @@ func do(t *testing.T, ts *httptest.Server, method, path, token string, body any)
 	return reply{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // startSim starts the simulation server on a loopback port.
 func startSim(t *testing.T, cfg *server.Config) *server.Server {
 	t.Helper()

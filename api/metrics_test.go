@@ -10,6 +10,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
@@ -31,7 +32,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := sub.CreateMonitoredItems(t.Context(), []client.ItemRequest{{NodeID: ua.MustParseNodeID(server.NodeCounter)}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "data changes", func() bool { return sub.Stats().DataChanges >= 2 })
+	testutil.WaitFor(t, 10*time.Second, "data changes", func() bool { return sub.Stats().DataChanges >= 2 })
 
 	b := newTestBackend(t, nil)
 	b.addSession("sim", srv.URL(), m)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
@@ -48,7 +49,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, `"status":"ok"`) {
 		t.Fatalf("healthz: %d %s", code, body)
 	}
-	waitFor(t, 10*time.Second, "the session", func() bool { return m.State() == client.StateConnected })
+	testutil.WaitFor(t, 10*time.Second, "the session", func() bool { return m.State() == client.StateConnected })
 	code, body := get("/readyz")
 	if code != 503 || !strings.Contains(body, `"waiting":["sink broker"]`) {
 		t.Fatalf("readyz without the sink: %d %s", code, body)
@@ -66,7 +67,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
-	waitFor(t, 5*time.Second, "readiness to fail", func() bool { c, _ := get("/readyz"); return c == 503 })
+	testutil.WaitFor(t, 5*time.Second, "readiness to fail", func() bool { c, _ := get("/readyz"); return c == 503 })
 	if code, body := get("/healthz"); code != 200 {
 		t.Fatalf("during the shutdown delay the listener serves: %d %s", code, body)
 	}
@@ -162,7 +163,7 @@ func TestKeysFile(t *testing.T) {
 	// Rotate: the read key is gone, a new one is there.
 	newRead := "rotated-read-key-0123456789"
 	write("admin "+adminToken+" ops\nread "+newRead+"\n", t0.Add(time.Minute))
-	waitFor(t, 5*time.Second, "the rotated key", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the rotated key", func() bool {
 		return do(t, ts, "GET", "/api/v1/status", newRead, nil).status == 200
 	})
 	if r := do(t, ts, "GET", "/api/v1/status", readToken, nil); r.status != 401 {
@@ -170,7 +171,7 @@ func TestKeysFile(t *testing.T) {
 	}
 	// A broken file keeps the keys read before.
 	write("superuser "+newRead+"\n", t0.Add(2*time.Minute))
-	waitFor(t, 5*time.Second, "the broken file to be noticed", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the broken file to be noticed", func() bool {
 		do(t, ts, "GET", "/api/v1/status", newRead, nil) // keys are checked on requests
 		return strings.Contains(logs.String(), "keys file changed but cannot be used")
 	})
@@ -295,7 +296,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("served %q", cn)
 	}
 	writePair("second")
-	waitFor(t, 5*time.Second, "the new certificate", func() bool { return seen() == "second" })
+	testutil.WaitFor(t, 5*time.Second, "the new certificate", func() bool { return seen() == "second" })
 	if _, err := New(Options{Backend: b, TLSCertFile: certFile}); err == nil {
 		t.Fatal("a certificate without a key was accepted")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -290,7 +291,7 @@ func TestValuesFromWriterGroups(t *testing.T) {
 		b.setValues(gc.Name, g)
 	}
 	_, ts := newTestServer(t, b, Options{})
-	waitFor(t, 20*time.Second, "a value of every field", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "a value of every field", func() bool {
 		vals, _ := getPages(t, ts, "/api/v1/values?limit=1000")
 		for _, v := range vals {
 			if strings.Contains(string(v.Value), "Status") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -112,7 +113,7 @@ func TestWriterGroupSingle(t *testing.T) {
 		}
 	})
 
-	waitFor(t, 20*time.Second, "30 demo data messages and 2 keep-alives of static", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "30 demo data messages and 2 keep-alives of static", func() bool {
 		st := g.Stats()
 		var demo, static WriterStats
 		for _, w := range st.Writers {
@@ -253,7 +254,7 @@ func TestWriterGroupBatched(t *testing.T) {
 	}
 	q.types = jsonenc.FieldTypes{"Counter": ua.TypeDouble, "Step": ua.TypeInt32, "Sine": ua.TypeDouble}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-	waitFor(t, 20*time.Second, "12 DataSetMessages of each writer", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "12 DataSetMessages of each writer", func() bool {
 		st := g.Stats()
 		return len(st.Writers) == 2 && st.Writers[0].DataSetMessages >= 12 && st.Writers[1].DataSetMessages >= 12
 	})
@@ -331,7 +332,7 @@ func TestWriterGroupSplit(t *testing.T) {
 				Writers: []config.DataSetWriter{{Name: "load", Fields: fields}},
 			}
 			g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-			waitFor(t, 20*time.Second, "every field's first value", func() bool {
+			testutil.WaitFor(t, 20*time.Second, "every field's first value", func() bool {
 				seen := map[string]bool{}
 				for _, d := range dataSetMessages(q.all(), "load") {
 					for _, f := range d.Fields {
@@ -397,9 +398,9 @@ func TestWriterGroupUnknownNode(t *testing.T) {
 		}}},
 	}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-	waitFor(t, 20*time.Second, "10 data messages", func() bool { return len(dataSetMessages(q.all(), "w")) >= 10 })
+	testutil.WaitFor(t, 20*time.Second, "10 data messages", func() bool { return len(dataSetMessages(q.all(), "w")) >= 10 })
 	for _, name := range []string{"Missing", "NoNamespace"} {
-		waitFor(t, 10*time.Second, name+" reported", func() bool {
+		testutil.WaitFor(t, 10*time.Second, name+" reported", func() bool {
 			fv, ok := g.LastValue("w", name)
 			return ok && fv.Status.IsBad() && !fv.HasValue
 		})
@@ -449,7 +450,7 @@ func TestWriterGroupPerField(t *testing.T) {
 					{Name: "Counter", Node: server.NodeCounter}, {Name: "Step", Node: server.NodeStep}}}},
 			}
 			g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}, FieldQueues: []sink.Queue{fq}, FieldPayload: payload})
-			waitFor(t, 20*time.Second, "20 Counter values", func() bool {
+			testutil.WaitFor(t, 20*time.Second, "20 Counter values", func() bool {
 				n := 0
 				for _, r := range fq.all() {
 					if r.addr.Field == "Counter" {
@@ -513,12 +514,12 @@ func TestWriterGroupReload(t *testing.T) {
 	if err := g.AddWriter(ctx, config.DataSetWriter{Name: "b", Fields: []config.Field{{Name: "Step", Node: server.NodeStep}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "data of b", func() bool { return len(dataSetMessages(q.all(), "b")) >= 3 })
+	testutil.WaitFor(t, 20*time.Second, "data of b", func() bool { return len(dataSetMessages(q.all(), "b")) >= 3 })
 	if err := g.ReplaceWriter(ctx, config.DataSetWriter{Name: "b", Fields: []config.Field{
 		{Name: "Step", Node: server.NodeStep}, {Name: "Sine", Node: server.NodeSine}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "Sine in b", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "Sine in b", func() bool {
 		for _, d := range dataSetMessages(q.all(), "b") {
 			if _, ok := fieldValue(&d.DataSetMessage, "Sine"); ok {
 				return true
@@ -537,7 +538,7 @@ func TestWriterGroupReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(dataSetMessages(q.all(), "a"))
-	waitFor(t, 20*time.Second, "more data of b", func() bool { return len(dataSetMessages(q.all(), "b")) >= 20 })
+	testutil.WaitFor(t, 20*time.Second, "more data of b", func() bool { return len(dataSetMessages(q.all(), "b")) >= 20 })
 	// A notification in flight when "a" was removed may still have been
 	// written; nothing after that.
 	if after := len(dataSetMessages(q.all(), "a")); after > before+1 {
@@ -566,7 +567,7 @@ func TestWriterGroupEvents(t *testing.T) {
 			{Name: "Alarms", Node: server.NodeAlarms, Events: &config.EventSelect{Select: []string{"Severity", "Message", "SourceName"}}}}}},
 	}
 	startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-	waitFor(t, 20*time.Second, "3 events", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "3 events", func() bool {
 		n := 0
 		for _, d := range dataSetMessages(q.all(), "alarms") {
 			if d.Type == jsonenc.Event {
@@ -614,7 +615,7 @@ func TestWriterGroupAckTracking(t *testing.T) {
 	if g.tr == nil {
 		t.Fatal("no tracker with an at-least-once queue")
 	}
-	waitFor(t, 20*time.Second, "20 data messages and some undelivered", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "20 data messages and some undelivered", func() bool {
 		return len(dataSetMessages(alo.all(), "w")) >= 20 && g.Stats().Undelivered >= 2
 	})
 	// Both queues got the same messages.
@@ -672,14 +673,10 @@ func TestWriterGroupBackpressure(t *testing.T) {
 		}
 		return len(seen)
 	}
-	waitFor(t, 20*time.Second, "MaxUnacked notification messages", func() bool { return tokens() >= maxUnacked })
+	testutil.WaitFor(t, 20*time.Second, "MaxUnacked notification messages", func() bool { return tokens() >= maxUnacked })
 	// Held: for half a second (ten publishing intervals) nothing more.
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if n := tokens(); n > maxUnacked {
-			t.Fatalf("%d notification messages delivered with %d unacknowledged allowed", n, maxUnacked)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Consistently(500*time.Millisecond, func() bool { return tokens() <= maxUnacked }) {
+		t.Fatalf("%d notification messages delivered with %d unacknowledged allowed", tokens(), maxUnacked)
 	}
 	if u := g.Stats().Unacked; u != maxUnacked {
 		t.Fatalf("tracker has %d pending, want %d", u, maxUnacked)
@@ -688,7 +685,7 @@ func TestWriterGroupBackpressure(t *testing.T) {
 	q.hold = false
 	q.mu.Unlock()
 	q.release()
-	waitFor(t, 20*time.Second, "data after the release", func() bool { return tokens() >= maxUnacked+5 })
+	testutil.WaitFor(t, 20*time.Second, "data after the release", func() bool { return tokens() >= maxUnacked+5 })
 	// Nothing lost across the hold: the values the client delivered once the
 	// hold ended (the server kept them) continue the Counter, and the
 	// group published exactly what it was given, in order.
@@ -731,7 +728,7 @@ func TestWriterGroupSamples(t *testing.T) {
 	}
 	startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
 	var samples []jsonenc.Sample
-	waitFor(t, 20*time.Second, "10 samples", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "10 samples", func() bool {
 		samples = samples[:0]
 		d := jsonenc.NewDecoder(jsonenc.DecoderOptions{})
 		for _, r := range q.all() {
@@ -770,7 +767,7 @@ func TestWriterGroupStop(t *testing.T) {
 		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}},
 	}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-	waitFor(t, 20*time.Second, "data", func() bool { return len(q.all()) >= 5 })
+	testutil.WaitFor(t, 20*time.Second, "data", func() bool { return len(q.all()) >= 5 })
 	ctx := ctxT(t)
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -779,12 +776,8 @@ func TestWriterGroupStop(t *testing.T) {
 		t.Fatalf("second Stop: %v", err)
 	}
 	n := len(q.all())
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if len(q.all()) != n {
-			t.Fatalf("messages after Stop: %d → %d", n, len(q.all()))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Consistently(300*time.Millisecond, func() bool { return len(q.all()) == n }) {
+		t.Fatalf("messages after Stop: %d → %d", n, len(q.all()))
 	}
 	if err := g.Start(ctx); err == nil {
 		t.Fatal("Start after Stop succeeded")
@@ -835,7 +828,7 @@ func TestWriterGroupRaw(t *testing.T) {
 		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}, {Name: "Step", Node: server.NodeStep}}}},
 	}
 	startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-	waitFor(t, 20*time.Second, "5 data messages", func() bool { return len(dataSetMessages(q.all(), "w")) >= 5 })
+	testutil.WaitFor(t, 20*time.Second, "5 data messages", func() bool { return len(dataSetMessages(q.all(), "w")) >= 5 })
 	for _, r := range q.all() {
 		if r.kind != sink.KindData {
 			continue

@@ -6,6 +6,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -28,7 +29,7 @@ func TestWriterGroupHeartbeat(t *testing.T) {
 		},
 	}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
-	waitFor(t, 20*time.Second, "4 heartbeats", func() bool { return g.Stats().Heartbeats >= 4 })
+	testutil.WaitFor(t, 20*time.Second, "4 heartbeats", func() bool { return g.Stats().Heartbeats >= 4 })
 	beats := dataSetMessages(q.all(), "beat")
 	if len(beats) < 5 { // the first value, then the heartbeats
 		t.Fatalf("%d DataSetMessages of the heartbeat writer, want the first value and at least 4 heartbeats", len(beats))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
@@ -22,17 +23,6 @@ import (
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func testLog(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return quietLog
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -199,18 +189,6 @@ func dataSetMessages(msgs []received, writer string) []dsm {
 	return out
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func dur(d time.Duration) *config.Duration { x := config.Duration(d); return &x }
 
 // startGroup builds and starts a writer group; stopped when the test ends.
@@ -226,7 +204,7 @@ func startGroupWith(t testing.TB, m *client.ManagedSession, cfg config.WriterGro
 	if opts.PublisherID == "" {
 		opts.PublisherID = "test-pub"
 	}
-	opts.Logger = testLog(t)
+	opts.Logger = testutil.Logger(t)
 	g, err := NewWriterGroup(cfg, opts)
 	if err != nil {
 		t.Fatal(err)

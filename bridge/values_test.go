@@ -9,6 +9,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -146,7 +147,7 @@ func TestLastValuesByNodeLive(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 10*time.Second, "a value of the counter", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a value of the counter", func() bool {
 		v, ok := g.LastValue("a", "Counter")
 		return ok && v.HasValue
 	})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,36 +16,9 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/uagate/gateway/internal/testutil"
 )
-
-// eventually polls cond every few milliseconds until it holds or timeout passes.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
-}
-
-// checkGoroutines fails the test when goroutines it started outlive it.
-// Register it first, so that it runs after the test's other cleanups.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		if eventually(10*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
-			return
-		}
-		buf := make([]byte, 1<<20)
-		n := runtime.Stack(buf, true)
-		t.Errorf("goroutine leak: %d before the test, %d after\n%s", before, runtime.NumGoroutine(), buf[:n])
-	})
-}
 
 // logBuffer collects log records for assertions.
 type logBuffer struct {
@@ -109,7 +81,7 @@ func receive(t *testing.T, ch <-chan paho.Message) paho.Message {
 }
 
 func TestMQTT(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	log, logs := testLogger()
 	m, err := StartMQTT(ctx5s(t), "127.0.0.1:0", log)
 	if err != nil {
@@ -147,7 +119,7 @@ func TestMQTT(t *testing.T) {
 
 	m.Close()
 	m.Close() // twice is harmless
-	if !eventually(5*time.Second, func() bool { return !sub.IsConnectionOpen() }) {
+	if !testutil.Eventually(5*time.Second, func() bool { return !sub.IsConnectionOpen() }) {
 		t.Error("client still connected after Close")
 	}
 	if c, err := net.Dial("tcp", m.Addr()); err == nil {
@@ -157,7 +129,7 @@ func TestMQTT(t *testing.T) {
 }
 
 func TestMQTTWarnsBeyondLoopback(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	log, logs := testLogger()
 	m, err := StartMQTT(ctx5s(t), "0.0.0.0:0", log)
 	if err != nil {
@@ -185,7 +157,7 @@ func busyPort(t *testing.T) string {
 }
 
 func TestBusyPort(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	log, _ := testLogger()
 	addr := busyPort(t)
 	_, err := StartMQTT(ctx5s(t), addr, log)
@@ -222,7 +194,7 @@ func TestListenRefused(t *testing.T) {
 }
 
 func TestNATS(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	log, logs := testLogger()
 	store := t.TempDir()
 	n, err := StartNATS(ctx5s(t), "127.0.0.1:0", store, log)
@@ -318,5 +290,37 @@ func TestNATS(t *testing.T) {
 	}
 	if info, err := s2.Info(ctx5s(t)); err != nil || info.State.Msgs != 1 {
 		t.Fatalf("stream after restart: %+v, %v", info, err)
+	}
+}
+
+// TestMQTTCloseWithClientConnecting: a connection the broker accepted but
+// that has not sent its CONNECT yet (a client reconnecting while the broker
+// shuts down) does not hold Close.
+func TestMQTTCloseWithClientConnecting(t *testing.T) {
+	testutil.CheckLeaks(t)
+	log, _ := testLogger()
+	m, err := StartMQTT(ctx5s(t), "127.0.0.1:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testutil.WaitFor(t, 5*time.Second, "the connection accepted", func() bool {
+		m.ln.mu.Lock()
+		defer m.ln.mu.Unlock()
+		return len(m.ln.open) == 1
+	})
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // a bound on a wait, not a sleep
+		t.Fatal("Close still waits for a connection that never sent CONNECT")
 	}
 }

@@ -66,7 +66,7 @@ func StartMQTT(ctx context.Context, listen string, logger *slog.Logger) (*MQTT, 
 		Logger:                 warnOnly(log),
 		SysTopicResendInterval: mqttSysTopicInterval,
 	})
-	l := &mqttListener{id: "tcp", ln: ln, served: make(chan struct{}), stop: make(chan struct{})}
+	l := &mqttListener{id: "tcp", ln: ln, served: make(chan struct{}), stop: make(chan struct{}), open: map[net.Conn]struct{}{}}
 	m := &MQTT{srv: srv, ln: l, addr: clientAddr(ln.Addr())}
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		_ = ln.Close()
@@ -113,6 +113,9 @@ type mqttListener struct {
 	served  chan struct{} // closed when Serve returns
 	stop    chan struct{} // closed by Close
 	closing atomic.Bool
+
+	mu   sync.Mutex
+	open map[net.Conn]struct{} // accepted and not yet ended
 }
 
 var _ listeners.Listener = (*mqttListener)(nil)
@@ -147,25 +150,47 @@ func (l *mqttListener) Serve(establish listeners.EstablishFn) {
 			continue
 		}
 		backoff = 0
+		l.mu.Lock()
+		if l.closing.Load() {
+			l.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		l.open[conn] = struct{}{}
 		l.conns.Add(1)
+		l.mu.Unlock()
 		go func() {
 			defer l.conns.Done()
 			if err := establish(l.id, conn); err != nil && !l.closing.Load() {
 				l.log.Debug("client ended", "remote", conn.RemoteAddr().String(), "error", err)
 			}
+			l.mu.Lock()
+			delete(l.open, conn)
+			l.mu.Unlock()
 		}()
 	}
 }
 
-// Close is called by the broker's Close: it disconnects the clients and
-// stops accepting.
+// Close is called by the broker's Close: it stops accepting, disconnects
+// the clients, and closes the connections the broker does not know as
+// clients yet (still in their CONNECT): the broker's Close waits for every
+// connection, and one that a reconnecting client opened while the others
+// were being disconnected would otherwise hold it for good.
 func (l *mqttListener) Close(closeClients listeners.CloseFn) {
-	if l.closing.Swap(true) {
+	l.mu.Lock()
+	already := l.closing.Swap(true)
+	l.mu.Unlock()
+	if already {
 		return
 	}
 	close(l.stop)
-	closeClients(l.id)
 	_ = l.ln.Close()
+	closeClients(l.id)
+	l.mu.Lock()
+	for c := range l.open {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
 }
 
 // wait waits for the accept loop and the connections' goroutines.

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/client"
 )
 
@@ -115,13 +113,6 @@ type replica struct {
 	h  *handler
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	if os.Getenv("LEASE_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func startReplica(t *testing.T, url, id string, g *ledger, units []string) *replica {
 	t.Helper()
 	return startReplicaWith(t, url, &handler{id: id, g: g, final: map[string]*client.ResumeState{}}, units)
@@ -134,7 +125,7 @@ func startReplicaWith(t *testing.T, url string, h *handler, units []string) *rep
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := NewKV(KVConfig{Conn: nc, Bucket: "leases", TTL: testTTL, ReplicaID: id, Logger: testLogger(t)}, h)
+	kv, err := NewKV(KVConfig{Conn: nc, Bucket: "leases", TTL: testTTL, ReplicaID: id, Logger: testutil.Logger(t)}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,13 +144,6 @@ func startReplicaWith(t *testing.T, url string, h *handler, units []string) *rep
 // crash ends a replica the way a dead process does, seen from NATS: its
 // connection is gone and nothing is released. Its own loop fences.
 func (r *replica) crash() { r.nc.Close() }
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	brokertest.WaitFor(t, d, what, cond)
-	return time.Since(start)
-}
 
 func balanced(g *ledger, units int, ids ...string) func() bool {
 	return func() bool {
@@ -198,12 +182,12 @@ func TestKVShareAndTakeOver(t *testing.T) {
 	a := startReplica(t, ns.URL(), "a", g, fourUnits)
 	b := startReplica(t, ns.URL(), "b", g, fourUnits)
 	c := startReplica(t, ns.URL(), "c", g, fourUnits)
-	waitFor(t, 20*time.Second, "four units shared by three replicas", balanced(g, 4, "a", "b", "c"))
+	testutil.WaitFor(t, 20*time.Second, "four units shared by three replicas", balanced(g, 4, "a", "b", "c"))
 	g.check(t)
 	// Every replica's Holders agrees with who serves (once its watcher saw
 	// the last acquisitions).
 	for _, r := range []*replica{a, b, c} {
-		waitFor(t, 5*time.Second, r.h.id+"'s Holders to match the ledger", func() bool {
+		testutil.WaitFor(t, 5*time.Second, r.h.id+"'s Holders to match the ledger", func() bool {
 			own := g.owners()
 			hs := r.kv.Holders()
 			if len(hs) != len(fourUnits) {
@@ -229,7 +213,7 @@ func TestKVShareAndTakeOver(t *testing.T) {
 	start := time.Now()
 	// The victim's loop fences: it stops serving by 2/3 TTL after its last
 	// renewal, before the lease expires.
-	waitFor(t, 2*testTTL, "the victim stops serving", func() bool { return g.count(victim.h.id) == 0 })
+	testutil.WaitFor(t, 2*testTTL, "the victim stops serving", func() bool { return g.count(victim.h.id) == 0 })
 	fenced := time.Since(start)
 	var rest []string
 	for _, r := range []*replica{a, b, c} {
@@ -237,7 +221,7 @@ func TestKVShareAndTakeOver(t *testing.T) {
 			rest = append(rest, r.h.id)
 		}
 	}
-	waitFor(t, 4*testTTL, "the others take its units over", balanced(g, 4, rest...))
+	testutil.WaitFor(t, 4*testTTL, "the others take its units over", balanced(g, 4, rest...))
 	took := time.Since(start)
 	for _, h := range b.kv.Holders() {
 		if h.Holder == victim.h.id && victim != b {
@@ -258,7 +242,7 @@ func TestKVGracefulHandover(t *testing.T) {
 	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
 	g := newLedger()
 	a := startReplica(t, ns.URL(), "a", g, []string{"u"})
-	waitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
+	testutil.WaitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
 	// The group saves its record; at the halt the final state (later
 	// acknowledgements) replaces its State.
 	rec := resume.Record{Fingerprint: "fp", ServerStart: 7, State: client.ResumeState{SubscriptionID: 5, LastAcked: 10, Items: []client.ResumeItem{{Handle: 1, ServerID: 9}}}}
@@ -269,7 +253,7 @@ func TestKVGracefulHandover(t *testing.T) {
 	b := startReplica(t, ns.URL(), "b", g, []string{"u"})
 	// b is a standby: a holds its share (1 unit, 2 replicas: target 1).
 	// Once b has settled (it counts a, and would take free units):
-	waitFor(t, 10*time.Second, "b counts a", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "b counts a", func() bool {
 		b.kv.mu.Lock()
 		defer b.kv.mu.Unlock()
 		live, _ := b.kv.c.census(time.Now())
@@ -291,7 +275,7 @@ func TestKVGracefulHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Close took %v", time.Since(start))
-	waitFor(t, 10*time.Second, "b takes u", func() bool { return g.owners()["u"] == "b" })
+	testutil.WaitFor(t, 10*time.Second, "b takes u", func() bool { return g.owners()["u"] == "b" })
 	took := time.Since(start)
 	t.Logf("handed over in %v", took)
 	if took > testTTL/3 {
@@ -315,9 +299,11 @@ func TestKVRebalanceAndRestart(t *testing.T) {
 	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
 	g := newLedger()
 	startReplica(t, ns.URL(), "a", g, fourUnits)
-	waitFor(t, 10*time.Second, "a serves all", func() bool { return g.count("a") == 4 })
+	testutil.WaitFor(t, 10*time.Second, "a serves all", func() bool { return g.count("a") == 4 })
 	b := startReplica(t, ns.URL(), "b", g, fourUnits)
-	took := waitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
+	start := time.Now()
+	testutil.WaitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
+	took := time.Since(start)
 	t.Logf("rebalanced in %v", took)
 	if took < testTTL/3 {
 		t.Errorf("rebalanced in %v: faster than one release per TTL/3", took)
@@ -335,10 +321,10 @@ func TestKVRebalanceAndRestart(t *testing.T) {
 	// b dies (no release) and comes back under the same id: it takes its
 	// own leases again without waiting for them to expire.
 	b.crash()
-	waitFor(t, 2*testTTL, "b fenced", func() bool { return g.count("b") == 0 })
+	testutil.WaitFor(t, 2*testTTL, "b fenced", func() bool { return g.count("b") == 0 })
 	restart := time.Now()
 	b2 := startReplica(t, ns.URL(), "b", g, fourUnits)
-	waitFor(t, 10*time.Second, "b serves its units again", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "b serves its units again", func() bool {
 		h := b2.kv.Held()
 		sort.Strings(h)
 		return strings.Join(h, ",") == strings.Join(mine, ",")
@@ -356,11 +342,11 @@ func TestKVFencedUnitComesBack(t *testing.T) {
 	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
 	g := newLedger()
 	startReplica(t, ns.URL(), "a", g, []string{"u"})
-	waitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
+	testutil.WaitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
 	ns.Stop()
-	waitFor(t, 3*testTTL, "a fenced", func() bool { return g.count("a") == 0 })
+	testutil.WaitFor(t, 3*testTTL, "a fenced", func() bool { return g.count("a") == 0 })
 	ns.Start()
-	waitFor(t, 20*time.Second, "a serves u again", func() bool { return g.owners()["u"] == "a" })
+	testutil.WaitFor(t, 20*time.Second, "a serves u again", func() bool { return g.owners()["u"] == "a" })
 	g.check(t)
 }
 
@@ -412,12 +398,12 @@ func TestKVSlowServe(t *testing.T) {
 	g := newLedger()
 	ha := &handler{id: "a", g: g, final: map[string]*client.ResumeState{}, slow: map[string]time.Duration{"g0": 3 * testTTL}}
 	startReplicaWith(t, ns.URL(), ha, fourUnits)
-	waitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
 		return g.count("a") == 3 && ha.inSlow.Load() == 1
 	})
 	slowSince := time.Now()
 	bucket := openBucket(t, ns.URL())
-	waitFor(t, 2*testTTL, "a renews every lease past any expiry while Serve(g0) waits", func() bool {
+	testutil.WaitFor(t, 2*testTTL, "a renews every lease past any expiry while Serve(g0) waits", func() bool {
 		for _, u := range fourUnits {
 			holder, renewed := leaseRenewed(t, bucket, u)
 			if holder != "a" || !renewed.After(slowSince.Add(expireAfter(testTTL))) {
@@ -436,7 +422,7 @@ func TestKVSlowServe(t *testing.T) {
 		t.Fatalf("%d halts while a was renewing", halts)
 	}
 	startReplica(t, ns.URL(), "b", g, fourUnits)
-	waitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
+	testutil.WaitFor(t, 10*testTTL, "balanced 2/2", balanced(g, 4, "a", "b"))
 	g.mu.Lock()
 	halts = 0
 	for _, n := range g.halts {
@@ -458,17 +444,17 @@ func TestKVSlowServeFencing(t *testing.T) {
 	g := newLedger()
 	ha := &handler{id: "a", g: g, final: map[string]*client.ResumeState{}, slow: map[string]time.Duration{"g0": 3 * testTTL}}
 	a := startReplicaWith(t, ns.URL(), ha, fourUnits)
-	waitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a serves g1..g3 while its Serve of g0 waits", func() bool {
 		return g.count("a") == 3 && ha.inSlow.Load() == 1
 	})
 	a.crash()
-	waitFor(t, 2*testTTL, "a fences g1..g3", func() bool { return g.count("a") == 0 })
+	testutil.WaitFor(t, 2*testTTL, "a fences g1..g3", func() bool { return g.count("a") == 0 })
 	if ha.inSlow.Load() != 1 {
 		t.Fatal("Serve(g0) returned before the fencing: the test did not check what it says")
 	}
 	startReplica(t, ns.URL(), "b", g, fourUnits)
-	waitFor(t, 10*testTTL, "b serves the four units", func() bool { return g.count("b") == 4 })
-	waitFor(t, 3*testTTL, "a's Serve of g0 returns", func() bool { return ha.slowDone.Load() == 1 })
+	testutil.WaitFor(t, 10*testTTL, "b serves the four units", func() bool { return g.count("b") == 4 })
+	testutil.WaitFor(t, 3*testTTL, "a's Serve of g0 returns", func() bool { return ha.slowDone.Load() == 1 })
 	if own := g.owners(); own["g0"] != "b" {
 		t.Errorf("g0 served by %q after a's Serve returned", own["g0"])
 	}

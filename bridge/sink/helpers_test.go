@@ -11,20 +11,6 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 )
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
-}
-
 // tracker records how each token was settled.
 type tracker struct {
 	mu        sync.Mutex
@@ -93,7 +79,7 @@ func counterMessage(tr Tracker, i int) *Message {
 
 // scriptSink is an in-memory Sink whose connection and confirmations the
 // test drives, to pin down the Output's ordering and settling rules; the
-// broker sinks' own tests run the Output against real brokers.
+// broker sinks run the Output against real brokers (sinktest's suite).
 type scriptSink struct {
 	guarantee config.Guarantee
 

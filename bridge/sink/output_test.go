@@ -1,20 +1,18 @@
 package sink
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/testutil"
-
-	"context"
-	"errors"
-	"log/slog"
-	"slices"
-	"strings"
-	"testing"
-	"time"
 )
 
 func newTestOutput(t *testing.T, s Sink, opts OutputOptions) *Output {
@@ -23,7 +21,7 @@ func newTestOutput(t *testing.T, s Sink, opts OutputOptions) *Output {
 		opts.Backoff = fastBackoff
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+		opts.Logger = testutil.Logger(t)
 	}
 	o, err := NewOutput(s, opts)
 	if err != nil {
@@ -81,7 +79,7 @@ func TestOutputDeliversInOrder(t *testing.T) {
 	for i := range n {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 5*time.Second, "all settled", func() bool { return tr.settled() == n })
+	testutil.WaitFor(t, 5*time.Second, "all settled", func() bool { return tr.settled() == n })
 	if err := closeOutput(t, o, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +111,13 @@ func TestOutputMaxInFlight(t *testing.T) {
 	for i := range 10 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 10*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
+	testutil.WaitFor(t, 10*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
 	if st := o.Stats(); st.InFlight != 3 || st.Queued != 7 {
 		t.Fatalf("in flight %d queued %d, want 3 and 7", st.InFlight, st.Queued)
 	}
 	for tr.settled() < 10 {
 		s.confirm(func(int) error { return nil })
-		waitFor(t, 10*time.Second, "next window", func() bool { return s.npending() > 0 || tr.settled() == 10 })
+		testutil.WaitFor(t, 10*time.Second, "next window", func() bool { return s.npending() > 0 || tr.settled() == 10 })
 	}
 	if s.maxPending > 3 {
 		t.Fatalf("%d in flight, limit 3", s.maxPending)
@@ -141,7 +139,7 @@ func TestOutputRetriesFailedInOrder(t *testing.T) {
 	for i := range 10 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 10*time.Second, "10 in flight", func() bool { return s.npending() == 10 })
+	testutil.WaitFor(t, 10*time.Second, "10 in flight", func() bool { return s.npending() == 10 })
 	for i := 10; i < 15; i++ {
 		o.Enqueue(counterMessage(tr, i))
 	}
@@ -202,19 +200,19 @@ func TestOutputResendAfterLostConnectionInOrder(t *testing.T) {
 	for i := range 8 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	testutil.WaitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
 	s.mu.Lock()
 	s.notConnected = 1
 	s.mu.Unlock()
 	s.confirm(func(int) error { return ErrNotConnected })
-	waitFor(t, 10*time.Second, "resent window", func() bool { return s.npending() == 5 })
+	testutil.WaitFor(t, 10*time.Second, "resent window", func() bool { return s.npending() == 5 })
 	if got := s.publishedCopy()[5:]; !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
 		t.Fatalf("resent %v, want 0..4 in order", got)
 	}
 	s.confirm(func(int) error { return nil })
-	waitFor(t, 10*time.Second, "the rest", func() bool { return s.npending() == 3 })
+	testutil.WaitFor(t, 10*time.Second, "the rest", func() bool { return s.npending() == 3 })
 	s.confirm(func(int) error { return nil })
-	waitFor(t, 10*time.Second, "all settled", func() bool { return tr.settled() == 8 })
+	testutil.WaitFor(t, 10*time.Second, "all settled", func() bool { return tr.settled() == 8 })
 	if st := o.Stats(); st.Reconnects != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -234,14 +232,14 @@ func TestOutputAtMostOnceCountsErrors(t *testing.T) {
 	for i := range 5 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	testutil.WaitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
 	s.confirm(func(c int) error {
 		if c%2 == 0 {
 			return errors.New("lost")
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, "settled", func() bool { return tr.settled() == 5 })
+	testutil.WaitFor(t, 10*time.Second, "settled", func() bool { return tr.settled() == 5 })
 	if st := o.Stats(); st.Errors != 3 || st.Confirmed != 2 || st.Retries != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -263,7 +261,7 @@ func TestOutputReconnects(t *testing.T) {
 	o.Start()
 	tr := newTracker()
 	o.Enqueue(counterMessage(tr, 0))
-	waitFor(t, 10*time.Second, "first message", func() bool { return tr.settled() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "first message", func() bool { return tr.settled() == 1 })
 	st := o.Stats()
 	if st.ConnectFailures != 2 || st.Reconnects != 0 || !st.Connected || !strings.Contains(st.LastError, "refused the credentials") {
 		t.Fatalf("after 2 failed connects: %+v", st)
@@ -273,7 +271,7 @@ func TestOutputReconnects(t *testing.T) {
 	s.mu.Unlock()
 	o.Enqueue(counterMessage(tr, 1))
 	o.Enqueue(counterMessage(tr, 2))
-	waitFor(t, 10*time.Second, "after reconnect", func() bool { return tr.settled() == 3 })
+	testutil.WaitFor(t, 10*time.Second, "after reconnect", func() bool { return tr.settled() == 3 })
 	if st = o.Stats(); st.Reconnects != 1 || st.ConnectFailures != 3 {
 		t.Fatalf("after a lost connection: %+v", st)
 	}
@@ -282,7 +280,7 @@ func TestOutputReconnects(t *testing.T) {
 	s.mu.Unlock()
 	o.Enqueue(counterMessage(tr, 3))
 	o.Enqueue(counterMessage(tr, 4))
-	waitFor(t, 10*time.Second, "refused", func() bool { return tr.settled() == 5 })
+	testutil.WaitFor(t, 10*time.Second, "refused", func() bool { return tr.settled() == 5 })
 	if err := closeOutput(t, o, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +347,11 @@ func TestOutputCloseDrains(t *testing.T) {
 	for i := range 6 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 10*time.Second, "2 in flight", func() bool { return s.npending() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "2 in flight", func() bool { return s.npending() == 2 })
 	closed := make(chan error, 1)
 	go func() { closed <- closeOutput(t, o, 5*time.Second) }()
 	for tr.settled() < 6 {
-		waitFor(t, 10*time.Second, "in flight", func() bool { return s.npending() > 0 })
+		testutil.WaitFor(t, 10*time.Second, "in flight", func() bool { return s.npending() > 0 })
 		s.confirm(func(int) error { return nil })
 	}
 	if err := <-closed; err != nil {
@@ -372,7 +370,7 @@ func TestOutputCloseSettlesUnconfirmed(t *testing.T) {
 	for i := range 5 {
 		o.Enqueue(counterMessage(tr, i))
 	}
-	waitFor(t, 10*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
+	testutil.WaitFor(t, 10*time.Second, "3 in flight", func() bool { return s.npending() == 3 })
 	err := closeOutput(t, o, 30*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "5 messages undelivered") {
 		t.Fatalf("Close = %v", err)
@@ -429,7 +427,7 @@ func TestOutputQueueBytes(t *testing.T) {
 		s.connectFails = 0
 		s.mu.Unlock()
 		<-returned
-		waitFor(t, 10*time.Second, "all delivered", func() bool { return tr.settled() == 3 })
+		testutil.WaitFor(t, 10*time.Second, "all delivered", func() bool { return tr.settled() == 3 })
 		tr.check(t, 3, func(uint64) bool { return true })
 		if got := s.publishedCopy(); !slices.Equal(got, []int{0, 1, 2}) {
 			t.Fatalf("published %v", got)
@@ -491,16 +489,15 @@ func TestOutputWaitRoom(t *testing.T) {
 			returned.Add(1)
 		}()
 	}
-	time.Sleep(50 * time.Millisecond) // a wait for nothing to happen: the negative check
-	if n := returned.Load(); n != 0 {
-		t.Fatalf("%d WaitRoom calls returned while the queue was full", n)
+	if !testutil.Consistently(50*time.Millisecond, func() bool { return returned.Load() == 0 }) {
+		t.Fatalf("%d WaitRoom calls returned while the queue was full", returned.Load())
 	}
 	s.mu.Lock()
 	s.connectFails = 0
 	s.mu.Unlock()
-	waitFor(t, 10*time.Second, "every waiter released", func() bool { return returned.Load() == 3 })
+	testutil.WaitFor(t, 10*time.Second, "every waiter released", func() bool { return returned.Load() == 3 })
 	wg.Wait()
-	waitFor(t, 10*time.Second, "delivered", func() bool { return tr.settled() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "delivered", func() bool { return tr.settled() == 2 })
 
 	// Close releases a waiter.
 	o2 := newTestOutput(t, &scriptSink{guarantee: config.AtLeastOnce, connectFails: 1 << 30}, OutputOptions{Guarantee: config.AtLeastOnce, QueueSize: 1})
@@ -536,7 +533,7 @@ func enqueueBlocks(t *testing.T, o *Output, m *Message, enqueued uint64, msg str
 		defer close(returned)
 		o.Enqueue(m)
 	}()
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d enqueued", enqueued), func() bool { return o.Stats().Enqueued == enqueued })
+	testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("%d enqueued", enqueued), func() bool { return o.Stats().Enqueued == enqueued })
 	select {
 	case <-returned:
 		t.Fatal(msg)

@@ -2,8 +2,10 @@
 // it fans messages out to (MQTT, NATS, WebSocket, files): the shared message,
 // the Sink interface every output implements, and the bounded queue that
 // sits in front of each sink (Output). The delivery vocabulary (guarantee,
-// queue policy) is the configuration's: config.Guarantee and config.Policy; the brokers' implementations live in
-// sub-packages (mqttsink, natssink, wssink, filesink).
+// queue policy) is the configuration's: config.Guarantee and config.Policy.
+// The brokers' implementations live in sub-packages (mqttsink, natssink,
+// wssink, filesink), and sinktest holds the conformance suite each of them
+// runs.
 //
 // # Ownership of a Message
 //

@@ -215,18 +215,3 @@ func writeFile(t testing.TB, path, content string) {
 		t.Fatalf("brokertest: %v", err)
 	}
 }
-
-// WaitFor polls cond every few milliseconds until it holds, failing the test
-// with what after d.
-func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
-}

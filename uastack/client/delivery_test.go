@@ -91,12 +91,8 @@ func TestManagedAckBackpressure(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "four messages", func() bool { return sub.Unacked() == 4 })
 	n := l.count()
 	// Held for five keep-alive windows (400 ms + 300 ms grace each).
-	heldUntil := time.Now().Add(5 * 700 * time.Millisecond)
-	for time.Now().Before(heldUntil) {
-		if u := sub.Unacked(); u != 4 {
-			t.Fatalf("Unacked %d while held", u)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Consistently(5*700*time.Millisecond, func() bool { return sub.Unacked() == 4 }) {
+		t.Fatalf("Unacked %d while held", sub.Unacked())
 	}
 	if got := l.count(); got != n {
 		t.Fatalf("%d values delivered while held, had %d", got, n)
@@ -143,11 +139,9 @@ func TestManagedCloseDrain(t *testing.T) {
 		closed <- m.Close(ctx)
 	}()
 	testutil.WaitFor(t, 5*time.Second, "Closing", func() bool { return m.State() == StateClosing })
-	time.Sleep(300 * time.Millisecond) // Close must wait for the sink
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned (%v) with 4 messages unacknowledged", err)
-	default:
+	// Close must wait for the sink.
+	if !testutil.Consistently(300*time.Millisecond, func() bool { return len(closed) == 0 }) {
+		t.Fatalf("Close returned (%v) with 4 messages unacknowledged", <-closed)
 	}
 	var err error
 	testutil.WaitFor(t, 5*time.Second, "Close after the acknowledgements", func() bool {

@@ -42,6 +42,7 @@ type fakePubServer struct {
 	nextSub   uint32
 	nextItem  uint32
 	refuse    map[string]ua.StatusCode // node id text -> CreateMonitoredItems result
+	refused   int                      // items refused so far
 
 	msg  ua.PublishResponse // built and encoded for every response
 	dcn  ua.DataChangeNotification
@@ -102,6 +103,7 @@ func (f *fakePubServer) SendRequest(ctx context.Context, req, resp ua.Structure)
 		for _, it := range r.ItemsToCreate {
 			if st, ok := f.refuse[it.ItemToMonitor.NodeID.String()]; ok {
 				out.Results = append(out.Results, ua.MonitoredItemCreateResult{StatusCode: st})
+				f.refused++
 				continue
 			}
 			out.Results = append(out.Results, ua.MonitoredItemCreateResult{MonitoredItemID: f.nextItem,
@@ -616,7 +618,13 @@ func TestItemRetry(t *testing.T) {
 	}
 	a, _ := sub.Item(1)
 	// Retries go on while the server refuses; no report repeats.
-	time.Sleep(400 * time.Millisecond)
+	refused := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.refused
+	}
+	before := refused()
+	testutil.WaitFor(t, 10*time.Second, "three retries refused", func() bool { return refused() >= before+3 })
 	select {
 	case st := <-reports:
 		t.Fatalf("repeated report %v", st)

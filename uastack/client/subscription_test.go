@@ -213,17 +213,14 @@ func TestSubscriptionNodeOPCUA(t *testing.T) {
 			t.Errorf("mode %v", info.Mode)
 		}
 		// Let the values sampled before arrive: wait for three quiet publishing
-		// intervals, then expect four more.
-		n := log.count()
+		// intervals, then none for four more.
+		var n int
 		testutil.WaitFor(t, 5*time.Second, "the values in flight", func() bool {
-			time.Sleep(300 * time.Millisecond)
-			m := log.count()
-			defer func() { n = m }()
-			return m == n
+			n = log.count()
+			return testutil.Consistently(300*time.Millisecond, func() bool { return log.count() == n })
 		})
-		time.Sleep(400 * time.Millisecond)
-		if got := log.count(); got != n {
-			t.Errorf("disabled item delivered %d values", got-n)
+		if !testutil.Consistently(400*time.Millisecond, func() bool { return log.count() == n }) {
+			t.Errorf("disabled item delivered %d values", log.count()-n)
 		}
 		if _, err := sub.SetMonitoringMode(ctx, Reporting, []uint32{res.FirstHandle}); err != nil {
 			t.Fatal(err)

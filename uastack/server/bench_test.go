@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -127,9 +128,7 @@ func BenchmarkServerPublish(b *testing.B) {
 	f := getPublishFixture(b)
 	b.ReportAllocs()
 	// Let the pipeline fill before measuring.
-	for f.received.Load() < int64(f.items) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(b, time.Minute, "the initial values", func() bool { return f.received.Load() >= int64(f.items) })
 	b.ResetTimer()
 	start := time.Now()
 	cpu0 := cpuTime()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uacp"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -242,22 +243,27 @@ func runManySessions(t *testing.T, n int, policy string, mode ua.MessageSecurity
 			}
 		}
 	}()
-	// Steady state: every session must see a data change in the window.
-	res.steady = envDuration("UAGATE_LOAD_STEADY", 3*time.Second)
+	// Steady state: every session must see a data change in the window;
+	// res.steady is how long that took (the window when some did not).
+	window := envDuration("UAGATE_LOAD_STEADY", 3*time.Second)
 	for _, s := range sessions {
 		if s != nil {
 			s.counting.Store(true)
 		}
 	}
-	deadline := time.Now().Add(res.steady)
-	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, s := range sessions {
-		if s != nil && s.notified.Load() {
-			res.notified++
+	notified := func() int {
+		n := 0
+		for _, s := range sessions {
+			if s != nil && s.notified.Load() {
+				n++
+			}
 		}
+		return n
 	}
+	start = time.Now()
+	testutil.Eventually(window, func() bool { return notified() == res.established })
+	res.steady = time.Since(start)
+	res.notified = notified()
 	return res
 }
 

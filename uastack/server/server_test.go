@@ -3,12 +3,11 @@ package server
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -26,9 +25,7 @@ func startServer(t testing.TB, mod func(*Config)) *Server {
 		Policies:    AllPolicies(),
 		Sim:         SimConfig{Folders: 2, Variables: 20, Rates: []time.Duration{100 * time.Millisecond}, AlarmInterval: -1},
 	}
-	if os.Getenv("UAGATE_SIM_LOG") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	cfg.Logger = testutil.Logger(t)
 	if mod != nil {
 		mod(cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -151,7 +152,7 @@ func TestAssemblerClearsBuffers(t *testing.T) {
 }
 
 func TestAssemblerAddChunk(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	client, server := pair(t, nil, nil)
 	a := server.NewAssembler()
 	want := chunk(MessageTypeMessage, ChunkFinal, 5000, 3)

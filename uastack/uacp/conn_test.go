@@ -17,7 +17,7 @@ import (
 )
 
 func TestLoopback(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	client, server := pair(t,
 		&Config{ReceiveBufferSize: 32768, SendBufferSize: 16384, MaxMessageSize: 1 << 20, MaxChunkCount: 64},
 		&Config{ReceiveBufferSize: 65535, SendBufferSize: 65536, MaxMessageSize: 2 << 20, MaxChunkCount: 128})
@@ -94,7 +94,7 @@ func TestLoopback(t *testing.T) {
 }
 
 func TestConcurrentWriters(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	client, server := pair(t, nil, nil)
 	const writers, per = 8, 30
 	var wg sync.WaitGroup
@@ -124,7 +124,7 @@ func TestConcurrentWriters(t *testing.T) {
 }
 
 func TestWriteChecks(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	client, _ := pair(t, nil, &Config{ReceiveBufferSize: 8192})
 	if err := client.WriteChunk(chunk(MessageTypeMessage, ChunkFinal, 8193, 0)); !errors.Is(err, ErrMessageTooLarge) {
 		t.Fatalf("oversized chunk: %v", err)
@@ -147,7 +147,7 @@ func TestWriteChecks(t *testing.T) {
 }
 
 func TestDialErrors(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	l, err := Listen("127.0.0.1:0", &Config{CheckEndpointURL: func(u string) error {
 		if !strings.HasSuffix(u, "/good") {
 			return errors.New("no such endpoint")
@@ -264,7 +264,7 @@ func TestHostileServer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			testutil.CheckLeaks(t)
 			got := make(chan ua.StatusCode, 1)
 			url := hostileServer(t, func(nc net.Conn) {
 				tc.behave(nc)
@@ -333,7 +333,7 @@ func TestHostileClientHandshake(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			testutil.CheckLeaks(t)
 			errs := make(chan error, 4)
 			l, err := Listen("127.0.0.1:0", &Config{
 				HandshakeTimeout: 300 * time.Millisecond,
@@ -381,7 +381,7 @@ func TestHostileClientHandshake(t *testing.T) {
 }
 
 func TestListenerBusyAndClose(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	errs := make(chan error, 8)
 	l, err := Listen("127.0.0.1:0", &Config{
 		MaxPendingHandshakes: 1,
@@ -472,7 +472,7 @@ func TestReadChunkHostile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			testutil.CheckLeaks(t)
 			// A pool of its own shows whether a receive buffer was taken.
 			pool := pooling.NewBufferPool(pooling.BufferPoolConfig{})
 			srv, raw := rawServerConn(t, &Config{ReceiveBufferSize: 65535, ChunkTimeout: 200 * time.Millisecond, Buffers: pool})
@@ -512,7 +512,7 @@ func TestReadChunkHostile(t *testing.T) {
 }
 
 func TestReadChunkPeerError(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	srv, raw := rawServerConn(t, nil)
 	b, _ := (&Error{Code: ua.StatusBadSecureChannelClosed, Reason: "bye"}).AppendBinary(nil)
 	raw.Write(b)
@@ -528,7 +528,7 @@ func TestReadChunkPeerError(t *testing.T) {
 }
 
 func TestReadDeadlineIdle(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	srv, raw := rawServerConn(t, &Config{ChunkTimeout: 5 * time.Second})
 	srv.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	_, err := srv.ReadChunk()
@@ -552,7 +552,7 @@ func TestReadDeadlineIdle(t *testing.T) {
 }
 
 func TestCloseWhenDone(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	client, server := pair(t, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	stop := client.CloseWhenDone(ctx)
@@ -577,7 +577,7 @@ func TestCloseWhenDone(t *testing.T) {
 }
 
 func TestDialContextCancel(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	url := hostileServer(t, func(nc net.Conn) {
 		var b [1]byte
 		nc.Read(b[:])
@@ -595,7 +595,7 @@ func TestDialContextCancel(t *testing.T) {
 }
 
 func TestSendError(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	client, server := pair(t, nil, nil)
 	if err := server.SendError(ua.StatusBadTcpInternalError, "shutting down"); err != nil {
 		t.Fatal(err)
@@ -608,7 +608,7 @@ func TestSendError(t *testing.T) {
 }
 
 func TestReverseConnect(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	var seen struct {
 		sync.Mutex
 		uri, url string
@@ -700,7 +700,7 @@ func TestReverseListenerHostile(t *testing.T) {
 		{"oversized RHE", []byte{'R', 'H', 'E', 'F', 0, 0, 0, 1}, ErrMessageTooLarge, ua.StatusBadTcpMessageTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			testutil.CheckLeaks(t)
 			errs := make(chan error, 1)
 			rl, err := ListenReverse("127.0.0.1:0", &Config{OnHandshakeError: func(_ net.Addr, err error) { errs <- err }})
 			if err != nil {
@@ -722,7 +722,7 @@ func TestReverseListenerHostile(t *testing.T) {
 }
 
 func TestNewConnOverPipe(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckLeaks(t)
 	a, b := net.Pipe()
 	type result struct {
 		c   *Conn

@@ -6,29 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
-
-// checkGoroutines fails the test when goroutines it started outlive it. Register it
-// first, so that it runs after the test's other cleanups. Tests using it must not
-// run in parallel.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		if testutil.Eventually(testutil.GoroutineTimeout, func() bool { return runtime.NumGoroutine() <= before }) {
-			return
-		}
-		buf := make([]byte, 1<<20)
-		n := runtime.Stack(buf, true)
-		t.Errorf("goroutine leak: %d before the test, %d after\n%s", before, runtime.NumGoroutine(), buf[:n])
-	})
-}
 
 // chunk builds a chunk of size bytes whose body is a pattern derived from seed, so a
 // reader can check it arrived intact.

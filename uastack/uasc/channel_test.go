@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uacp"
 )
@@ -262,7 +263,12 @@ func TestTimeout(t *testing.T) {
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	before := registered(c)
+	go func() {
+		// Cancel once the request is in flight.
+		testutil.Eventually(10*time.Second, func() bool { return registered(c) > before })
+		cancel()
+	}()
 	if _, err = c.SendRequest(ctx, slow, &resp); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
@@ -304,15 +310,7 @@ func TestCloseFailsPending(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for { // wait until all are registered
-		c.mu.Lock()
-		k := len(c.reg.m)
-		c.mu.Unlock()
-		if k == 2*n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "every request registered", func() bool { return registered(c) == 2*n })
 	c.Close()
 	for range 2 * n {
 		if err := <-errs; !errors.Is(err, ErrChannelClosed) || !errors.Is(err, ua.StatusBadSecureChannelClosed) {
@@ -327,7 +325,7 @@ func TestCloseFailsPending(t *testing.T) {
 	default:
 		t.Fatal("Done not closed")
 	}
-	checkGoroutines(t, base)
+	testutil.WaitGoroutines(t, base)
 }
 
 // TestNoGoroutineLeak opens and closes channels, and lets some die by the
@@ -352,7 +350,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 			c.Close()
 		}
 	}
-	checkGoroutines(t, base)
+	testutil.WaitGoroutines(t, base)
 }
 
 // TestCallbackMayClose: a done callback may close the channel and send requests.
@@ -686,7 +684,7 @@ func TestDialTimeout(t *testing.T) {
 		t.Fatalf("Dial took %v", d)
 	}
 	(<-accepted).Close()
-	checkGoroutines(t, base)
+	testutil.WaitGoroutines(t, base)
 }
 
 // TestReverseConnect: the server connects to the client (uacp reverse connect)
@@ -733,4 +731,11 @@ func TestReverseConnect(t *testing.T) {
 	if err := <-srvErr; err != nil {
 		t.Fatalf("server: %v", err)
 	}
+}
+
+// registered returns the number of requests waiting for their response.
+func registered(c *Channel) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reg.m)
 }

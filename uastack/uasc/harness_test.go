@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uacp"
@@ -286,11 +285,4 @@ func waitErr(t testing.TB, c *Channel) error {
 		t.Fatal("channel did not end")
 		return nil
 	}
-}
-
-// checkGoroutines waits until the number of goroutines is back at base, as
-// goroutines of closed channels end asynchronously.
-func checkGoroutines(t testing.TB, base int) {
-	t.Helper()
-	testutil.WaitGoroutines(t, base)
 }

@@ -2,83 +2,92 @@ package filesink
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sinktest"
 )
 
-type countTracker struct{ delivered, failed chan uint64 }
-
-func (c countTracker) Settled(tok uint64, delivered bool) {
-	if delivered {
-		c.delivered <- tok
-	} else {
-		c.failed <- tok
-	}
+// fileReceiver reads the lines of the file.
+type fileReceiver struct {
+	t    *testing.T
+	path string
 }
 
-func run(t *testing.T, s *Sink, from, n int) {
-	t.Helper()
-	o, err := sink.NewOutput(s, sink.OutputOptions{})
+func (r fileReceiver) Received() [][]byte {
+	b, err := os.ReadFile(r.path)
+	if os.IsNotExist(err) {
+		return nil
+	}
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	o.Start()
-	tr := countTracker{make(chan uint64, n), make(chan uint64, n)}
-	for i := from; i < from+n; i++ {
-		m := sink.NewMessage(32)
-		m.SetPayload(fmt.Appendf(nil, `{"counter":%d}`, i))
-		m.Tracker, m.Token = tr, uint64(i)
-		o.Enqueue(m)
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		out = append(out, append([]byte(nil), sc.Bytes()...))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := o.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.delivered) != n || len(tr.failed) != 0 {
-		t.Fatalf("%d delivered, %d undelivered, want %d delivered", len(tr.delivered), len(tr.failed), n)
-	}
+	return out
 }
 
-// One JSON line per message, appended across runs.
-func TestFileSinkAppendsLines(t *testing.T) {
+// TestConformance: a file in the test's directory; the receiver reads its
+// lines, one message each.
+func TestConformance(t *testing.T) {
+	sinktest.Run(t, sinktest.Harness{
+		Guarantee: config.AtMostOnce,
+		Start: func(t *testing.T, _ sinktest.Options) *sinktest.Env {
+			path := filepath.Join(t.TempDir(), "out.jsonl")
+			return &sinktest.Env{
+				Sink: func(t *testing.T, _ sinktest.SinkOptions) sink.Sink {
+					s, err := New(Config{Path: path})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return s
+				},
+				Receive: func(t *testing.T) sinktest.Receiver { return fileReceiver{t, path} },
+			}
+		},
+	})
+}
+
+// A second sink of the same file appends to it.
+func TestFileSinkAppends(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.jsonl")
 	s, err := New(FromConfig(config.FileSink{Path: path}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name() != "file:"+path || s.Guarantee() != config.AtMostOnce {
-		t.Fatalf("name %q guarantee %v", s.Name(), s.Guarantee())
+	if s.Name() != "file:"+path {
+		t.Fatalf("name %q", s.Name())
 	}
-	run(t, s, 0, 100)
-	s2, _ := New(Config{Path: path})
-	run(t, s2, 100, 50)
-
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	i := 0
-	for sc.Scan() {
-		var body struct{ Counter int }
-		if err := json.Unmarshal(sc.Bytes(), &body); err != nil || body.Counter != i {
-			t.Fatalf("line %d: %q (%v)", i+1, sc.Text(), err)
+	tr := sinktest.NewTracker()
+	for _, from := range []int{0, 100} {
+		s, err := New(Config{Path: path})
+		if err != nil {
+			t.Fatal(err)
 		}
-		i++
+		o := sinktest.StartOutput(t, s, sink.OutputOptions{})
+		for i := from; i < from+100; i++ {
+			o.Enqueue(sinktest.Message(tr, i, sink.KindData, sinktest.Addr))
+		}
+		sinktest.CloseQueue(t, o)
 	}
-	if i != 150 {
-		t.Fatalf("%d lines, want 150", i)
+	tr.Wait(t, 200, true)
+	lines := fileReceiver{t, path}.Received()
+	if len(lines) != 200 {
+		t.Fatalf("%d lines, want 200", len(lines))
+	}
+	for i, l := range lines {
+		if c, ok := sinktest.Counter(l); !ok || c != i {
+			t.Fatalf("line %d: %q", i+1, l)
+		}
 	}
 }
 
@@ -90,11 +99,5 @@ func TestFileSinkErrors(t *testing.T) {
 	if err := s.Connect(context.Background()); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("Connect into a missing directory: %v", err)
 	}
-	if err := s.Publish(sink.NewMessage(1), nil); err != sink.ErrNotConnected {
-		t.Fatalf("Publish before Connect: %v", err)
-	}
 	_ = s.Close(context.Background())
-	if err := s.Connect(context.Background()); err == nil {
-		t.Fatal("Connect after Close")
-	}
 }

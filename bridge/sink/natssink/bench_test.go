@@ -1,63 +1,13 @@
 package natssink
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/uagate/gateway/bridge/config"
-	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sinktest"
 	"github.com/uagate/gateway/internal/brokertest"
 )
-
-type chanTracker chan bool
-
-func (c chanTracker) Settled(_ uint64, delivered bool) { c <- delivered }
-
-// benchOutput streams b.N messages of ~200 bytes through an Output into s,
-// keeping up to 1024 unsettled, and reports messages per second.
-func benchOutput(b *testing.B, s sink.Sink, g config.Guarantee) {
-	o, err := sink.NewOutput(s, sink.OutputOptions{Guarantee: g, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	o.Start()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := o.Close(ctx); err != nil {
-			b.Error(err)
-		}
-	}()
-	payload := fmt.Appendf(nil, `{"MessageId":"1","MessageType":"ua-data","Messages":[{"counter":%0150d}]}`, 1)
-	tr := make(chanTracker, 2048)
-	b.SetBytes(int64(len(payload)))
-	b.ReportAllocs()
-	out, failed := 0, 0
-	start := time.Now()
-	for b.Loop() {
-		m := sink.NewMessage(len(payload))
-		m.SetPayload(payload)
-		m.Kind, m.Addr, m.Tracker = sink.KindData, addr, tr
-		o.Enqueue(m)
-		for out++; out > 1024; out-- {
-			if !<-tr {
-				failed++
-			}
-		}
-	}
-	for ; out > 0; out-- {
-		if !<-tr {
-			failed++
-		}
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
-	if failed > 0 {
-		b.Fatalf("%d undelivered", failed)
-	}
-}
 
 // BenchmarkOutputNATS: Output → natssink → nats-server on loopback, core
 // (at-most-once) and JetStream (at-least-once, file storage).
@@ -68,7 +18,7 @@ func BenchmarkOutputNATS(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchOutput(b, s, config.AtMostOnce)
+		sinktest.BenchOutput(b, s, config.AtMostOnce)
 	})
 	b.Run("JetStream", func(b *testing.B) {
 		s, err := New(Config{URL: br.URL(), Logger: slog.New(slog.DiscardHandler),
@@ -76,6 +26,6 @@ func BenchmarkOutputNATS(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchOutput(b, s, config.AtLeastOnce)
+		sinktest.BenchOutput(b, s, config.AtLeastOnce)
 	})
 }

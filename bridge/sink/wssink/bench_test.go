@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/internal/testutil"
 )
 
 // rawReaders connects n subscribed clients whose sockets are drained without
@@ -51,7 +52,7 @@ func BenchmarkEnqueue10Clients(b *testing.B) {
 			const clients = 10
 			h, url := serve(b, Options{}, nil)
 			rawReaders(b, url+"?kind=data", clients)
-			if !eventually(5*time.Second, func() bool { return h.Stats().Clients == clients }) {
+			if !testutil.Eventually(5*time.Second, func() bool { return h.Stats().Clients == clients }) {
 				b.Fatal("clients did not connect")
 			}
 			payload := []byte(strings.Repeat("x", size))
