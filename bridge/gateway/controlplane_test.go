@@ -90,9 +90,12 @@ func blackhole(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// stuckConfig is a gateway whose MQTT sink is a dead broker with a small
-// block queue, fed by a group publishing every 20 ms from the embedded
-// simulation server, and a group on the endpoint slow (its URL given).
+// stuckConfig is a gateway whose only sink is a dead broker with a block
+// queue of 4 messages, and a group slowg on the endpoint slow (its URL
+// given) that publishes a static node (the server's NamespaceArray) without
+// keep-alives: once subscribed it sends nothing more, so its handler never
+// waits for the queue and what an apply does to it waits on the server
+// only. withFast adds the group that fills the queue.
 func stuckConfig(slowURL string, dead string) *config.Config {
 	return &config.Config{
 		Gateway: config.Gateway{ShutdownTimeout: dur(3 * time.Second)},
@@ -101,12 +104,39 @@ func stuckConfig(slowURL string, dead string) *config.Config {
 			{Name: "slow", URL: slowURL, SecurityPolicy: "None", SecurityMode: "None", RequestTimeout: dur(20 * time.Second)},
 		},
 		WriterGroups: []config.WriterGroup{
-			{Name: "fast", Endpoint: "plc", PublishingInterval: dur(20 * time.Millisecond), Writers: []config.DataSetWriter{counterWriter("w")}},
-			{Name: "slowg", Endpoint: "slow", PublishingInterval: dur(50 * time.Millisecond), Writers: []config.DataSetWriter{counterWriter("w")}},
+			{Name: "slowg", Endpoint: "slow", PublishingInterval: dur(50 * time.Millisecond), KeepAlive: dur(-time.Millisecond),
+				Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Namespaces", Node: "i=2255"}}}}},
 		},
 		Sinks: config.Sinks{MQTT: []config.MQTTSink{{Name: "dead", URL: "tcp://" + dead,
-			Delivery: config.Delivery{Policy: "block", QueueSize: 2}}}},
+			Delivery: config.Delivery{Policy: "block", QueueSize: 4}}}},
 	}
+}
+
+// withFast returns c with a group fast publishing the embedded simulation
+// server's counter every 20 ms: it fills the dead broker's queue, and its
+// handler then waits for it.
+func withFast(c *config.Config) *config.Config {
+	c = c.Clone()
+	c.WriterGroups = append(c.WriterGroups, config.WriterGroup{Name: "fast", Endpoint: "plc",
+		PublishingInterval: dur(20 * time.Millisecond), Writers: []config.DataSetWriter{counterWriter("w")}})
+	return c
+}
+
+// stuck brings gw to the state of stuckConfig: slowg subscribed, then fast
+// added and the dead broker's queue full.
+func stuck(t *testing.T, gw *gateway.Gateway) {
+	t.Helper()
+	waitUntil(t, nil, e2eWait, "slowg subscribed", func() bool {
+		st, ok := gw.GroupStats("slowg")
+		return ok && st.Notifications > 0
+	})
+	if _, err := gw.Apply(context.Background(), withFast(gw.Config())); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, nil, e2eWait, "the dead broker's queue full", func() bool {
+		st, _ := gw.SinkStats("dead")
+		return st.Queued >= 4
+	})
 }
 
 // answerBound is how soon a read answers: 100 ms, five times that under
@@ -123,22 +153,10 @@ func TestReadsDoNotWaitOnDataPlane(t *testing.T) {
 	proxy := brokertest.StartProxy(t, slow.addr)
 	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
 	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
-	waitUntil(t, g, e2eWait, "the dead broker's queue full", func() bool {
-		st := g.outputStats("dead")
-		return st.Queued >= 2
-	})
-	waitUntil(t, g, e2eWait, "the slow endpoint's subscription", func() bool {
-		for _, e := range g.gw.Endpoints() {
-			if e.Name == "slow" && e.Connected && len(e.Subscriptions) == 1 && e.Subscriptions[0].Items == 1 {
-				return true
-			}
-		}
-		return false
-	})
+	stuck(t, g.gw)
 	proxy.SetDelay(5 * time.Second)
 	next := g.gw.Config().Clone()
-	next.WriterGroups[1].Writers = append(next.WriterGroups[1].Writers, counterWriter("w2", "Sine"))
-	next.WriterGroups[0].Writers[0] = counterWriter("w", "Sine")
+	next.WriterGroups[0].Writers = append(next.WriterGroups[0].Writers, counterWriter("w2", "Sine"))
 	applied := make(chan error, 1)
 	actx, acancel := context.WithCancel(context.Background())
 	defer acancel()
@@ -221,12 +239,7 @@ func TestStopBoundedWhatever(t *testing.T) {
 			t.Logf("gateway log:\n%s", log.String())
 		}
 	})
-	waitUntil(t, nil, e2eWait, "the dead broker's queue full and both groups subscribed", func() bool {
-		st, _ := gw.SinkStats("dead")
-		a, _ := gw.GroupStats("fast")
-		b, _ := gw.GroupStats("slowg")
-		return st.Queued >= 2 && a.Notifications > 0 && b.Notifications > 0
-	})
+	stuck(t, gw)
 	for _, name := range []string{"fast", "slowg"} {
 		waitUntil(t, nil, e2eWait, "the resume record of "+name, func() bool {
 			_, err := os.Stat(filepath.Join(cfg.Gateway.StateDir, "resume", name+".json"))
@@ -235,7 +248,7 @@ func TestStopBoundedWhatever(t *testing.T) {
 	}
 	proxy.SetDelay(5 * time.Second)
 	next := gw.Config().Clone()
-	next.WriterGroups[1].Writers = append(next.WriterGroups[1].Writers, counterWriter("w2", "Sine"))
+	next.WriterGroups[0].Writers = append(next.WriterGroups[0].Writers, counterWriter("w2", "Sine"))
 	go func() { _, _ = gw.Apply(context.Background(), next) }()
 	waitUntil(t, nil, e2eWait, "the apply in flight", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
@@ -403,7 +416,8 @@ func TestSIGTERMBounded(t *testing.T) {
 	if err := os.WriteFile(path, []byte(marshalConfig(t, c)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	child := startGatewayChild(t, path)
+	// The race detector's runtime sleeps a second at exit by default.
+	child := startGatewayChild(t, path, "GORACE=atexit_sleep_ms=0")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the gateway's log:\n%s", child.stderr.String())
@@ -416,10 +430,10 @@ func TestSIGTERMBounded(t *testing.T) {
 		}
 		return base != ""
 	})
-	waitUntil(t, nil, e2eWait, "the dead broker's queue full and the slow group subscribed", func() bool {
+	status := func() (queued int, slowg uint64) {
 		resp, err := http.Get(base + "/api/v1/status")
 		if err != nil {
-			return false
+			return 0, 0
 		}
 		defer resp.Body.Close()
 		var st struct {
@@ -433,17 +447,28 @@ func TestSIGTERMBounded(t *testing.T) {
 			}
 		}
 		if json.NewDecoder(resp.Body).Decode(&st) != nil {
-			return false
+			return 0, 0
 		}
-		full, slowUp := false, false
 		for _, s := range st.Sinks {
-			full = full || s.Name == "dead" && s.Queued >= 2
+			if s.Name == "dead" {
+				queued = s.Queued
+			}
 		}
 		for _, g := range st.Groups {
-			slowUp = slowUp || g.Name == "slowg" && g.Counters.Notifications > 0
+			if g.Name == "slowg" {
+				slowg = g.Counters.Notifications
+			}
 		}
-		return full && slowUp
-	})
+		return queued, slowg
+	}
+	waitUntil(t, nil, e2eWait, "slowg subscribed", func() bool { _, n := status(); return n > 0 })
+	if err := os.WriteFile(path+".tmp", []byte(marshalConfig(t, withFast(c))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, nil, e2eWait, "the dead broker's queue full", func() bool { q, _ := status(); return q >= 4 })
 	proxy.SetDelay(5 * time.Second)
 	go func() {
 		req, _ := http.NewRequest(http.MethodDelete, base+"/api/v1/writer-groups/slowg", nil)
