@@ -23,6 +23,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 )
 
@@ -49,18 +50,6 @@ func counterWriter(name string, fields ...string) config.DataSetWriter {
 		w.Fields = append(w.Fields, config.Field{Name: f, Node: server.NodeSine})
 	}
 	return w
-}
-
-// deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // blackhole is a loopback listener that accepts connections and never
@@ -151,7 +140,7 @@ var answerBound = map[bool]time.Duration{false: 100 * time.Millisecond, true: 50
 func TestReadsDoNotWaitOnDataPlane(t *testing.T) {
 	slow := startSim(t, 20*time.Millisecond)
 	proxy := brokertest.StartProxy(t, slow.addr)
-	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
+	c := stuckConfig("opc.tcp://"+proxy.Addr(), testutil.FreeAddr(t))
 	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
 	stuck(t, g.gw)
 	proxy.SetDelay(5 * time.Second)
@@ -213,7 +202,7 @@ func TestStopBoundedWhatever(t *testing.T) {
 	isolate(t)
 	slow := startSim(t, 20*time.Millisecond)
 	proxy := brokertest.StartProxy(t, slow.addr)
-	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
+	c := stuckConfig("opc.tcp://"+proxy.Addr(), testutil.FreeAddr(t))
 	c.Gateway.StateDir = stateDir(t)
 	c.Endpoints = append(c.Endpoints, config.Endpoint{Name: "hang", URL: "opc.tcp://" + blackhole(t), SecurityPolicy: "None", SecurityMode: "None"})
 	c.WriterGroups = append(c.WriterGroups, config.WriterGroup{Name: "hung", Endpoint: "hang", Writers: []config.DataSetWriter{counterWriter("w")}})
@@ -410,7 +399,7 @@ func TestSIGTERMBounded(t *testing.T) {
 	isolate(t)
 	slow := startSim(t, 20*time.Millisecond)
 	proxy := brokertest.StartProxy(t, slow.addr)
-	c := stuckConfig("opc.tcp://"+proxy.Addr(), deadAddr(t))
+	c := stuckConfig("opc.tcp://"+proxy.Addr(), testutil.FreeAddr(t))
 	c.Gateway.StateDir = stateDir(t)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(marshalConfig(t, c)), 0o600); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,24 +16,12 @@ import (
 	"github.com/uagate/gateway/internal/testutil"
 )
 
-// freeAddr returns a loopback address nobody listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // TestRemoteCommands runs the default gateway and drives it with status and
 // nodes add|list|remove through its REST API; the change is saved in the
 // state directory and a second run picks it up.
 func TestRemoteCommands(t *testing.T) {
 	isolate(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	t.Setenv("UAGATE_HTTP_LISTEN", addr)
 	state := os.Getenv("UAGATE_STATE_DIR")
 	base := "http://" + addr
@@ -131,7 +118,7 @@ func TestRemoteCommands(t *testing.T) {
 // registered pools' (the decoder's notifications, the sinks' messages).
 func TestMetricsLatencies(t *testing.T) {
 	isolate(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	t.Setenv("UAGATE_HTTP_LISTEN", addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	var errOut testutil.LockedBuffer
@@ -198,7 +185,7 @@ func TestMetricsLatencies(t *testing.T) {
 // such a change before saving all the same.)
 func TestAPIEndpointSaved(t *testing.T) {
 	isolate(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	t.Setenv("UAGATE_HTTP_LISTEN", addr)
 	state := os.Getenv("UAGATE_STATE_DIR")
 	ctx, cancel := context.WithCancel(context.Background())
