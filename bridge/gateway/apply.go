@@ -335,6 +335,14 @@ func effective(old, next *config.Config, failed map[string]error) *config.Config
 		eff.Endpoints = slices.Delete(eff.Endpoints, i, i+1)
 		i--
 	}
+	// A group kept as it was keeps its endpoint, even one next removed.
+	for _, wg := range eff.WriterGroups {
+		if endpointOf(eff, wg.Endpoint) == nil {
+			if o := endpointOf(old, wg.Endpoint); o != nil {
+				eff.Endpoints = append(eff.Endpoints, *o)
+			}
+		}
+	}
 	return eff.Clone()
 }
 
