@@ -6,18 +6,18 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// The last-value cache lives in the field table's slots (fields.go), compactly: a
-// million of them must fit beside the client's item table (TestFieldSize).
-// A field keeps the value's status and source timestamp and, for an
-// inline scalar (numbers, Boolean, DateTime, StatusCode, null) without
-// picoseconds whose server timestamp is within ±214 s of its source
+// The last-value cache lives in the field table's slots (fields.go),
+// compactly: a million of them must fit beside the client's item table
+// (TestFieldSize). A field keeps the value's status and source timestamp
+// and, for an inline scalar (numbers, Boolean, DateTime, StatusCode, null)
+// without picoseconds whose server timestamp is within ±214 s of its source
 // timestamp, the distance between the two, its built-in type and its 8-byte
 // payload (Variant.RawBits). Anything else — strings, byte strings, arrays,
 // ExtensionObjects, picoseconds, a missing or distant timestamp … — goes
-// into the side table ext, indexed by the field's payload
-// (fieldExt), with the server timestamp: only fields with such values pay
-// for a whole Variant. The monitored item's status (the server's answer) is
-// in the map itemSt, for the items not answered Good only.
+// into the side table ext, indexed by the field's payload (fieldExt), with
+// the server timestamp: only fields with such values pay for a whole
+// Variant. The monitored item's status (the server's answer) is in the map
+// itemSt, for the items not answered Good only.
 //
 // Notifications are borrowed from the client's pools, so a side-table value
 // is copied in: a String or XmlElement is cloned (unless it is the same text

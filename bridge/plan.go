@@ -111,7 +111,8 @@ func compile(cfg *config.WriterGroup, opts *Options) (plan, error) {
 }
 
 // keepAliveCount is the subscription's KeepAliveCount: the server's
-// keep-alive at the group's; 0 (the server's choice) without one.
+// keep-alive every keepAlive, in publishing intervals; 0 (the client's
+// default) when the group sends none.
 func (p *plan) keepAliveCount() uint32 {
 	if p.keepAlive <= 0 {
 		return 0
