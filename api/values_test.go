@@ -280,6 +280,7 @@ func TestValuesFromWriterGroups(t *testing.T) {
 	}
 	b := newTestBackend(t, cfg)
 	for _, gc := range cfg.WriterGroups {
+		gc.ApplyDefaults() // as loading a file does
 		g, err := bridge.NewWriterGroup(gc, bridge.Options{Session: m, Queues: []sink.Queue{discardQueue{}}, Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)

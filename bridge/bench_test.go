@@ -38,12 +38,12 @@ func hotPathGroup(tb testing.TB, n int, q sink.Queue) (*WriterGroup, []ua.Monito
 	for i := range fields {
 		fields[i] = config.Field{Name: fmt.Sprintf("Field%05d", i), Node: fmt.Sprintf("ns=1;s=Load.F000.V%05d", i)}
 	}
-	g, err := NewWriterGroup(config.WriterGroup{
+	g, err := NewWriterGroup(defaulted(config.WriterGroup{
 		Name:               "bench",
 		PublishingInterval: config.Duration(time.Second),
 		KeyFrameCount:      10,
 		Writers:            []config.DataSetWriter{{Name: "w", Fields: fields}},
-	}, Options{Queues: []sink.Queue{q}, PublisherID: "bench", Logger: quietLog})
+	}), Options{Queues: []sink.Queue{q}, PublisherID: "bench", Logger: quietLog})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,18 +6,18 @@ import (
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// The last-value cache lives in the fields themselves, compactly: a
-// million of them must fit beside the client's item table (a field is 32
-// bytes). A field keeps the value's status and source timestamp and, for an
-// inline scalar (numbers, Boolean, DateTime, StatusCode, null) without
-// picoseconds whose server timestamp is within ±214 s of its source
+// The last-value cache lives in the field table's slots (fields.go),
+// compactly: a million of them must fit beside the client's item table
+// (TestFieldSize). A field keeps the value's status and source timestamp
+// and, for an inline scalar (numbers, Boolean, DateTime, StatusCode, null)
+// without picoseconds whose server timestamp is within ±214 s of its source
 // timestamp, the distance between the two, its built-in type and its 8-byte
 // payload (Variant.RawBits). Anything else — strings, byte strings, arrays,
 // ExtensionObjects, picoseconds, a missing or distant timestamp … — goes
-// into the group's side table g.ext, indexed by the field's payload
-// (fieldExt), with the server timestamp: only fields with such values pay
-// for a whole Variant. The monitored item's status (the server's answer) is
-// in the map g.itemSt, for the items not answered Good only.
+// into the side table ext, indexed by the field's payload (fieldExt), with
+// the server timestamp: only fields with such values pay for a whole
+// Variant. The monitored item's status (the server's answer) is in the map
+// itemSt, for the items not answered Good only.
 //
 // Notifications are borrowed from the client's pools, so a side-table value
 // is copied in: a String or XmlElement is cloned (unless it is the same text
@@ -50,7 +50,7 @@ func inlineType(t ua.TypeID) bool {
 
 // storeValue copies src into f's cache (g.vmu held for writing); f has a
 // value from then on.
-func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
+func (t *fieldTable) storeValue(f *field, src *ua.DataValue) {
 	v := &src.Value
 	f.status, f.src = src.Status, src.SourceTimestamp
 	f.flags |= fieldHasValue
@@ -61,20 +61,20 @@ func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
 	d := src.ServerTimestamp - src.SourceTimestamp
 	if !v.IsArray() && inlineType(v.Type()) && src.SourcePicoseconds|src.ServerPicoseconds == 0 && d == ua.DateTime(int32(d)) {
 		if f.flags&fieldExt != 0 {
-			g.freeExt(f)
+			t.freeExt(f)
 		}
 		f.typ, f.val, f.srvd = byte(v.Type()), v.RawBits(), int32(d)
 		return
 	}
 	if f.flags&fieldExt == 0 {
-		f.val = uint64(g.allocExt())
+		f.val = uint64(t.allocExt())
 		f.flags |= fieldExt
 	}
 	f.srvd = 0
-	x := &g.ext[f.val]
+	x := &t.ext[f.val]
 	x.srv, x.srcPico, x.srvPico = src.ServerTimestamp, src.SourcePicoseconds, src.ServerPicoseconds
 	f.typ = byte(v.Type())
-	g.cl.store(&x.v, v)
+	t.cl.store(&x.v, v)
 	if x.v.IsNull() && !v.IsNull() {
 		// The copy failed (cannot happen for a value just decoded from the
 		// wire): keep the status honest rather than a half copy.
@@ -84,10 +84,10 @@ func (g *WriterGroup) storeValue(f *field, src *ua.DataValue) {
 
 // loadValue fills dv with f's cached value (g.vmu held, or g.mu: only the
 // dispatch path writes the cache, under both).
-func (g *WriterGroup) loadValue(f *field, dv *ua.DataValue) {
+func (t *fieldTable) loadValue(f *field, dv *ua.DataValue) {
 	dv.Status, dv.SourceTimestamp = f.status, f.src
 	if f.flags&fieldExt != 0 {
-		x := &g.ext[f.val]
+		x := &t.ext[f.val]
 		dv.Value, dv.ServerTimestamp = x.v, x.srv
 		dv.SourcePicoseconds, dv.ServerPicoseconds = x.srcPico, x.srvPico
 		return
@@ -99,48 +99,48 @@ func (g *WriterGroup) loadValue(f *field, dv *ua.DataValue) {
 
 // serverTimestamp is the ServerTimestamp of f's cached value (g.vmu or g.mu
 // held, as for loadValue).
-func (g *WriterGroup) serverTimestamp(f *field) ua.DateTime {
+func (t *fieldTable) serverTimestamp(f *field) ua.DateTime {
 	if f.flags&fieldExt != 0 {
-		return g.ext[f.val].srv
+		return t.ext[f.val].srv
 	}
 	return f.src + ua.DateTime(f.srvd)
 }
 
 // itemStatus is the status of slot s's monitored item (the server's answer);
 // g.vmu held.
-func (g *WriterGroup) itemStatus(s int32) ua.StatusCode { return g.itemSt[s] }
+func (t *fieldTable) itemStatus(s int32) ua.StatusCode { return t.itemSt[s] }
 
 // setItemStatus records it; g.vmu held for writing. Good is the absence of
 // an entry, so the map holds only the items the server refused or
 // qualified.
-func (g *WriterGroup) setItemStatus(s int32, st ua.StatusCode) {
+func (t *fieldTable) setItemStatus(s int32, st ua.StatusCode) {
 	if st == ua.StatusGood {
-		delete(g.itemSt, s)
+		delete(t.itemSt, s)
 		return
 	}
-	if g.itemSt == nil {
-		g.itemSt = make(map[int32]ua.StatusCode)
+	if t.itemSt == nil {
+		t.itemSt = make(map[int32]ua.StatusCode)
 	}
-	g.itemSt[s] = st
+	t.itemSt[s] = st
 }
 
 // allocExt returns a free side-table index (g.vmu held for writing).
-func (g *WriterGroup) allocExt() int32 {
-	if n := len(g.extFree); n > 0 {
-		i := g.extFree[n-1]
-		g.extFree = g.extFree[:n-1]
+func (t *fieldTable) allocExt() int32 {
+	if n := len(t.extFree); n > 0 {
+		i := t.extFree[n-1]
+		t.extFree = t.extFree[:n-1]
 		return i
 	}
-	g.ext = append(g.ext, extValue{})
-	return int32(len(g.ext) - 1)
+	t.ext = append(t.ext, extValue{})
+	return int32(len(t.ext) - 1)
 }
 
 // freeExt gives f's side-table entry back; its value's storage is left to
 // the collector (readers may still hold a copy).
-func (g *WriterGroup) freeExt(f *field) {
+func (t *fieldTable) freeExt(f *field) {
 	i := int32(f.val)
-	g.ext[i] = extValue{}
-	g.extFree = append(g.extFree, i)
+	t.ext[i] = extValue{}
+	t.extFree = append(t.extFree, i)
 	f.flags &^= fieldExt
 	f.val = 0
 }

@@ -47,14 +47,14 @@ func cacheGroup(t *testing.T, names []string) (*WriterGroup, *testQueue) {
 		fa[i] = config.Field{Name: n, Node: fmt.Sprintf("ns=1;s=A%d", i)}
 	}
 	fb := []config.Field{{Name: "b0", Node: "ns=1;s=B0"}, {Name: "b1 — long name ✓", Node: "ns=1;s=B1"}}
-	g, err := NewWriterGroup(config.WriterGroup{
+	g, err := NewWriterGroup(defaulted(config.WriterGroup{
 		Name:               "cache",
 		PublishingInterval: config.Duration(time.Second),
 		KeyFrameCount:      1000,
 		Encoding:           "verbose",
 		FieldEncoding:      config.FieldDataValue,
 		Writers:            []config.DataSetWriter{{Name: "a", Fields: fa}, {Name: "b", Fields: fb}},
-	}, Options{Queues: []sink.Queue{q}, PublisherID: "test-pub", Logger: quietLog})
+	}), Options{Queues: []sink.Queue{q}, PublisherID: "test-pub", Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +98,12 @@ func TestCacheValues(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("f%02d", i)
 	}
-	names[3] = "" // its node is its name
+	names[3] = "" // config names it by its node: the string id's text
 	g, q := cacheGroup(t, names)
-	if got := allValues(g, "a")[3].Field; got != "ns=1;s=A3" {
-		t.Fatalf("field 3 is named %q, want its node", got)
+	if got := allValues(g, "a")[3].Field; got != "A3" {
+		t.Fatalf("field 3 is named %q, want A3, from its node", got)
 	}
-	names[3] = "ns=1;s=A3"
+	names[3] = "A3"
 	q.types = jsonenc.FieldTypes{}
 	for i, v := range values {
 		q.types[names[i]] = v.Type()
@@ -377,7 +377,7 @@ func TestWriterPool(t *testing.T) {
 	for i := range gs {
 		qs[i] = newTestQueue(t, fmt.Sprint("q", i))
 		gs[i], items[i] = hotPathGroup(t, 50, qs[i])
-		gs[i].cfg.Name = fmt.Sprint("bench", i)
+		gs[i].name = fmt.Sprint("bench", i)
 		gs[i].configureWriter()
 	}
 	step(gs[0], items[0], 1) // one writer at least is idle now
@@ -409,7 +409,7 @@ func TestWriterPool(t *testing.T) {
 			t.Fatalf("group %d: %d DataSetMessages, want %d", i, len(ms), want)
 		}
 		for _, m := range ms {
-			if len(m.Fields) != 50 || m.nm.WriterGroupName != gs[i].cfg.Name {
+			if len(m.Fields) != 50 || m.nm.WriterGroupName != gs[i].name {
 				t.Fatalf("group %d: a DataSetMessage of %d fields in a message of group %q", i, len(m.Fields), m.nm.WriterGroupName)
 			}
 		}

@@ -6,17 +6,29 @@
 //   - WriterGroup (group.go): one config.WriterGroup — one subscription on
 //     its endpoint's client.ManagedSession, its dataset writers and their
 //     fields (one monitored item each), the last-value cache, the
-//     acknowledgement tracker; its jsonenc.NetworkMessageWriter is borrowed
-//     per cycle from a pool the groups share (writerpool.go).
-//     NewWriterGroup checks the configuration, Start subscribes, Stop ends
-//     it; AddWriter, RemoveWriter and ReplaceWriter apply a reload without
-//     disturbing the other writers; Stats, LastValue and LastValues (a page
-//     of the cache from a slot cursor, values.go) serve the API.
-//   - The hot path (hotpath.go), the cache (cache.go), the metadata
-//     (metadata.go), the tracker (tracker.go), the shared JSON writers
-//     (writerpool.go).
+//     acknowledgement tracker — and its lifecycle: NewWriterGroup builds
+//     it, Start subscribes, Stop ends it; AddWriter, RemoveWriter and
+//     ReplaceWriter apply a reload without disturbing the other writers.
+//   - The plan (plan.go): what the group runs with — intervals, key frame
+//     count, keep-alive, message size, shape, encodings, acknowledgement
+//     bound, the per-field monitoring options — derived once by
+//     NewWriterGroup from a configuration that bridge/config has defaulted
+//     and validated. Config is the one place of the defaults and the
+//     checks; the plan refuses a configuration without its defaults
+//     (ErrNotDefaulted) and checks nothing config checks.
+//   - The field table (fields.go): the slots, one per field in writer and
+//     field order, so that client handle h is slot h − base; each writer a
+//     contiguous range of them, its fields' names one string with an offset
+//     per field; the cached values in the slots (cache.go) and a side table
+//     for the values that do not fit.
+//   - The hot path (hotpath.go), the metadata (metadata.go), the tracker
+//     (tracker.go), the resume state (resume.go), the JSON writers the
+//     groups share, borrowed per cycle (writerpool.go); Stats, LastValue and
+//     LastValues (a page of the cache from a slot cursor) serve the API
+//     (stats.go, values.go).
 //   - The sink contract and the outputs live in bridge/sink and below; the
-//     configuration model in bridge/config.
+//     configuration model, its defaults, validation and the expansion of
+//     browse selections in bridge/config.
 //
 // # Data flow
 //
@@ -32,10 +44,11 @@
 // Before each DataSetMessage the values it carries are copied into the
 // cache; a delta frame is written from those notifications, and every
 // KeyFrameCount-th data DataSetMessage of a writer is a key frame with all
-// its fields from the cache. The cache is compact (cache.go: a field is 40
-// bytes, an inline scalar's payload and its status and timestamps; strings,
-// arrays and the like in a side table only their fields use), and a field's
-// name is an offset into one string per writer. The JSON goes into the group's
+// its fields from the cache. The cache is compact (cache.go: a slot holds
+// an inline scalar's payload and its status and timestamps; strings,
+// arrays and the like go in a side table only their fields use), and a
+// field's name is an offset into one string per writer. The JSON goes into
+// the group's
 // NetworkMessageWriter (single shape: one NetworkMessage per
 // DataSetMessage, Addr.Writer set; batched: one NetworkMessage per
 // notification message, Addr.Writer ""), which splits at MaxMessageSize;
@@ -84,20 +97,20 @@
 //     from the DataType attribute, read once at Start, where the gateway can
 //     name it, otherwise from the first value. DataSetFieldIds are
 //     name-based UUIDs, stable across restarts.
-//   - Defaults for monitored items deliver every change the server reports:
-//     sampling at a tenth of the publishing interval and a queue of
-//     2 × ceil(publishing interval ÷ sampling interval) values (at most
-//     MaxDefaultQueueSize): one interval exactly overflowed now and then
-//     under ordinary timing jitter.
+//   - The monitored items' defaults are config's (WriterGroup.ApplyDefaults):
+//     they deliver every change the server reports, sampling at a tenth of
+//     the publishing interval with a queue of two publishing intervals of
+//     samples.
 //   - Heartbeats (config Heartbeat, OPC Publisher's HeartbeatInterval): a
 //     field that did not change for its interval is sent again, as a
 //     ua-deltaframe of its writer with the last known value and its own
 //     timestamps; a change is told by the cached value's timestamps, so the
 //     hot path does nothing for it. It carries no server notification, so
 //     nothing waits for its acknowledgement.
-//   - Browse selections (config BrowseSelect) are expanded into fields by
-//     the caller once the session is up (cmd/gateway's runtime, with
-//     config.ExpandBrowse); a WriterGroup only takes listed fields.
+//   - Browse selections (config BrowseSelect) are expanded into fields
+//     before NewWriterGroup, once the session is up, by
+//     config.ExpandWriterGroup (bridge/gateway calls it); a WriterGroup
+//     only takes listed fields.
 //
 // # Delivery and acknowledgement
 //

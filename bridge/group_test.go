@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -440,7 +441,7 @@ func TestWriterGroupUnknownNode(t *testing.T) {
 func TestWriterGroupPerField(t *testing.T) {
 	srv := startSim(t, 50*time.Millisecond, 0)
 	m := startSession(t, srv.URL())
-	for _, payload := range []string{FieldPayloadValue, FieldPayloadDataValue} {
+	for _, payload := range []string{config.PayloadValue, config.PayloadDataValue} {
 		t.Run(payload, func(t *testing.T) {
 			q, fq := newTestQueue(t, "data"), newTestQueue(t, "fields")
 			cfg := config.WriterGroup{
@@ -469,7 +470,7 @@ func TestWriterGroupPerField(t *testing.T) {
 					continue
 				}
 				var c float64
-				if payload == FieldPayloadValue {
+				if payload == config.PayloadValue {
 					if err := json.Unmarshal(r.payload, &c); err != nil {
 						t.Fatalf("value payload %s: %v", r.payload, err)
 					}
@@ -511,12 +512,12 @@ func TestWriterGroupReload(t *testing.T) {
 	}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
 	ctx := ctxT(t)
-	if err := g.AddWriter(ctx, config.DataSetWriter{Name: "b", Fields: []config.Field{{Name: "Step", Node: server.NodeStep}}}); err != nil {
+	if err := g.AddWriter(ctx, writerFor(cfg, config.DataSetWriter{Name: "b", Fields: []config.Field{{Name: "Step", Node: server.NodeStep}}})); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 20*time.Second, "data of b", func() bool { return len(dataSetMessages(q.all(), "b")) >= 3 })
-	if err := g.ReplaceWriter(ctx, config.DataSetWriter{Name: "b", Fields: []config.Field{
-		{Name: "Step", Node: server.NodeStep}, {Name: "Sine", Node: server.NodeSine}}}); err != nil {
+	if err := g.ReplaceWriter(ctx, writerFor(cfg, config.DataSetWriter{Name: "b", Fields: []config.Field{
+		{Name: "Step", Node: server.NodeStep}, {Name: "Sine", Node: server.NodeSine}}})); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 20*time.Second, "Sine in b", func() bool {
@@ -782,38 +783,77 @@ func TestWriterGroupStop(t *testing.T) {
 	if err := g.Start(ctx); err == nil {
 		t.Fatal("Start after Stop succeeded")
 	}
-	if err := g.AddWriter(ctx, config.DataSetWriter{Name: "x", Fields: []config.Field{{Node: server.NodeStep}}}); err == nil {
-		t.Fatal("AddWriter after Stop succeeded")
+	if err := g.AddWriter(ctx, writerFor(cfg, config.DataSetWriter{Name: "x", Fields: []config.Field{{Node: server.NodeStep}}})); err == nil || !strings.Contains(err.Error(), "after Stop") {
+		t.Fatalf("AddWriter after Stop: %v", err)
 	}
 	if len(m.Subscriptions()) != 0 {
 		t.Fatalf("%d subscriptions left on the session", len(m.Subscriptions()))
 	}
 }
 
-// TestNewWriterGroupErrors: bad configurations are refused with the field
-// named.
+// TestNewWriterGroupErrors: a configuration without config's defaults is
+// refused (ErrNotDefaulted) with the setting named, and the same one with
+// them applied is taken; checking the settings' values is config's
+// (Validate), not repeated here. An unknown per-field payload (an Option,
+// not configuration) is refused.
 func TestNewWriterGroupErrors(t *testing.T) {
-	ok := config.DataSetWriter{Name: "w", Fields: []config.Field{{Name: "a", Node: "i=2258"}}}
+	w := func(fs ...config.Field) []config.DataSetWriter {
+		return []config.DataSetWriter{{Name: "w", Fields: fs}}
+	}
 	for _, c := range []struct {
 		cfg  config.WriterGroup
 		want string
 	}{
-		{config.WriterGroup{}, "name is empty"},
-		{config.WriterGroup{Name: "g", MessageShape: "round", Writers: []config.DataSetWriter{ok}}, "messageShape"},
-		{config.WriterGroup{Name: "g", Encoding: "tiny"}, "encoding"},
-		{config.WriterGroup{Name: "g", FieldEncoding: "xml"}, "fieldEncoding"},
-		{config.WriterGroup{Name: "g", Format: "csv"}, "format"},
-		{config.WriterGroup{Name: "g", Nodes: config.NodeDefaults{Trigger: "always"}}, "trigger"},
-		{config.WriterGroup{Name: "g", Nodes: config.NodeDefaults{Deadband: config.Deadband{Type: "percent", Value: 150}}}, "percent deadband"},
-		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{ok, ok}}, "not unique"},
-		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Node: "x=1"}}}}}, `node "x=1"`},
-		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "a", Node: "i=1"}, {Name: "a", Node: "i=2"}}}}}, `field name "a"`},
-		{config.WriterGroup{Name: "g", Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "a", Node: "i=1", SamplingInterval: dur(-time.Second)}}}}}, "samplingInterval"},
+		{config.WriterGroup{}, `writer group "": name`},
+		{config.WriterGroup{Name: "g", Writers: w(config.Field{Name: "a", Node: "i=2258"})}, `writer group "g": publishingInterval`},
+		{config.WriterGroup{Name: "g", PublishingInterval: config.Duration(time.Second), KeyFrameCount: 1}, "keepAlive"},
+		{config.WriterGroup{Name: "g", PublishingInterval: config.Duration(time.Second), KeyFrameCount: 1, KeepAlive: -1, MaxMessageSize: 1 << 16,
+			MaxUnacked: 1, MaxNotificationsPerPublish: -1, MessageShape: config.ShapeSingle, Encoding: config.EncodingCompact, FieldEncoding: config.FieldVariant}, "format"},
 	} {
 		_, err := NewWriterGroup(c.cfg, Options{Logger: quietLog})
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: error %v, want one about %q", c.cfg, err, c.want)
+		if !errors.Is(err, ErrNotDefaulted) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want ErrNotDefaulted about %q", c.cfg, err, c.want)
 		}
+		if c.cfg.Name == "" {
+			continue // a name is the configuration's, not a default
+		}
+		g, err := NewWriterGroup(defaulted(c.cfg), Options{Logger: quietLog})
+		if err != nil {
+			t.Errorf("%+v with defaults: %v", c.cfg, err)
+			continue
+		}
+		g.Stop(t.Context())
+	}
+	// Defaults applied to the group, then a writer and a field added by hand.
+	cfg := defaulted(config.WriterGroup{Name: "g", Writers: w(config.Field{Name: "a", Node: "i=2258"})})
+	for _, c := range []struct {
+		edit func(*config.WriterGroup)
+		want string
+	}{
+		{func(g *config.WriterGroup) { g.Writers = append(g.Writers, config.DataSetWriter{Name: "x"}) }, `writer "x" (id 0): id or name`},
+		{func(g *config.WriterGroup) {
+			g.Writers[0].Fields = append(g.Writers[0].Fields, config.Field{Name: "b", Node: "i=2259"})
+		}, `writer "w": field 2: queueSize`},
+		{func(g *config.WriterGroup) {
+			f := g.Writers[0].Fields[0]
+			f.Name, f.SamplingInterval = "b", nil
+			g.Writers[0].Fields = append(g.Writers[0].Fields, f)
+		}, `writer "w": field 2: samplingInterval`},
+		{func(g *config.WriterGroup) {
+			g.Writers[0].Fields = append(g.Writers[0].Fields, config.Field{Name: "ev", Node: "i=2253", QueueSize: 10, Events: &config.EventSelect{}})
+		}, `writer "w": field 2: events.select`},
+	} {
+		bad := cfg
+		bad.Writers = slices.Clone(cfg.Writers)
+		bad.Writers[0].Fields = slices.Clone(cfg.Writers[0].Fields)
+		c.edit(&bad)
+		_, err := NewWriterGroup(bad, Options{Logger: quietLog})
+		if !errors.Is(err, ErrNotDefaulted) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want ErrNotDefaulted about %q", err, c.want)
+		}
+	}
+	if _, err := NewWriterGroup(cfg, Options{Logger: quietLog, FieldPayload: "xml"}); err == nil || !strings.Contains(err.Error(), `per-field payload "xml"`) {
+		t.Errorf("FieldPayload xml: error %v", err)
 	}
 }
 

@@ -191,7 +191,27 @@ func dataSetMessages(msgs []received, writer string) []dsm {
 
 func dur(d time.Duration) *config.Duration { x := config.Duration(d); return &x }
 
-// startGroup builds and starts a writer group; stopped when the test ends.
+// defaulted returns cfg with config's defaults applied, as the loader
+// gives it to NewWriterGroup.
+func defaulted(cfg config.WriterGroup) config.WriterGroup {
+	cfg.Writers = slices.Clone(cfg.Writers)
+	for i := range cfg.Writers {
+		cfg.Writers[i].Fields = slices.Clone(cfg.Writers[i].Fields)
+	}
+	cfg.ApplyDefaults()
+	return cfg
+}
+
+// writerFor returns wc with the defaults it gets as the last writer of
+// group cfg's configuration: what a reload hands to AddWriter.
+func writerFor(cfg config.WriterGroup, wc config.DataSetWriter) config.DataSetWriter {
+	cfg.Writers = append(slices.Clone(cfg.Writers), wc)
+	cfg = defaulted(cfg)
+	return cfg.Writers[len(cfg.Writers)-1]
+}
+
+// startGroup builds and starts a writer group (config's defaults applied);
+// stopped when the test ends.
 func startGroup(t testing.TB, m *client.ManagedSession, cfg config.WriterGroup, opts Options) *WriterGroup {
 	t.Helper()
 	return startGroupWith(t, m, cfg, opts, nil)
@@ -205,7 +225,7 @@ func startGroupWith(t testing.TB, m *client.ManagedSession, cfg config.WriterGro
 		opts.PublisherID = "test-pub"
 	}
 	opts.Logger = testutil.Logger(t)
-	g, err := NewWriterGroup(cfg, opts)
+	g, err := NewWriterGroup(defaulted(cfg), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,7 +208,7 @@ func (g *WriterGroup) overflowed(n int) {
 	g.lastOvf = now
 	since := total - g.stats.overflowsLogged.Swap(total)
 	g.log.Warn("bridge: the server's monitored-item queues overflowed: values were discarded upstream (raise queueSize or the sampling interval)",
-		"group", g.cfg.Name, "overflows", since, "overflowsTotal", total)
+		"group", g.name, "overflows", since, "overflowsTotal", total)
 }
 
 // waitingForData is written for fields without a value in a key frame.
@@ -460,7 +460,7 @@ func (g *WriterGroup) encodeError(err error, what string) {
 	n := g.stats.encodeErrors.Add(1)
 	now := time.Now().UnixNano()
 	if last := g.lastLog.Load(); now-last >= int64(10*time.Second) && g.lastLog.CompareAndSwap(last, now) {
-		g.log.Warn("bridge: encoding failed", "group", g.cfg.Name, "what", what, "err", err, "errors", n)
+		g.log.Warn("bridge: encoding failed", "group", g.name, "what", what, "err", err, "errors", n)
 	}
 }
 
@@ -491,7 +491,7 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	m := sink.NewMessage(len(msg))
 	m.SetPayload(msg)
 	m.Kind = kind
-	m.Addr = sink.Addr{Publisher: g.publisher, Group: g.cfg.Name, Writer: writerName, Field: fieldName}
+	m.Addr = sink.Addr{Publisher: g.publisher, Group: g.name, Writer: writerName, Field: fieldName}
 	m.Retained = retained
 	m.Created = g.now
 	if kind != sink.KindData && kind != sink.KindField {
@@ -637,9 +637,9 @@ func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.
 	g.vmu.Unlock()
 	if st.IsBad() {
 		g.stats.badItems.Add(1)
-		g.log.Warn("bridge: monitored item refused", "group", g.cfg.Name, "writer", wname, "field", name, "status", st)
+		g.log.Warn("bridge: monitored item refused", "group", g.name, "writer", wname, "field", name, "status", st)
 	} else {
-		g.log.Info("bridge: monitored item created", "group", g.cfg.Name, "writer", wname, "field", name)
+		g.log.Info("bridge: monitored item created", "group", g.name, "writer", wname, "field", name)
 	}
 }
 
@@ -651,9 +651,9 @@ func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 		// The subscription itself was lost and is made anew: everything
 		// after from-1 until its first values (its key frame) is gone.
 		g.log.Warn("bridge: notification messages lost: the subscription was gone and is created anew; the next messages are key frames with the current values",
-			"group", g.cfg.Name, "afterSequence", from-1)
+			"group", g.name, "afterSequence", from-1)
 	} else {
-		g.log.Warn("bridge: notification messages lost", "group", g.cfg.Name, "from", from, "to", to)
+		g.log.Warn("bridge: notification messages lost", "group", g.name, "from", from, "to", to)
 	}
 	g.mu.Lock()
 	for _, w := range g.writers {

@@ -139,7 +139,7 @@ func (g *WriterGroup) metaData(w *writer) *ua.DataSetMetaDataType {
 				}
 				md.Fields = append(md.Fields, ua.FieldMetaData{
 					Name: path, BuiltInType: bt, DataType: dt, ValueRank: -1,
-					DataSetFieldID: fieldID(g.cfg.Name, w.name, name+"/"+path),
+					DataSetFieldID: fieldID(g.name, w.name, name+"/"+path),
 				})
 			}
 			continue
@@ -160,7 +160,7 @@ func (g *WriterGroup) metaData(w *writer) *ua.DataSetMetaDataType {
 			BuiltInType:    f.builtin,
 			DataType:       dt,
 			ValueRank:      info.valueRank,
-			DataSetFieldID: fieldID(g.cfg.Name, w.name, name),
+			DataSetFieldID: fieldID(g.name, w.name, name),
 		})
 	}
 	return md
@@ -188,7 +188,7 @@ func (g *WriterGroup) sendMetaData(w *writer) {
 		MessageID:         newMessageID(),
 		PublisherID:       g.publisher,
 		DataSetWriterID:   w.id,
-		WriterGroupName:   g.cfg.Name,
+		WriterGroupName:   g.name,
 		DataSetWriterName: w.name,
 		Timestamp:         ua.Now(),
 		MetaData:          g.metaData(w),
@@ -200,7 +200,7 @@ func (g *WriterGroup) sendMetaData(w *writer) {
 	if g.maxSize > 0 && e.Len() > g.maxSize {
 		// A metadata message cannot be split; send it whole and say so (the
 		// broker may still take it: MaxMessageSize is the data's split size).
-		g.log.Warn("bridge: metadata message larger than maxMessageSize", "group", g.cfg.Name,
+		g.log.Warn("bridge: metadata message larger than maxMessageSize", "group", g.name,
 			"writer", w.name, "bytes", e.Len(), "maxMessageSize", g.maxSize)
 	}
 	g.publish(sink.KindMetaData, w.name, "", e.Bytes(), 0, false, true, g.queues, w)

@@ -96,25 +96,25 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 	if g.resume == nil {
 		return nil
 	}
-	rec, ok, err := g.resume.LoadResume(g.cfg.Name)
+	rec, ok, err := g.resume.LoadResume(g.name)
 	switch {
 	case err != nil:
-		g.log.Warn("bridge: reading the resume state failed; subscribing anew", "group", g.cfg.Name, "err", err)
+		g.log.Warn("bridge: reading the resume state failed; subscribing anew", "group", g.name, "err", err)
 		return nil
 	case !ok:
 		return nil
 	case rec.Fingerprint != fp:
-		g.log.Info("bridge: the resume state is for other items; subscribing anew", "group", g.cfg.Name)
+		g.log.Info("bridge: the resume state is for other items; subscribing anew", "group", g.name)
 		return nil
 	case rec.State.SubscriptionID == 0:
 		return nil
 	case rec.ServerStart != 0 && g.serverStart != 0 && rec.ServerStart != g.serverStart:
-		g.log.Info("bridge: the server restarted since the resume state was saved; subscribing anew", "group", g.cfg.Name)
+		g.log.Info("bridge: the server restarted since the resume state was saved; subscribing anew", "group", g.name)
 		last := rec.State.LastAcked
 		g.onGap(nil, last+1, 0)
 		return nil
 	}
-	g.log.Info("bridge: resuming the subscription", "group", g.cfg.Name, "subscription", rec.State.SubscriptionID,
+	g.log.Info("bridge: resuming the subscription", "group", g.name, "subscription", rec.State.SubscriptionID,
 		"items", len(rec.State.Items), "lastAcked", rec.State.LastAcked, "saved", rec.Saved)
 	st := rec.State
 	return &st
@@ -137,10 +137,10 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		return false
 	}
 	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
-	if err := g.resume.SaveResume(g.cfg.Name, rec); err != nil {
+	if err := g.resume.SaveResume(g.name, rec); err != nil {
 		if time.Since(time.Unix(0, g.lastLog.Load())) > 10*time.Second {
 			g.lastLog.Store(time.Now().UnixNano())
-			g.log.Warn("bridge: saving the resume state failed", "group", g.cfg.Name, "err", err)
+			g.log.Warn("bridge: saving the resume state failed", "group", g.name, "err", err)
 		}
 		return false
 	}

@@ -94,8 +94,8 @@ func unixTime(ns int64) time.Time {
 // Stats returns the group's counters. It never waits for the dispatch path.
 func (g *WriterGroup) Stats() GroupStats {
 	s := GroupStats{
-		Name:               g.cfg.Name,
-		Endpoint:           g.cfg.Endpoint,
+		Name:               g.name,
+		Endpoint:           g.endpointName,
 		Notifications:      g.stats.notifications.Load(),
 		Events:             g.stats.events.Load(),
 		UnknownHandles:     g.stats.unknownHandles.Load(),

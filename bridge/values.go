@@ -17,7 +17,7 @@ import (
 // node id's text, slot), 4 bytes a field, built at the first query by node
 // and dropped when the fields or their node ids change (AddWriter,
 // RemoveWriter, the items' creation: idxGen counts the changes). The hashes
-// are not kept: a lookup computes the ~20 its binary search needs. Nothing
+// are not kept: a lookup computes the log2(n) its binary search needs. Nothing
 // of it is on the hot path, and the build holds the cache's lock only a
 // chunk of slots at a time.
 
@@ -169,9 +169,8 @@ type nodeIndex struct {
 }
 
 // nodeIndexChunk is how many slots the build reads per hold of the cache's
-// read lock, so that the handlers, which take its write lock, wait a
-// millisecond or so at a time, not the whole build (~150 ms a million
-// fields, BenchmarkNodeIndex).
+// read lock, so that the handlers, which take its write lock, wait for
+// one chunk at a time, not for the whole build (BenchmarkNodeIndex).
 const nodeIndexChunk = 16384
 
 // nodeIndex returns the node index, building it when there is none for

@@ -29,7 +29,7 @@ func valuesGroup(tb testing.TB, nodes [][]string) *WriterGroup {
 		ws = append(ws, config.DataSetWriter{Name: fmt.Sprintf("w%03d", i), Fields: fs})
 		n += len(ns)
 	}
-	g, err := NewWriterGroup(config.WriterGroup{Name: "values", PublishingInterval: config.Duration(time.Second), Writers: ws},
+	g, err := NewWriterGroup(defaulted(config.WriterGroup{Name: "values", PublishingInterval: config.Duration(time.Second), Writers: ws}),
 		Options{Queues: []sink.Queue{&discardQueue{}}, PublisherID: "test-pub", Logger: quietLog})
 	if err != nil {
 		tb.Fatal(err)
@@ -128,11 +128,12 @@ func TestLastValuesPages(t *testing.T) {
 func TestLastValuesByNodeLive(t *testing.T) {
 	srv := startSim(t, 50*time.Millisecond, 0)
 	m := startSession(t, srv.URL())
-	g := startGroup(t, m, config.WriterGroup{
+	cfg := config.WriterGroup{
 		Name: "wg", PublishingInterval: config.Duration(100 * time.Millisecond),
 		Writers: []config.DataSetWriter{{Name: "a", Fields: []config.Field{
 			{Name: "Step", Node: server.NodeStep}, {Name: "Counter", Node: server.NodeCounter}}}},
-	}, Options{Queues: []sink.Queue{newTestQueue(t, "q")}})
+	}
+	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{newTestQueue(t, "q")}})
 	byNode := func() []string {
 		vs, next := g.LastValues(ValueFilter{Node: server.NodeCounter}, 0, 10)
 		if next != -1 {
@@ -155,7 +156,7 @@ func TestLastValuesByNodeLive(t *testing.T) {
 		t.Fatalf("by node: %v", got)
 	}
 	ctx := ctxT(t)
-	if err := g.AddWriter(ctx, config.DataSetWriter{Name: "b", Fields: []config.Field{{Name: "C", Node: server.NodeCounter}}}); err != nil {
+	if err := g.AddWriter(ctx, writerFor(cfg, config.DataSetWriter{Name: "b", Fields: []config.Field{{Name: "C", Node: server.NodeCounter}}})); err != nil {
 		t.Fatal(err)
 	}
 	if got := byNode(); !slices.Equal(got, []string{"a/Counter", "b/C"}) {

@@ -11,14 +11,15 @@ import (
 // The groups share their JSON writers. A writer is busy only while a group
 // writes one notification message (or a keep-alive, a heartbeat), and it
 // keeps a buffer as large as the largest message it wrote (up to
-// MaxMessageSize): one per group, idle almost all the time, that was ~18 MB
-// at a million items in 100 groups. Borrowed for a cycle (beginCycle …
-// endCycle) and Reset for the group's options (unless it is the one that
-// group used last, as it mostly is), the gateway keeps about as
-// many as were ever writing at once: a handler blocked on a full Block queue
-// holds its writer, so at a burst every group may hold one; those are kept
-// idle afterwards (up to one per live group) rather than released and made
-// again at the next burst, which would be garbage at every burst.
+// MaxMessageSize): one writer per group would be idle almost all the time,
+// its buffer with it, for every group of a large configuration. Borrowed
+// for a cycle (beginCycle … endCycle) and Reset for the group's options
+// (unless it is the one that group used last, as it mostly is), the
+// gateway keeps about as many as were ever writing at once: a handler
+// blocked on a full Block queue holds its writer, so at a burst every group
+// may hold one; those are kept idle afterwards (up to one per live group)
+// rather than released and made again at the next burst, which would be
+// garbage at every burst.
 
 // minIdleWriters is how many idle writers are kept even with fewer groups.
 const minIdleWriters = 8

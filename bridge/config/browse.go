@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
@@ -170,6 +172,62 @@ browse:
 		fields[i] = Field{Name: name, Node: nodeString(f.id, ns)}
 	}
 	return fields, limitErr
+}
+
+// browseLogInterval throttles ExpandWriterGroup's progress lines.
+const browseLogInterval = 2 * time.Second
+
+// ExpandWriterGroup returns a copy of wg with the browse selections of its
+// writers replaced by the fields they select (ExpandBrowse), after the
+// listed ones; a listed field wins over a found one of the same name. The
+// copy has its defaults applied (ApplyDefaults): the fields found take the
+// group's node defaults as listed ones do. wg is not modified. A selection
+// that stopped early (ErrBrowseLimit) keeps what it found, with a warning;
+// one that found nothing and failed is an error. Progress goes to log
+// (slog.Default() when nil), at most every browseLogInterval per selection.
+func ExpandWriterGroup(ctx context.Context, c *client.Client, wg *WriterGroup, log *slog.Logger) (*WriterGroup, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	out := *wg
+	out.Writers = make([]DataSetWriter, len(wg.Writers))
+	for i, w := range wg.Writers {
+		w.Fields = slices.Clone(w.Fields)
+		names := make(map[string]bool, len(w.Fields))
+		for _, f := range w.Fields {
+			names[f.Name] = true
+		}
+		for _, sel := range w.Browse {
+			start := time.Now()
+			last := start
+			found, err := ExpandBrowse(ctx, c, sel, func(found, visited int) {
+				if now := time.Now(); now.Sub(last) >= browseLogInterval {
+					last = now
+					log.Info("browsing", "group", wg.Name, "writer", w.Name, "root", sel.Root, "found", found, "visited", visited)
+				}
+			})
+			if err != nil && len(found) == 0 {
+				return nil, fmt.Errorf("writer %s/%s: browse %s: %w", wg.Name, w.Name, sel.Root, err)
+			}
+			if err != nil {
+				log.Warn("browse stopped early", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", len(found), "err", err)
+			}
+			added := 0
+			for _, f := range found {
+				if names[f.Name] {
+					continue // a listed field of that name wins
+				}
+				names[f.Name] = true
+				w.Fields = append(w.Fields, f)
+				added++
+			}
+			log.Info("browse selected fields", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", added, "took", time.Since(start).Round(time.Millisecond))
+		}
+		w.Browse = nil
+		out.Writers[i] = w
+	}
+	out.ApplyDefaults()
+	return &out, nil
 }
 
 // filterDataTypes keeps the candidates whose DataType attribute is one of

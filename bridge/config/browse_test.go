@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,56 @@ func TestExpandBrowseVisitLimit(t *testing.T) {
 	fields, err = ExpandBrowse(ctx, c, BrowseSelect{Root: "ns=1;s=Load", MaxNodes: 3}, nil)
 	if err != nil || len(fields) != 3 {
 		t.Fatalf("%d fields, err %v", len(fields), err)
+	}
+}
+
+// TestExpandWriterGroup: a group's browse selections become fields after
+// the listed ones, a listed field keeps its name against a found one, the
+// fields found take the group's node defaults as listed ones do, the
+// selections are gone from the result, and the input is left as it was; a
+// selection that fails names its group, writer and root.
+func TestExpandWriterGroup(t *testing.T) {
+	c, _ := dialSim(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	wg := WriterGroup{
+		Name: "g", PublishingInterval: Duration(500 * time.Millisecond),
+		Nodes: NodeDefaults{QueueSize: 7, Heartbeat: Duration(time.Minute), Trigger: TriggerStatusValueTimestamp},
+		Writers: []DataSetWriter{
+			{Name: "w", Fields: []Field{{Name: "Sine", Node: "ns=1;s=Other"}}, Browse: []BrowseSelect{{Root: server.NodeDemo, Depth: 1}}},
+			{Name: "plain", Fields: []Field{{Name: "x", Node: "i=2258"}}},
+		},
+	}
+	wg.ApplyDefaults()
+	before := (&Config{WriterGroups: []WriterGroup{wg}}).Clone()
+	out, err := ExpandWriterGroup(ctx, c, &wg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := out.Writers[0]
+	if got := names(w.Fields); got != "Sine Counter Random Setpoint Step" {
+		t.Errorf("fields %q", got)
+	}
+	if w.Fields[0].Node != "ns=1;s=Other" || len(w.Browse) != 0 {
+		t.Errorf("listed field %+v, browse %+v", w.Fields[0], w.Browse)
+	}
+	for _, f := range w.Fields[1:] {
+		if f.SamplingInterval == nil || f.SamplingInterval.D() != 50*time.Millisecond || f.QueueSize != 7 ||
+			f.DiscardOldest == nil || !*f.DiscardOldest || f.Trigger != TriggerStatusValueTimestamp ||
+			f.Heartbeat.D() != time.Minute || f.Deadband.Type != DeadbandNone {
+			t.Errorf("found field %s without the node defaults: %+v", f.Name, f)
+		}
+	}
+	if names(out.Writers[1].Fields) != "x" || out.Writers[1].ID != 2 {
+		t.Errorf("writer without browse changed: %+v", out.Writers[1])
+	}
+	if !reflect.DeepEqual(before.WriterGroups[0], wg) {
+		t.Errorf("the input changed:\n%+v\nwas\n%+v", wg, before.WriterGroups[0])
+	}
+
+	wg.Writers[0].Browse[0].Root = "nsu=urn:nowhere;s=X"
+	if _, err := ExpandWriterGroup(ctx, c, &wg, quiet); err == nil || !strings.Contains(err.Error(), "writer g/w: browse nsu=urn:nowhere;s=X") {
+		t.Errorf("unknown namespace: %v", err)
 	}
 }

@@ -74,6 +74,7 @@ const (
 	DefaultLeaseTTL           = 10 * time.Second
 	MinLeaseTTL               = 3 * time.Second
 	DefaultEventSelectClauses = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"
+	DefaultEventQueueSize     = 1000 // the queue of an event field's monitored item
 )
 
 // Values of the string settings.
@@ -156,7 +157,7 @@ func (c *Config) ApplyDefaults() {
 		if wg.Endpoint == "" && len(c.Endpoints) == 1 {
 			wg.Endpoint = c.Endpoints[0].Name
 		}
-		wg.applyDefaults()
+		wg.ApplyDefaults()
 	}
 
 	s := &c.Sinks
@@ -243,7 +244,12 @@ func (e *Endpoint) applyDefaults(stateDir string) {
 	setInt(&e.Sessions, 1)
 }
 
-func (wg *WriterGroup) applyDefaults() {
+// ApplyDefaults fills the unset settings of one writer group, its writers
+// and their fields (Config.ApplyDefaults does it for every group, and gives
+// a group without an endpoint the only one configured). Browse selections
+// get their defaults; the fields they select get theirs from
+// ExpandWriterGroup. Calling it twice changes nothing.
+func (wg *WriterGroup) ApplyDefaults() {
 	setDuration(&wg.PublishingInterval, DefaultPublishingInterval)
 	pi := wg.PublishingInterval.D()
 	setInt(&wg.KeyFrameCount, DefaultKeyFrameCount)
@@ -323,6 +329,9 @@ func (f *Field) applyDefaults(nd *NodeDefaults, pi time.Duration) {
 	if f.Events != nil {
 		if f.Events.Select == nil {
 			f.Events.Select = strings.Split(DefaultEventSelectClauses, ",")
+		}
+		if f.QueueSize == 0 {
+			f.QueueSize = DefaultEventQueueSize
 		}
 		return // the data change settings do not apply to events
 	}

@@ -21,7 +21,9 @@
 //   - decode.go: the YAML AST (goccy/go-yaml's parser) walked into the model,
 //     strictly, collecting every error and every setting's position;
 //   - load.go: Load, Parse, the UAGATE_ environment overrides, String;
-//   - defaults.go: Default, ApplyDefaults (the embedded parts included);
+//   - defaults.go: Default, ApplyDefaults (the embedded parts included),
+//     WriterGroup.ApplyDefaults: the one table of defaults, which the
+//     pipeline (package bridge) takes as applied;
 //   - validate.go: Validate, one rule per message, and the limits;
 //   - format.go: RegisterFormat, for formats that map onto the model from
 //     above this package (bridge/config/publishednodes registers OPC
@@ -29,7 +31,9 @@
 //   - client.go: ClientConfig, the endpoint → client.Config path that flags,
 //     files and check-config share;
 //   - diff.go, watch.go: Diff and Watch for reloads;
-//   - browse.go: ExpandBrowse, BrowseSelect → fields.
+//   - browse.go: ExpandBrowse, BrowseSelect → fields; ExpandWriterGroup, a
+//     writer group's selections → its fields, the one place they are
+//     expanded.
 //
 // A *Config is plain data: not safe for concurrent modification, safe to
 // share read-only once loaded. Load and Parse return a new one each time;

@@ -61,6 +61,22 @@ writerGroups:
           - node: ns=2;s=T1
 `
 
+// TestEventFieldDefaults: an event field gets the default select clauses
+// and its own queue size, not the data fields' from nodes; one it sets is
+// kept.
+func TestEventFieldDefaults(t *testing.T) {
+	c, _ := mustParse(t, minimal+`          - {name: ev, node: i=2253, events: {}}
+          - {name: ev2, node: i=2253, queueSize: 5, events: {select: [Message]}}
+`)
+	fs := c.WriterGroups[0].Writers[0].Fields
+	if ev := fs[1]; ev.QueueSize != DefaultEventQueueSize || strings.Join(ev.Events.Select, ",") != DefaultEventSelectClauses {
+		t.Errorf("event field defaults: queue %d, select %v", ev.QueueSize, ev.Events.Select)
+	}
+	if ev2 := fs[2]; ev2.QueueSize != 5 || len(ev2.Events.Select) != 1 {
+		t.Errorf("event field's own settings: queue %d, select %v", ev2.QueueSize, ev2.Events.Select)
+	}
+}
+
 func TestParseMinimal(t *testing.T) {
 	c, w := mustParse(t, minimal)
 	if len(w) != 0 {

@@ -98,7 +98,11 @@ func (gw *Gateway) addGroup(cfg *config.Config, wg *config.WriterGroup, ccfg *cl
 		if g == nil {
 			// Browse selections need the server: expand them into fields
 			// once connected, then build the group.
-			expanded, err := gw.expandBrowse(gctx, &wcfg, m)
+			c, err := m.WaitConnected(gctx)
+			var expanded *config.WriterGroup
+			if err == nil {
+				expanded, err = config.ExpandWriterGroup(gctx, c, &wcfg, gw.log)
+			}
 			if err == nil {
 				g, err = gw.newGroup(expanded, m, url)
 			}
@@ -158,53 +162,6 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
 	return g, nil
-}
-
-// expandBrowse returns wg with the browse selections of its writers replaced
-// by the fields they select (after the listed ones), logging progress.
-func (gw *Gateway) expandBrowse(ctx context.Context, wg *config.WriterGroup, m *client.ManagedSession) (*config.WriterGroup, error) {
-	c, err := m.WaitConnected(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := *wg
-	out.Writers = make([]config.DataSetWriter, len(wg.Writers))
-	for i, w := range wg.Writers {
-		w.Fields = append([]config.Field(nil), w.Fields...)
-		names := map[string]bool{}
-		for _, f := range w.Fields {
-			names[f.Name] = true
-		}
-		for _, sel := range w.Browse {
-			start := time.Now()
-			last := start
-			found, err := config.ExpandBrowse(ctx, c, sel, func(found, visited int) {
-				if now := time.Now(); now.Sub(last) >= 2*time.Second {
-					last = now
-					gw.log.Info("browsing", "group", wg.Name, "writer", w.Name, "root", sel.Root, "found", found, "visited", visited)
-				}
-			})
-			if err != nil && len(found) == 0 {
-				return nil, fmt.Errorf("writer %s/%s: browse %s: %w", wg.Name, w.Name, sel.Root, err)
-			}
-			if err != nil {
-				gw.log.Warn("browse stopped early", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", len(found), "err", err)
-			}
-			added := 0
-			for _, f := range found {
-				if names[f.Name] {
-					continue // a listed field of that name wins
-				}
-				names[f.Name] = true
-				w.Fields = append(w.Fields, f)
-				added++
-			}
-			gw.log.Info("browse selected fields", "group", wg.Name, "writer", w.Name, "root", sel.Root, "fields", added, "took", time.Since(start).Round(time.Millisecond))
-		}
-		w.Browse = nil
-		out.Writers[i] = w
-	}
-	return &out, nil
 }
 
 // takeGroup takes the writer group name out of the running state (nil: it

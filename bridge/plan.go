@@ -1,0 +1,249 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/jsonenc"
+	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// The compiled plan: what a writer group runs with, derived once from its
+// configuration and Options by NewWriterGroup. The configuration comes with
+// bridge/config's defaults applied and validated (config.Load and
+// config.Parse do both; so do WriterGroup.ApplyDefaults with
+// Config.Validate, and config.ExpandWriterGroup keeps them): config is the
+// one place of the defaults and the checks. The plan maps settings onto the
+// pipeline's modes, and refuses a configuration whose defaults were not
+// applied (ErrNotDefaulted), because the zero values config replaces would
+// run as something else here or not at all.
+
+// ErrNotDefaulted is returned by NewWriterGroup and AddWriter for a
+// configuration that lacks bridge/config's defaults; the error names the
+// first setting found unset.
+var ErrNotDefaulted = errors.New("bridge: configuration without config's defaults (config.Load applies them; or WriterGroup.ApplyDefaults, then Config.Validate)")
+
+// plan is the part of a WriterGroup that its configuration and Options fix;
+// it does not change after NewWriterGroup.
+type plan struct {
+	name         string // the group's
+	endpointName string // config's endpoint name (Stats)
+	publisher    string // PublisherId of every message
+	endpoint     string // URL written per value in the samples format
+	interval     time.Duration
+	keyFrames    uint64
+	keepAlive    time.Duration // <= 0: none
+	maxSize      int
+	maxUnacked   int
+	maxNotifs    uint32 // notifications per Publish; 0: the server's bound
+	single       bool   // one DataSetMessage per NetworkMessage
+	samples      bool   // OPC Publisher's samples format
+	headerMode   jsonenc.Mode
+	fieldMode    jsonenc.Mode
+	fieldMask    jsonenc.DataSetFieldContentMask
+	fieldDV      bool // per-field payload is a DataValue
+	fieldKeep    bool // per-field messages are retained
+	resumeEvery  time.Duration
+	log          *slog.Logger
+}
+
+// compile derives the plan of cfg and opts.
+func compile(cfg *config.WriterGroup, opts *Options) (plan, error) {
+	if err := checkDefaulted(cfg); err != nil {
+		return plan{}, err
+	}
+	p := plan{
+		name:         cfg.Name,
+		endpointName: cfg.Endpoint,
+		publisher:    opts.PublisherID,
+		endpoint:     opts.EndpointURL,
+		interval:     cfg.PublishingInterval.D(),
+		keyFrames:    uint64(max(cfg.KeyFrameCount, 1)),
+		maxSize:      cfg.MaxMessageSize,
+		maxUnacked:   cfg.MaxUnacked,
+		maxNotifs:    uint32(max(cfg.MaxNotificationsPerPublish, 0)), // negative: the server's bound
+		single:       cfg.MessageShape == config.ShapeSingle,
+		samples:      cfg.Format == config.FormatSamples,
+		headerMode:   jsonenc.Compact,
+		fieldKeep:    !opts.FieldNoRetain,
+		resumeEvery:  opts.ResumeInterval,
+		log:          opts.Logger,
+	}
+	if p.publisher == "" {
+		p.publisher = config.DefaultPublisherID
+	}
+	if p.endpoint == "" && opts.Session != nil {
+		p.endpoint = opts.Session.URL()
+	}
+	if p.resumeEvery <= 0 {
+		p.resumeEvery = DefaultResumeInterval
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if ka := cfg.KeepAlive.D(); ka > 0 { // negative: none
+		p.keepAlive = max(ka, p.interval)
+	}
+	if cfg.Encoding == config.EncodingVerbose {
+		p.headerMode = jsonenc.Verbose
+	}
+	p.fieldMode = p.headerMode
+	switch cfg.FieldEncoding {
+	case config.FieldDataValue:
+		p.fieldMask = jsonenc.FieldMaskStatusCode | jsonenc.FieldMaskSourceTimestamp | jsonenc.FieldMaskServerTimestamp
+	case config.FieldRaw:
+		// RawData is an option of VerboseEncoding (Part 6 §5.4.1): bare values.
+		p.fieldMask = jsonenc.FieldMaskRawData
+		p.fieldMode = jsonenc.Verbose
+	}
+	switch opts.FieldPayload {
+	case "", config.PayloadValue:
+	case config.PayloadDataValue:
+		p.fieldDV = true
+	default:
+		return plan{}, fmt.Errorf("bridge: writer group %s: per-field payload %q: want %s or %s", cfg.Name, opts.FieldPayload, config.PayloadValue, config.PayloadDataValue)
+	}
+	return p, nil
+}
+
+// keepAliveCount is the subscription's KeepAliveCount: the server's
+// keep-alive every keepAlive, in publishing intervals; 0 (the client's
+// default) when the group sends none.
+func (p *plan) keepAliveCount() uint32 {
+	if p.keepAlive <= 0 {
+		return 0
+	}
+	return uint32(min(max(p.keepAlive/p.interval, 1), 10000))
+}
+
+// checkDefaulted refuses a writer group whose defaults were not applied:
+// it looks at the settings config fills, not at their values (config
+// validates those).
+func checkDefaulted(cfg *config.WriterGroup) error {
+	unset := ""
+	switch {
+	case cfg.Name == "":
+		unset = "name"
+	case cfg.PublishingInterval <= 0:
+		unset = "publishingInterval"
+	case cfg.KeyFrameCount == 0:
+		unset = "keyFrameCount"
+	case cfg.KeepAlive == 0:
+		unset = "keepAlive"
+	case cfg.MaxMessageSize <= 0:
+		unset = "maxMessageSize"
+	case cfg.MaxUnacked <= 0:
+		unset = "maxUnacked"
+	case cfg.MaxNotificationsPerPublish == 0:
+		unset = "maxNotificationsPerPublish"
+	case cfg.MessageShape == "":
+		unset = "messageShape"
+	case cfg.Encoding == "":
+		unset = "encoding"
+	case cfg.FieldEncoding == "":
+		unset = "fieldEncoding"
+	case cfg.Format == "":
+		unset = "format"
+	}
+	if unset != "" {
+		return fmt.Errorf("%w: writer group %q: %s", ErrNotDefaulted, cfg.Name, unset)
+	}
+	for i := range cfg.Writers {
+		if err := checkWriterDefaulted(cfg.Name, &cfg.Writers[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkWriterDefaulted is checkDefaulted for one writer and its fields.
+func checkWriterDefaulted(group string, wc *config.DataSetWriter) error {
+	if wc.ID == 0 || wc.Name == "" {
+		return fmt.Errorf("%w: writer group %q: writer %q (id %d): id or name", ErrNotDefaulted, group, wc.Name, wc.ID)
+	}
+	for k := range wc.Fields {
+		fc := &wc.Fields[k]
+		unset := ""
+		switch ev := fc.Events; {
+		case fc.Name == "":
+			unset = "name"
+		case fc.QueueSize == 0:
+			unset = "queueSize"
+		case ev != nil:
+			if len(ev.Select) == 0 {
+				unset = "events.select"
+			}
+		case fc.SamplingInterval == nil:
+			unset = "samplingInterval"
+		case fc.DiscardOldest == nil:
+			unset = "discardOldest"
+		case fc.Trigger == "":
+			unset = "trigger"
+		case fc.Deadband.Type == "":
+			unset = "deadband.type"
+		}
+		if unset != "" {
+			return fmt.Errorf("%w: writer group %q: writer %q: field %d: %s", ErrNotDefaulted, group, wc.Name, k+1, unset)
+		}
+	}
+	return nil
+}
+
+// itemKey identifies equal monitoring parameters, so that items share one
+// *client.ItemOptions (the client keeps one copy per distinct pointer).
+type itemKey struct {
+	sampling      time.Duration
+	queue         uint32
+	discardNewest bool
+	filter        bool
+	trigger       ua.DataChangeTrigger
+	deadbandType  uint32
+	deadband      float64
+}
+
+// itemOptions returns the monitoring parameters of data field fc (its
+// settings, defaults applied); with dedup, one shared *client.ItemOptions
+// per distinct set.
+func itemOptions(fc *config.Field, dedup map[itemKey]*client.ItemOptions) *client.ItemOptions {
+	sampling := fc.SamplingInterval.D()
+	db := fc.Deadband
+	key := itemKey{sampling: sampling, queue: fc.QueueSize, discardNewest: !*fc.DiscardOldest, trigger: ua.DataChangeTriggerStatusValue}
+	switch fc.Trigger {
+	case config.TriggerStatus:
+		key.trigger, key.filter = ua.DataChangeTriggerStatus, true
+	case config.TriggerStatusValueTimestamp:
+		key.trigger, key.filter = ua.DataChangeTriggerStatusValueTimestamp, true
+	}
+	switch db.Type {
+	case config.DeadbandAbsolute:
+		key.filter, key.deadbandType, key.deadband = true, uint32(ua.DeadbandTypeAbsolute), db.Value
+	case config.DeadbandPercent:
+		key.filter, key.deadbandType, key.deadband = true, uint32(ua.DeadbandTypePercent), db.Value
+	}
+	if o := dedup[key]; o != nil {
+		return o
+	}
+	o := &client.ItemOptions{QueueSize: key.queue, DiscardNewest: key.discardNewest, SamplingInterval: sampling}
+	if sampling == 0 {
+		o.SamplingInterval = client.SamplingFastest
+	}
+	if key.filter {
+		switch key.deadbandType {
+		case uint32(ua.DeadbandTypeAbsolute):
+			o.DataChange = client.AbsoluteDeadband(db.Value)
+		case uint32(ua.DeadbandTypePercent):
+			o.DataChange = client.PercentDeadband(db.Value)
+		default:
+			o.DataChange = &ua.DataChangeFilter{}
+		}
+		o.DataChange.Trigger = key.trigger
+	}
+	if dedup != nil {
+		dedup[key] = o
+	}
+	return o
+}
