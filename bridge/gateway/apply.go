@@ -215,8 +215,19 @@ func (gw *Gateway) applyHeld(ctx context.Context, next *config.Config) (Report, 
 		gw.mu.Lock()
 		rg := gw.groups[gname]
 		gw.mu.Unlock()
-		if rg == nil || rg.g.Load() == nil {
-			applied[gname] = true // not running here (scale-out) or still building from the new configuration
+		if rg == nil {
+			applied[gname] = true // not running here (scale-out): its holder builds it from the new configuration
+			continue
+		}
+		if rg.g.Load() == nil {
+			// Still expanding its browse selections from the old
+			// configuration: build it again from the new one.
+			gw.removeGroup(ctx, gname)
+			if err := gw.startGroup(next, gname); err != nil {
+				failed[gname] = err
+				continue
+			}
+			applied[gname] = true
 			continue
 		}
 		if err := gw.changeWriters(ctx, rg, old, next, gname, touched[gname]); err != nil {
