@@ -225,6 +225,9 @@ func (gw *Gateway) applyHeld(ctx context.Context, next *config.Config) (Report, 
 			gw.removeGroup(ctx, gname)
 			if err := gw.startGroup(next, gname); err != nil {
 				failed[gname] = err
+				if err := gw.startGroup(old, gname); err != nil {
+					gw.log.Error("writer group could not be brought back as it was", "group", gname, "err", err)
+				}
 				continue
 			}
 			applied[gname] = true
