@@ -100,7 +100,7 @@ func (c *countSink) Publish(m *sink.Message, ack sink.Acker) error {
 // duplicate copy of the node ids (≈ 50 B) or a second value cache would
 // break; and the setup memory must have been given back to the OS
 // (memory.go), so that what the process keeps mapped is close to what it
-// uses. BENCHMARKS.md (issue 10) has the figures at 1,000,000 items.
+// uses. BENCHMARKS.md has the figures at 1,000,000 items.
 func TestGatewayItemMemory(t *testing.T) {
 	const perFolder = 1000
 	folders := 100
@@ -145,14 +145,11 @@ func TestGatewayItemMemory(t *testing.T) {
 	t.Logf("%d items in %d groups subscribed in %v; heap %.1f MB → %.1f MB: %.0f B/item live; at the release: mapped %.1f MB → %.1f MB, live %.1f MB",
 		items, len(cfg.WriterGroups), setup.Round(time.Millisecond), float64(before.HeapAlloc)/1e6, float64(after.HeapAlloc)/1e6, per,
 		float64(rel[0].HeapSys-rel[0].HeapReleased)/1e6, float64(rel[1].HeapSys-rel[1].HeapReleased)/1e6, float64(rel[1].HeapAlloc)/1e6)
-	// Measured on the 2-core machine: 165 B/item at 100,000 items with the
-	// client's 56-byte item entries and node-id arena as well; 200–206 with
-	// the bridge's compact fields and shared JSON writers; 295–300 before,
-	// 314–326 before that and 370 before the node ids were kept once (the
-	// client's copy) and the item pages were allocated at their size, which
-	// the bound catches. About 2 MB do not grow with the items (pooled
-	// message buffers, the encoders' scratch): they weigh more per item at
-	// the race detector's 20,000.
+	// The bound leaves some room over the per-item structures (the client's
+	// item entries and node-id arena, the bridge's compact fields) and is
+	// broken by a second copy of the node ids or of the value cache. About
+	// 2 MB do not grow with the items (pooled message buffers, the encoders'
+	// scratch): they weigh more per item at the race detector's 20,000.
 	bound := 185 + float64(2<<20)/float64(items)
 	if per > bound {
 		t.Errorf("%.0f bytes of live heap per monitored item, want ≤ %.0f", per, bound)

@@ -129,11 +129,10 @@ var messages = pooling.NewPool[Message](4096, func(m *Message) { *m = Message{} 
 // encoding until the last output published it, so a class must keep as many
 // buffers idle as are in flight at a burst, or every burst allocates the
 // difference anew and drops it again: garbage that the heap's growth room
-// turns into resident memory. At a million items (every writer group
-// publishing in the same second, 128–256 KiB messages) a NATS output had
-// up to 1,100 of them in flight, its queue of DefaultQueueSize messages
-// plus its window; with 32 MB per class that was some 25 MB/s of garbage
-// (BENCHMARKS.md, issue 10). A class keeps up to MessageClassBytes (and
+// turns into resident memory. When every writer group publishes in the
+// same second with large messages, an output holds its queue of
+// DefaultQueueSize messages plus its window in flight, so a class must be
+// able to keep that many. A class keeps up to MessageClassBytes (and
 // DefaultCapacity buffers): what is kept idle never exceeds what was once
 // in flight, which the outputs' queues bound, so the pool holds no more
 // than the peak already needed. DrainMessageBuffers lets go of what a
