@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -206,48 +207,41 @@ func TestDashboard(t *testing.T) {
 			{PolicyURI: uasc.SecurityPolicyNone, Mode: ua.MessageSecurityModeNone}, // discovery
 			{PolicyURI: uasc.SecurityPolicyBasic256Sha256, Mode: ua.MessageSecurityModeSignAndEncrypt}})
 
-	var y strings.Builder
-	fmt.Fprintf(&y, `gateway: {publisherId: plant7-gw}
-endpoints:
-  - {name: line1, url: %q, securityPolicy: None, securityMode: None}
-  - {name: press, url: %q, securityPolicy: Basic256Sha256, securityMode: SignAndEncrypt}
-writerGroups:
-  - name: line1
-    endpoint: line1
-    publishingInterval: 250ms
-    writers:
-      - name: demo
-        fields:
-          - {name: Counter, node: %q}
-          - {name: Random, node: %q}
-          - {name: Step, node: %q}
-          - {name: Setpoint, node: %q}
-          - {name: Flapping, node: %q}
-          - {name: Uncertain, node: %q}
-          - {name: Int32Matrix, node: %q}
-      - name: load
-        fields:
-`, plant.URL(), press.URL(), server.NodeCounter, server.NodeRandom, server.NodeStep, server.NodeSetpoint,
-		server.NodeFlapping, server.NodeUncertain, server.NodeInt32Matrix)
+	load := writer("load")
 	for f := range 3 {
 		for v := range 100 {
-			fmt.Fprintf(&y, "          - {name: F%d.V%03d, node: %q}\n", f, v, server.LoadNode(f, v))
+			load.Fields = append(load.Fields, field(fmt.Sprintf("F%d.V%03d", f, v), server.LoadNode(f, v)))
 		}
 	}
-	fmt.Fprintf(&y, `  - name: press
-    endpoint: press
-    publishingInterval: 250ms
-    writers:
-      - name: hydraulics
-        fields:
-          - {name: Pressure, node: %q}
-          - {name: Strokes, node: %q}
-sinks:
-  websocket: {}
-  file:
-    - {name: archive, path: %q}
-`, server.NodeSine, server.NodeCounter, filepath.Join(t.TempDir(), "archive.jsonl"))
-	base, file, stderr := startDashboardGateway(t, y.String())
+	base, file, stderr := startDashboardGateway(t, marshalConfig(t, &config.Config{
+		Gateway: config.Gateway{PublisherID: "plant7-gw"},
+		Endpoints: []config.Endpoint{
+			{Name: "line1", URL: plant.URL(), SecurityPolicy: "None", SecurityMode: "None"},
+			{Name: "press", URL: press.URL(), SecurityPolicy: "Basic256Sha256", SecurityMode: "SignAndEncrypt"},
+		},
+		WriterGroups: []config.WriterGroup{{
+			Name: "line1", Endpoint: "line1", PublishingInterval: dur(250 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("demo",
+				field("Counter", server.NodeCounter),
+				field("Random", server.NodeRandom),
+				field("Step", server.NodeStep),
+				field("Setpoint", server.NodeSetpoint),
+				field("Flapping", server.NodeFlapping),
+				field("Uncertain", server.NodeUncertain),
+				field("Int32Matrix", server.NodeInt32Matrix),
+			), load},
+		}, {
+			Name: "press", Endpoint: "press", PublishingInterval: dur(250 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("hydraulics",
+				field("Pressure", server.NodeSine),
+				field("Strokes", server.NodeCounter),
+			)},
+		}},
+		Sinks: config.Sinks{
+			WebSocket: &config.WebSocketSink{},
+			File:      []config.FileSink{{Name: "archive", Path: filepath.Join(t.TempDir(), "archive.jsonl")}},
+		},
+	}))
 
 	ctx, consoleErrors := startChromium(t)
 	p := page{t, ctx}

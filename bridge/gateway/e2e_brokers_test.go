@@ -1,10 +1,10 @@
 package gateway_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/server"
@@ -28,33 +28,28 @@ func TestE2EExternalBrokersAndUpstreams(t *testing.T) {
 	onMQTT := subscribeMQTT(t, mosq.URL(), "", "", "", "opcua/json/#")
 	onNATS := subscribeNATS(t, ns.URL(), "opcua.json.>")
 
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-gateway: {publisherId: e2e}
-endpoints:
-%s%swriterGroups:
-  - name: sim
-    endpoint: sim
-    publishingInterval: 200ms
-    nodes: {samplingInterval: 20ms}
-    writers:
-      - name: counter
-        fields: [{name: Counter, node: %q}]
-      - name: step
-        fields: [{name: Step, node: %q}, {name: Sine, node: %q}]
-  - name: peer
-    endpoint: peer
-    publishingInterval: 200ms
-    writers:
-      - name: counter
-        fields: [{name: Counter, node: %q, samplingInterval: 0, queueSize: 100}]
-sinks:
-  mqtt:
-    - {name: mosquitto, url: %s, delivery: {guarantee: at-least-once}}
-  nats:
-    - {name: nats, url: %s}
-  websocket: {}
-`, simEndpoint("sim", sim.url()), simEndpoint("peer", peer.URL), server.NodeCounter, server.NodeStep, server.NodeSine,
-		nodeopcua.NodeCounter, mosq.URL(), ns.URL()))
+	peerCounter := field("Counter", nodeopcua.NodeCounter)
+	peerCounter.SamplingInterval, peerCounter.QueueSize = ptr(dur(0)), 100
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		Endpoints: []config.Endpoint{simEndpoint("sim", sim.url()), simEndpoint("peer", peer.URL)},
+		WriterGroups: []config.WriterGroup{{
+			Name: "sim", Endpoint: "sim", PublishingInterval: dur(200 * time.Millisecond),
+			Nodes: config.NodeDefaults{SamplingInterval: ptr(dur(20 * time.Millisecond))},
+			Writers: []config.DataSetWriter{
+				writer("counter", field("Counter", server.NodeCounter)),
+				writer("step", field("Step", server.NodeStep), field("Sine", server.NodeSine)),
+			},
+		}, {
+			Name: "peer", Endpoint: "peer", PublishingInterval: dur(200 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("counter", peerCounter)},
+		}},
+		Sinks: config.Sinks{
+			MQTT:      []config.MQTTSink{{Name: "mosquitto", URL: mosq.URL(), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
+			NATS:      []config.NATSSink{{Name: "nats", URL: ns.URL()}},
+			WebSocket: &config.WebSocketSink{},
+		},
+	}))
 
 	ws := dialWS(t, g.wsURL("group=sim,peer&kind=data,metadata"))
 	onWS := &collector{}

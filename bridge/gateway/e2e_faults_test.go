@@ -11,24 +11,22 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
 
-// counterGroup is the YAML of writer group name over the embedded sim: one
-// writer "counter" with the Counter (100 ms), sampled ten times as fast as
-// it changes and published every 100 ms, so that each DataSetMessage carries
+// counterGroup is writer group name over the embedded sim: one writer
+// "counter" with the Counter (100 ms), sampled ten times as fast as it
+// changes and published every 100 ms, so that each DataSetMessage carries
 // one new value.
-func counterGroup(name string, extra string) string {
-	return fmt.Sprintf(`  - name: %s
-    publishingInterval: 100ms
-    fieldEncoding: dataValue
-    nodes: {samplingInterval: 10ms}
-%s    writers:
-      - name: counter
-        fields: [{name: Counter, node: %q}]
-`, name, extra, server.NodeCounter)
+func counterGroup(name string) config.WriterGroup {
+	return config.WriterGroup{
+		Name: name, PublishingInterval: dur(100 * time.Millisecond), FieldEncoding: config.FieldDataValue,
+		Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+		Writers: []config.DataSetWriter{counterWriter("counter")},
+	}
 }
 
 // TestE2EMQTTBrokerKilled kills mosquitto mid-stream (SIGKILL: no goodbye)
@@ -44,16 +42,21 @@ func TestE2EMQTTBrokerKilled(t *testing.T) {
 	// the broker accepted after its restart.
 	alo := subscribeMQTT(t, mosq.URL(), "e2e-alo", "", "", "alo/#")
 	drop := subscribeMQTT(t, mosq.URL(), "e2e-drop", "", "", "drop/#")
-	topics := func(p string) string {
-		return fmt.Sprintf(`dataTopic: "%s/data/{PublisherId}/{WriterGroup}/{DataSetWriter}", metaDataTopic: "%s/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}", statusTopic: "%s/status/{PublisherId}"`, p, p, p)
+	sinkOn := func(name string, d config.Delivery) config.MQTTSink {
+		return config.MQTTSink{
+			Name: name, URL: mosq.URL(), QoS: ptr(1), Delivery: d,
+			DataTopic:     name + "/data/{PublisherId}/{WriterGroup}/{DataSetWriter}",
+			MetaDataTopic: name + "/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}",
+			StatusTopic:   name + "/status/{PublisherId}",
+		}
 	}
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-%ssinks:
-  mqtt:
-    - {name: alo, url: %s, qos: 1, delivery: {guarantee: at-least-once}, %s}
-    - {name: drop, url: %s, qos: 1, delivery: {policy: drop-oldest, queueSize: 4}, %s}
-`, counterGroup("g", ""), mosq.URL(), topics("alo"), mosq.URL(), topics("drop")))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{counterGroup("g")},
+		Sinks: config.Sinks{MQTT: []config.MQTTSink{
+			sinkOn("alo", config.Delivery{Guarantee: config.AtLeastOnce}),
+			sinkOn("drop", config.Delivery{Policy: config.DropOldest, QueueSize: 4}),
+		}},
+	}))
 
 	alo.waitCount(t, g, "g", "counter", 15)
 	drop.waitCount(t, g, "g", "counter", 15)
@@ -107,12 +110,13 @@ writerGroups:
 // holds every counter value.
 func TestE2ENATSJetStreamRestart(t *testing.T) {
 	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-%ssinks:
-  nats:
-    - {name: js, url: %s, jetStream: {stream: E2E, create: true}, delivery: {guarantee: at-least-once}}
-`, counterGroup("g", ""), ns.URL()))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{counterGroup("g")},
+		Sinks: config.Sinks{NATS: []config.NATSSink{{
+			Name: "js", URL: ns.URL(), JetStream: &config.JetStream{Stream: "E2E", Create: true},
+			Delivery: config.Delivery{Guarantee: config.AtLeastOnce},
+		}}},
+	}))
 
 	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -170,19 +174,15 @@ writerGroups:
 // the new server's counter arrives once.
 func TestE2EUpstreamRestart(t *testing.T) {
 	sim := startSim(t, 100*time.Millisecond)
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-endpoints:
-%swriterGroups:
-  - name: g
-    publishingInterval: 100ms
-    keyFrameCount: 1000
-    nodes: {samplingInterval: 10ms}
-    writers:
-      - name: counter
-        fields: [{name: Counter, node: %q}]
-sinks:
-  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
-`, simEndpoint("sim", sim.url()), server.NodeCounter))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(100 * time.Millisecond), KeyFrameCount: 1000,
+			Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+			Writers: []config.DataSetWriter{counterWriter("counter")},
+		}},
+		Sinks: embeddedMQTT(),
+	}))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "counter", 10)
 	sim.restart()
@@ -204,20 +204,18 @@ sinks:
 // large messages flow: the stream to MQTT goes on without a gap, the
 // vanished client is dropped, and the slow one is closed with 1008.
 func TestE2ESlowWebSocketClient(t *testing.T) {
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-  - name: g
-    publishingInterval: 50ms
-    nodes: {samplingInterval: 10ms}
-    writers:
-      - name: counter
-        fields: [{name: Counter, node: %q}]
-      - name: big
-        fields: [{name: Text, node: %q, samplingInterval: 10ms}]
-sinks:
-  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
-  websocket: {clientQueue: 4}
-`, server.NodeCounter, server.StaticNode(ua.TypeString, false)))
+	text := field("Text", server.StaticNode(ua.TypeString, false))
+	text.SamplingInterval = ptr(dur(10 * time.Millisecond))
+	sinks := embeddedMQTT()
+	sinks.WebSocket = &config.WebSocketSink{ClientQueue: 4}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(50 * time.Millisecond),
+			Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+			Writers: []config.DataSetWriter{counterWriter("counter"), writer("big", text)},
+		}},
+		Sinks: sinks,
+	}))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "counter", 5)
 
@@ -273,21 +271,18 @@ sinks:
 // without a gap in its SequenceNumbers or its counter; then an invalid file,
 // which is refused while the stream goes on.
 func TestE2EConfigChangeWhileStreaming(t *testing.T) {
-	conf := func(writers string) string {
-		return fmt.Sprintf(`
-writerGroups:
-  - name: live
-    publishingInterval: 100ms
-    nodes: {samplingInterval: 10ms}
-    writers:
-      - name: a
-        fields: [{name: Counter, node: %q}]
-%ssinks:
-  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
-`, server.NodeCounter, writers)
+	conf := func(w config.DataSetWriter) string {
+		return marshalConfig(t, &config.Config{
+			WriterGroups: []config.WriterGroup{{
+				Name: "live", PublishingInterval: dur(100 * time.Millisecond),
+				Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+				Writers: []config.DataSetWriter{writer("a", field("Counter", server.NodeCounter)), w},
+			}},
+			Sinks: embeddedMQTT(),
+		})
 	}
-	b := fmt.Sprintf("      - name: b\n        fields: [{name: Step, node: %q}]\n", server.NodeStep)
-	c := fmt.Sprintf("      - name: c\n        fields: [{name: Sine, node: %q}]\n", server.NodeSine)
+	b := writer("b", field("Step", server.NodeStep))
+	c := writer("c", field("Sine", server.NodeSine))
 	g := startGateway(t, "gateway.yaml", conf(b))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "live", "a", 5)

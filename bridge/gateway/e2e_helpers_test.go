@@ -281,10 +281,47 @@ func (s *e2eSim) restart() {
 
 func (s *e2eSim) url() string { return "opc.tcp://" + s.addr }
 
-// simEndpoint is the YAML of an endpoint without security on url.
-func simEndpoint(name, url string) string {
-	return fmt.Sprintf("  - name: %s\n    url: %s\n    securityPolicy: None\n    securityMode: None\n", name, url)
+// simEndpoint is an endpoint without security on url.
+func simEndpoint(name, url string) config.Endpoint {
+	return config.Endpoint{Name: name, URL: url, SecurityPolicy: "None", SecurityMode: "None"}
 }
+
+// standalone is a configuration with nothing embedded and no HTTP listener
+// whose one endpoint, "sim", is the server at url without security (its
+// certificate accepted).
+func standalone(url string) *config.Config {
+	off := config.EmbeddedPart{Enabled: ptr(false)}
+	return &config.Config{
+		Embedded:  config.Embedded{Sim: off, MQTT: off, NATS: off},
+		HTTP:      config.HTTP{Disabled: true},
+		Endpoints: []config.Endpoint{{Name: "sim", URL: url, SecurityPolicy: "None", SecurityMode: "None", AutoAccept: true}},
+	}
+}
+
+// jetStreamSink is the at-least-once sink "js" to stream UAGATE of the NATS
+// server at url.
+func jetStreamSink(url string, create bool) config.Sinks {
+	return config.Sinks{NATS: []config.NATSSink{{
+		Name: "js", URL: url, JetStream: &config.JetStream{Stream: "UAGATE", Create: create},
+		Delivery: config.Delivery{Guarantee: config.AtLeastOnce, QueueSize: 4096},
+	}}}
+}
+
+// field is a field named name on node.
+func field(name, node string) config.Field { return config.Field{Name: name, Node: node} }
+
+// writer is a dataset writer of the fields.
+func writer(name string, fields ...config.Field) config.DataSetWriter {
+	return config.DataSetWriter{Name: name, Fields: fields}
+}
+
+// embeddedMQTT is one sink, "mqtt", on the embedded broker.
+func embeddedMQTT() config.Sinks {
+	return config.Sinks{MQTT: []config.MQTTSink{{Name: "mqtt", URL: config.EmbeddedMQTTURL}}}
+}
+
+// ptr is the address of v, for the optional settings.
+func ptr[T any](v T) *T { return &v }
 
 // ---- messages ----
 

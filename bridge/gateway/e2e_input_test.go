@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -41,21 +42,18 @@ func statusValue(raw json.RawMessage) (ua.StatusCode, bool) {
 // every key frame and is absent from delta frames, and the Counter flows
 // without a gap.
 func TestE2EUnknownNodeIDs(t *testing.T) {
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-  - name: g
-    publishingInterval: 100ms
-    keyFrameCount: 3
-    nodes: {samplingInterval: 10ms}
-    writers:
-      - name: w
-        fields:
-          - {name: Counter, node: %q}
-          - {name: Missing, node: "ns=1;s=Demo.NoSuchNode"}
-          - {name: NoNamespace, node: "nsu=urn:nobody;s=X"}
-sinks:
-  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
-`, server.NodeCounter))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(100 * time.Millisecond), KeyFrameCount: 3,
+			Nodes: config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+			Writers: []config.DataSetWriter{writer("w",
+				field("Counter", server.NodeCounter),
+				field("Missing", "ns=1;s=Demo.NoSuchNode"),
+				field("NoNamespace", "nsu=urn:nobody;s=X"),
+			)},
+		}},
+		Sinks: embeddedMQTT(),
+	}))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	g.waitLog("monitored item refused", "field=Missing", "BadNodeIdUnknown")
 	g.waitLog("monitored item refused", "field=NoNamespace", "BadNodeIdUnknown")
@@ -113,12 +111,13 @@ func TestE2EBrokerCredentialsRefused(t *testing.T) {
 	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{Users: map[string]string{"gw": "another", "sub": "sub-pw"}})
 	t.Setenv("E2E_MQTT_PASSWORD", password)
 	sub := subscribeMQTT(t, mosq.URL(), "", "sub", "sub-pw", "opcua/json/#")
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-%ssinks:
-  mqtt:
-    - {name: mosquitto, url: %s, username: gw, password: {env: E2E_MQTT_PASSWORD}, delivery: {guarantee: at-least-once}}
-`, counterGroup("g", ""), mosq.URL()))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{counterGroup("g")},
+		Sinks: config.Sinks{MQTT: []config.MQTTSink{{
+			Name: "mosquitto", URL: mosq.URL(), Username: "gw", Password: config.Secret{Env: "E2E_MQTT_PASSWORD"},
+			Delivery: config.Delivery{Guarantee: config.AtLeastOnce},
+		}}},
+	}))
 	line := g.waitLog("sink connect failed", "sink=mosquitto", "refused the credentials")
 	if !strings.Contains(line, `as \"gw\"`) || !strings.Contains(line, "retryIn=") {
 		t.Errorf("the refusal names neither the user nor the retry: %s", line)
@@ -150,26 +149,21 @@ writerGroups:
 // share its SequenceNumber, and together they carry every field.
 func TestE2EOversizedMessagesSplit(t *testing.T) {
 	const limit = 1024
-	var fields strings.Builder
+	var fields []config.Field
 	var names []string
 	for _, typ := range server.ScalarTypes {
 		names = append(names, typ.String())
-		fmt.Fprintf(&fields, "          - {name: %s, node: %q}\n", typ.String(), server.DynamicNode(typ))
+		fields = append(fields, field(typ.String(), server.DynamicNode(typ)))
 	}
 	names = append(names, "DoubleArray")
-	fmt.Fprintf(&fields, "          - {name: DoubleArray, node: %q}\n", server.ArrayNode(ua.TypeDouble))
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-  - name: g
-    publishingInterval: 200ms
-    keyFrameCount: 1
-    maxMessageSize: %d
-    writers:
-      - name: w
-        fields:
-%ssinks:
-  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
-`, limit, fields.String()))
+	fields = append(fields, field("DoubleArray", server.ArrayNode(ua.TypeDouble)))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(200 * time.Millisecond), KeyFrameCount: 1, MaxMessageSize: limit,
+			Writers: []config.DataSetWriter{writer("w", fields...)},
+		}},
+		Sinks: embeddedMQTT(),
+	}))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	sub.waitCount(t, g, "g", "w", 30)
 
@@ -321,18 +315,16 @@ func TestE2EPublishedNodesJSON(t *testing.T) {
 // Not queue size 1: Part 4 §5.12.1.5 sets the Overflow bit only on queues
 // larger than one, and the simulation server does as it says.
 func TestE2EOverflowCounted(t *testing.T) {
-	g := startGateway(t, "gateway.yaml", fmt.Sprintf(`
-writerGroups:
-  - name: g
-    publishingInterval: 500ms
-    fieldEncoding: dataValue
-    nodes: {samplingInterval: 10ms, queueSize: 2, discardOldest: true}
-    writers:
-      - name: counter
-        fields: [{name: Counter, node: %q}]
-sinks:
-  mqtt: [{name: mqtt, url: "embedded:mqtt"}]
-`, server.NodeCounter))
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(500 * time.Millisecond), FieldEncoding: config.FieldDataValue,
+			Nodes: config.NodeDefaults{
+				SamplingInterval: ptr(dur(10 * time.Millisecond)), QueueSize: 2, DiscardOldest: ptr(true),
+			},
+			Writers: []config.DataSetWriter{counterWriter("counter")},
+		}},
+		Sinks: embeddedMQTT(),
+	}))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
 	waitUntil(t, g, e2eWait, "2 overflows counted", func() bool { return g.groupStats("g").Overflows >= 2 })
 	g.waitLog("queues overflowed", "group=g", "overflowsTotal=")

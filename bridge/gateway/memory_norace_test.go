@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/server"
@@ -31,7 +32,10 @@ func TestGatewaySteadyStateAllocs(t *testing.T) {
 	items := folders * perFolder
 	url := startSimChild(t, server.SimConfig{Folders: folders, Variables: perFolder, Rates: []time.Duration{100 * time.Millisecond},
 		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1})
-	cfg := browseConfig(t, url, folders, perFolder, folders, "publishingInterval: 50ms, fieldEncoding: dataValue, nodes: {samplingInterval: 100ms}")
+	cfg := browseConfig(t, url, folders, perFolder, folders, config.WriterGroup{
+		PublishingInterval: dur(50 * time.Millisecond), FieldEncoding: config.FieldDataValue,
+		Nodes: config.NodeDefaults{SamplingInterval: ptr(dur(100 * time.Millisecond))},
+	})
 	var released atomic.Bool
 	rt := startLibGateway(t, cfg, gateway.Options{
 		Logger:        quietLogger(),

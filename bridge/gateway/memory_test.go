@@ -111,7 +111,9 @@ func TestGatewayItemMemory(t *testing.T) {
 	url := startSimChild(t, server.SimConfig{Folders: folders, Variables: perFolder, Rates: []time.Duration{time.Hour},
 		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1})
 
-	cfg := browseConfig(t, url, folders, perFolder, 10, "publishingInterval: 100ms, fieldEncoding: dataValue")
+	cfg := browseConfig(t, url, folders, perFolder, 10, config.WriterGroup{
+		PublishingInterval: dur(100 * time.Millisecond), FieldEncoding: config.FieldDataValue,
+	})
 
 	heap := func() goruntime.MemStats {
 		goruntime.GC()
@@ -164,29 +166,26 @@ func TestGatewayItemMemory(t *testing.T) {
 
 // browseConfig is the configuration of the memory tests: the simulation
 // server at url (its folders Load.F000 … of perFolder variables each), a
-// null file sink, and writer groups of perGroup writers, one per folder,
-// each browsing its folder; settings are the groups' other keys (YAML flow
-// mapping entries).
-func browseConfig(t *testing.T, url string, folders, perFolder, perGroup int, settings string) *config.Config {
+// file sink to /dev/null, and writer groups of perGroup writers, one per
+// folder, each browsing its folder; settings holds the groups' other keys
+// (its name, endpoint and writers are replaced). It is parsed as a file is.
+func browseConfig(t *testing.T, url string, folders, perFolder, perGroup int, settings config.WriterGroup) *config.Config {
 	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, `gateway: {stateDir: %q, shutdownTimeout: 5s}
-embedded: {sim: {enabled: false}, mqtt: {enabled: false}, nats: {enabled: false}}
-http: {disabled: true}
-endpoints:
-  - {name: sim, url: %q, securityPolicy: None, securityMode: None, autoAccept: true}
-sinks:
-  file: [{name: null, path: /dev/null}]
-writerGroups:
-`, t.TempDir(), url)
+	c := standalone(url)
+	c.Gateway = config.Gateway{StateDir: t.TempDir(), ShutdownTimeout: dur(5 * time.Second)}
+	c.Sinks = config.Sinks{File: []config.FileSink{{Path: "/dev/null"}}}
 	for g := 0; g*perGroup < folders; g++ {
-		fmt.Fprintf(&b, "  - {name: g%03d, endpoint: sim, %s, writers: [\n", g, settings)
+		wg := settings
+		wg.Name, wg.Endpoint, wg.Writers = fmt.Sprintf("g%03d", g), "sim", nil
 		for f := g * perGroup; f < min((g+1)*perGroup, folders); f++ {
-			fmt.Fprintf(&b, "      {id: %d, name: F%03d, browse: [{root: \"ns=1;s=Load.F%03d\", depth: 1, maxNodes: %d}]},\n", f+1, f, f, perFolder)
+			wg.Writers = append(wg.Writers, config.DataSetWriter{
+				ID: uint16(f + 1), Name: fmt.Sprintf("F%03d", f),
+				Browse: []config.BrowseSelect{{Root: fmt.Sprintf("ns=1;s=Load.F%03d", f), Depth: 1, MaxNodes: perFolder}},
+			})
 		}
-		b.WriteString("    ]}\n")
+		c.WriterGroups = append(c.WriterGroups, wg)
 	}
-	cfg, _, err := config.Parse([]byte(b.String()), "memory test")
+	cfg, _, err := config.Parse([]byte(marshalConfig(t, c)), "memory test")
 	if err != nil {
 		t.Fatal(err)
 	}

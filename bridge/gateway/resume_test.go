@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -119,48 +121,22 @@ func startCounterSim(t *testing.T, addr string, rate time.Duration) *server.Serv
 // resumeConfig is a gateway configuration: groups writer groups of the
 // Counter (one writer each, plus items-1 other demo nodes) to a JetStream
 // stream, at-least-once.
-func resumeConfig(simURL, natsURL, stateDir, publisherID string, groups, items int, extra string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `gateway:
-  publisherId: %s
-  stateDir: %q
-  shutdownTimeout: 5s
-embedded:
-  sim: {enabled: false}
-  mqtt: {enabled: false}
-  nats: {enabled: false}
-http:
-  disabled: true
-endpoints:
-  - name: sim
-    url: %q
-    securityPolicy: None
-    securityMode: None
-    autoAccept: true
-sinks:
-  nats:
-    - name: js
-      url: %q
-      delivery: {guarantee: at-least-once, queueSize: 4096}
-      jetStream: {stream: UAGATE, create: true}
-%swriterGroups:
-`, publisherID, stateDir, simURL, natsURL, extra)
-	for g := range groups {
-		fmt.Fprintf(&b, `  - name: g%d
-    endpoint: sim
-    publishingInterval: 100ms
-    maxUnacked: 32
-    nodes: {samplingInterval: 0, queueSize: 200}
-    writers:
-      - name: w
-        fields:
-          - {name: Counter, node: "ns=1;s=Demo.Counter"}
-`, g)
-		for i := 1; i < items; i++ {
-			fmt.Fprintf(&b, "          - {name: X%02d, node: %q}\n", i, demoNodes[i%len(demoNodes)])
-		}
+func resumeConfig(t *testing.T, simURL, natsURL, stateDir, publisherID string, groups, items int) string {
+	c := standalone(simURL)
+	c.Gateway = config.Gateway{PublisherID: publisherID, StateDir: stateDir, ShutdownTimeout: dur(5 * time.Second)}
+	c.Sinks = jetStreamSink(natsURL, true)
+	w := writer("w", field("Counter", "ns=1;s=Demo.Counter"))
+	for i := 1; i < items; i++ {
+		w.Fields = append(w.Fields, field(fmt.Sprintf("X%02d", i), demoNodes[i%len(demoNodes)]))
 	}
-	return b.String()
+	for g := range groups {
+		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
+			Name: "g" + strconv.Itoa(g), Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond), MaxUnacked: 32,
+			Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(0)), QueueSize: 200},
+			Writers: []config.DataSetWriter{w},
+		})
+	}
+	return marshalConfig(t, c)
 }
 
 // sinkMsg is what the test reads of one NetworkMessage in the stream.
@@ -370,7 +346,7 @@ func testRestartWithoutLoss(t *testing.T, graceful bool) {
 	ns := startNATSCluster(t, 1)[0]
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(resumeConfig(srv.URL(), ns.URL(), filepath.Join(dir, "state"), "gw", 1, 3, "")), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(resumeConfig(t, srv.URL(), ns.URL(), filepath.Join(dir, "state"), "gw", 1, 3)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	first := startGatewayChild(t, cfgPath)
@@ -429,7 +405,7 @@ func TestRestartSubscriptionsGone(t *testing.T) {
 	ns := startNATSCluster(t, 1)[0]
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(resumeConfig(srv.URL(), ns.URL(), filepath.Join(dir, "state"), "gw", 1, 3, "")), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(resumeConfig(t, srv.URL(), ns.URL(), filepath.Join(dir, "state"), "gw", 1, 3)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	first := startGatewayChild(t, cfgPath)

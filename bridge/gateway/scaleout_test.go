@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/testutil"
 )
 
@@ -35,56 +36,29 @@ import (
 
 const scaleLeaseTTL = 5 * time.Second
 
-func scaleConfig(simURL, natsURL string, groups int) string {
+func scaleConfig(t *testing.T, simURL, natsURL string, groups int) string {
 	var names []string
 	for g := range groups {
 		names = append(names, "g"+strconv.Itoa(g))
 	}
-	return scaleConfigOf(simURL, natsURL, names)
+	return scaleConfigOf(t, simURL, natsURL, names)
 }
 
 // scaleConfigOf is scaleConfig with the writer groups named.
-func scaleConfigOf(simURL, natsURL string, groups []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `gateway:
-  publisherId: gw
-  shutdownTimeout: 8s
-embedded:
-  sim: {enabled: false}
-  mqtt: {enabled: false}
-  nats: {enabled: false}
-http:
-  disabled: true
-endpoints:
-  - name: sim
-    url: %q
-    securityPolicy: None
-    securityMode: None
-    autoAccept: true
-sinks:
-  nats:
-    - name: js
-      url: %q
-      delivery: {guarantee: at-least-once, queueSize: 4096}
-      jetStream: {stream: UAGATE}
-writerGroups:
-`, simURL, natsURL)
+func scaleConfigOf(t *testing.T, simURL, natsURL string, groups []string) string {
+	c := standalone(simURL)
+	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(8 * time.Second)}
+	c.Sinks = jetStreamSink(natsURL, false)
 	for _, g := range groups {
 		// The server's queues must hold what the Counter makes while nobody
 		// serves the group (a takeover after a kill: about 1.2 TTL).
-		fmt.Fprintf(&b, `  - name: %s
-    endpoint: sim
-    publishingInterval: 100ms
-    maxUnacked: 32
-    nodes: {samplingInterval: 0, queueSize: 1000}
-    writers:
-      - name: w
-        fields:
-          - {name: Counter, node: "ns=1;s=Demo.Counter"}
-          - {name: Sine, node: %q}
-`, g, demoNodes[0])
+		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
+			Name: g, Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond), MaxUnacked: 32,
+			Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(0)), QueueSize: 1000},
+			Writers: []config.DataSetWriter{writer("w", field("Counter", "ns=1;s=Demo.Counter"), field("Sine", demoNodes[0]))},
+		})
 	}
-	return b.String()
+	return marshalConfig(t, c)
 }
 
 // streamMsg is a NetworkMessage of the stream, as the ownership check sees it.
@@ -361,7 +335,7 @@ func TestScaleOut(t *testing.T) {
 	srv := startCounterSim(t, "", 50*time.Millisecond)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(scaleConfig(srv.URL(), url, groups)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(scaleConfig(t, srv.URL(), url, groups)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ids := []string{"gw0", "gw1", "gw2"}
@@ -592,7 +566,7 @@ func TestScaleOutReload(t *testing.T) {
 	write := func(groups ...string) {
 		t.Helper()
 		tmp := cfgPath + ".tmp"
-		if err := os.WriteFile(tmp, []byte(scaleConfigOf(srv.URL(), url, groups)), 0o600); err != nil {
+		if err := os.WriteFile(tmp, []byte(scaleConfigOf(t, srv.URL(), url, groups)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(tmp, cfgPath); err != nil {

@@ -3,14 +3,12 @@ package gateway_test
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/uastack/client"
-	"github.com/uagate/gateway/uastack/server"
 )
 
 // TestWriterGroupsShareSessions: the writer groups of an endpoint are
@@ -21,13 +19,18 @@ import (
 // group to leave a session closes it.
 func TestWriterGroupsShareSessions(t *testing.T) {
 	conf := func(sessions int, groups ...string) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "endpoints:\n  - {name: plc, url: \"embedded:sim\", sessions: %d}\nwriterGroups:\n", sessions)
-		for _, g := range groups {
-			fmt.Fprintf(&b, "  - name: %s\n    publishingInterval: 100ms\n    nodes: {samplingInterval: 10ms}\n    writers:\n      - name: w\n        fields: [{name: Counter, node: %q}]\n", g, server.NodeCounter)
+		c := &config.Config{
+			Endpoints: []config.Endpoint{{Name: "plc", URL: config.EmbeddedSimURL, Sessions: sessions}},
+			Sinks:     embeddedMQTT(),
 		}
-		b.WriteString("sinks:\n  mqtt: [{name: mqtt, url: \"embedded:mqtt\"}]\n")
-		return b.String()
+		for _, g := range groups {
+			c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
+				Name: g, PublishingInterval: dur(100 * time.Millisecond),
+				Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+				Writers: []config.DataSetWriter{counterWriter("w")},
+			})
+		}
+		return marshalConfig(t, c)
 	}
 	g := startGateway(t, "gateway.yaml", conf(1, "g1", "g2", "g3"))
 	sub := subscribeMQTT(t, g.gw.Addrs().MQTT, "", "", "", "opcua/json/#")
@@ -113,7 +116,7 @@ func TestManyGroupsOnOneSession(t *testing.T) {
 	sampling := dur(20 * time.Millisecond)
 	c := &config.Config{
 		Endpoints: []config.Endpoint{{Name: "plc", URL: config.EmbeddedSimURL}},
-		Sinks:     config.Sinks{MQTT: []config.MQTTSink{{Name: "mqtt", URL: config.EmbeddedMQTTURL}}},
+		Sinks:     embeddedMQTT(),
 	}
 	for i := range groups {
 		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
