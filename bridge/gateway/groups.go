@@ -145,7 +145,7 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		Session:     m,
 		Queues:      data,
 		FieldQueues: fields,
-		PublisherID: gw.cfg.Gateway.PublisherID, // a gateway setting: the same in every configuration applied
+		PublisherID: gw.view.Load().cfg.Gateway.PublisherID, // a gateway setting: the same in every configuration applied
 		EndpointURL: url,
 		Logger:      gw.log,
 		Resume:      gw.resume,
