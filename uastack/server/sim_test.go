@@ -53,14 +53,16 @@ func TestSimStagger(t *testing.T) {
 // TestParallelSweep: a sweep of more than parallelSampleItems items is split
 // over goroutines by subscription; every item of every subscription still
 // gets every value of its counter, in order, without a gap (and, under the
-// race detector, without a race).
+// race detector, without a race). The counters tick every 500 ms, ten times
+// the sampling interval: a sample that a busy machine delays by less than
+// that still sees every tick.
 func TestParallelSweep(t *testing.T) {
 	const subs, perSub = 3, 3000 // 9,000 items at one sampling rate
 	if subs*perSub < parallelSampleItems {
 		t.Fatalf("%d items do not make a parallel sweep", subs*perSub)
 	}
 	s := startServer(t, func(c *Config) {
-		c.Sim = SimConfig{Folders: subs * 3, Variables: perSub / 3, Rates: []time.Duration{100 * time.Millisecond},
+		c.Sim = SimConfig{Folders: subs * 3, Variables: perSub / 3, Rates: []time.Duration{500 * time.Millisecond},
 			Types: []ua.TypeID{ua.TypeInt32}, Generators: []Generator{GeneratorCounter}, AlarmInterval: -1}
 	})
 	ctx := testContext(t, time.Minute)
