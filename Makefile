@@ -47,7 +47,7 @@ bench:
 ## baseline (throughput, CPU per notification, latency, loss, ratio); then 1,000,000 items
 ## at 1 s for the gateway's memory per item (sampling 250 ms: sampling a million items
 ## every 20 ms would cost the simulation server a core of the two; publishing 20 ms and the
-## counters in lockstep as in the earlier memory figures). The first run uses the bench's
+## counters in lockstep, the heavier case for memory). The first run uses the bench's
 ## defaults: counters staggered over their period, sampling 20 ms, publishing 10 ms.
 BENCH_E2E_FLAGS ?= -items 100000 -rate 100ms -duration 30s -bridge both
 BENCH_E2E_MEM_FLAGS ?= -items 1000000 -rate 1s -sampling 250ms -publishing 20ms -stagger=false -duration 20s -setup-timeout 10m -bridge gateway
