@@ -16,7 +16,8 @@ import (
 // parts. Every step is bounded by ctx: once it ends, what is still waiting
 // (a dead broker, a full queue, a server that does not answer) is left to
 // end on its own and Stop goes on, so that it returns soon after ctx
-// ends. The writer groups' resume records are written first. Stop may be
+// ends. Each writer group's resume record is brought up to date as it
+// detaches; one stuck past ctx keeps the record it saved last. Stop may be
 // called more than once; later calls return at once.
 func (gw *Gateway) Stop(ctx context.Context) error {
 	gw.mu.Lock()
