@@ -466,6 +466,9 @@ func TestDropResent(t *testing.T) {
 	p.post(sub.armResend)
 	f.answer(id, 9, nil, []float64{1, 2}, nil)
 	rec.wait(t, 9)
+	// OnMessageDone follows the handler's return: wait for it, not for the
+	// handler.
+	testutil.WaitFor(t, 5*time.Second, "message 9 done", func() bool { return slices.Contains(done.list(), 9) })
 	if st := sub.Stats(); st.Suppressed != 4 {
 		t.Fatalf("stats %+v", st)
 	}

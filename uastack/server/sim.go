@@ -528,7 +528,9 @@ func (s *Server) buildSim(b *builder) {
 	as := b.as
 	cfg := &s.cfg.Sim
 	objects := as.ns0(ua.ID_ObjectsFolder)
-	start := s.start.UnixNano()
+	// Ticks begin on whole DateTime units (100 ns), so that a value's
+	// SourceTimestamp names exactly the tick it belongs to.
+	start := s.start.UnixNano() / 100 * 100
 	seed := uint64(0)
 	nextSeed := func() uint64 { seed++; return splitmix(seed) }
 	sid := func(s string) ua.NodeID { return ua.NewStringNodeID(1, s) }
@@ -608,7 +610,7 @@ func (s *Server) buildSim(b *builder) {
 			if cfg.Stagger && f > 0 {
 				// Tick 0 began before the start, never after: no value
 				// carries a SourceTimestamp in the future.
-				offset = int64(period)*int64(f)/int64(cfg.Folders) - int64(period)
+				offset = (int64(period)*int64(f)/int64(cfg.Folders) - int64(period)) / 100 * 100
 			}
 			for v := 0; v < cfg.Variables; v++ {
 				t := cfg.Types[v%len(cfg.Types)]

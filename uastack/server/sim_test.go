@@ -21,12 +21,12 @@ func TestSimStagger(t *testing.T) {
 			c.Sim = SimConfig{Folders: folders, Variables: 3, Rates: []time.Duration{period},
 				Types: []ua.TypeID{ua.TypeInt32}, Generators: []Generator{GeneratorCounter}, AlarmInterval: -1, Stagger: stagger}
 		})
-		base := s.start.UnixNano()
+		base := s.start.UnixNano() / 100 * 100
 		now := time.Now().UnixNano()
 		for f := range folders {
 			want := base
 			if stagger && f > 0 {
-				want = base + int64(period)*int64(f)/folders - int64(period)
+				want = base + (int64(period)*int64(f)/folders-int64(period))/100*100
 			}
 			for v := range 3 {
 				n := s.as.get(ua.MustParseNodeID(LoadNode(f, v)))
