@@ -142,7 +142,7 @@ func TestKeysFile(t *testing.T) {
 	}
 	t0 := time.Now().Add(-time.Hour)
 	write("# keys\nadmin "+adminToken+" ops\nread "+readToken+"\n", t0)
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	b := newTestBackend(t, baseConfig())
 	_, ts := newTestServer(t, b, Options{KeysFile: file, Logger: slogTo(&logs)})
 	if r := do(t, ts, "GET", "/api/v1/status", readToken, nil); r.status != 200 {

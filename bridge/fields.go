@@ -92,9 +92,8 @@ type typeInfo struct {
 
 // eventInfo is the EventFilter of an event field.
 type eventInfo struct {
-	slot   int32
-	sel    []string
-	ofType string // node id of the event type; "" any
+	slot int32
+	sel  []string
 }
 
 // writer is one DataSetWriter: a contiguous range of the group's slots and
@@ -199,7 +198,7 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		slot := int32(len(g.fields))
 		if ev := fc.Events; ev != nil {
 			f.flags |= fieldEvent | fieldTypeKnown
-			w.events = append(w.events, eventInfo{slot: slot, sel: ev.Select, ofType: ev.OfType})
+			w.events = append(w.events, eventInfo{slot: slot, sel: ev.Select})
 		} else {
 			w.untyped++
 			if fc.Heartbeat > 0 {

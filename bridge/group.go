@@ -209,12 +209,11 @@ func (g *WriterGroup) prepare(ctx context.Context, c *client.Client, w *writer, 
 		fc := &w.cfg.Fields[k]
 		slot := w.first + int32(k)
 		// Every slot gets its request, so that handles follow the slots.
+		var id ua.NodeID
 		x, err := ua.ParseExpandedNodeID(fc.Node) // config validated it
 		if err != nil {
 			bad[slot] = err // the server refuses the null node id, the field reports it
-		}
-		id, err := x.Resolve(g.namespaces)
-		if err != nil {
+		} else if id, err = x.Resolve(g.namespaces); err != nil {
 			// A namespace URI the server does not know (now): the item is
 			// still created; the client resolves the URI at every creation,
 			// reports BadNodeIdUnknown meanwhile and retries.

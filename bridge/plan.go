@@ -124,71 +124,16 @@ func (p *plan) keepAliveCount() uint32 {
 // it looks at the settings config fills, not at their values (config
 // validates those).
 func checkDefaulted(cfg *config.WriterGroup) error {
-	unset := ""
-	switch {
-	case cfg.Name == "":
-		unset = "name"
-	case cfg.PublishingInterval <= 0:
-		unset = "publishingInterval"
-	case cfg.KeyFrameCount == 0:
-		unset = "keyFrameCount"
-	case cfg.KeepAlive == 0:
-		unset = "keepAlive"
-	case cfg.MaxMessageSize <= 0:
-		unset = "maxMessageSize"
-	case cfg.MaxUnacked <= 0:
-		unset = "maxUnacked"
-	case cfg.MaxNotificationsPerPublish == 0:
-		unset = "maxNotificationsPerPublish"
-	case cfg.MessageShape == "":
-		unset = "messageShape"
-	case cfg.Encoding == "":
-		unset = "encoding"
-	case cfg.FieldEncoding == "":
-		unset = "fieldEncoding"
-	case cfg.Format == "":
-		unset = "format"
-	}
-	if unset != "" {
+	if unset := cfg.Undefaulted(); unset != "" {
 		return fmt.Errorf("%w: writer group %q: %s", ErrNotDefaulted, cfg.Name, unset)
-	}
-	for i := range cfg.Writers {
-		if err := checkWriterDefaulted(cfg.Name, &cfg.Writers[i]); err != nil {
-			return err
-		}
 	}
 	return nil
 }
 
 // checkWriterDefaulted is checkDefaulted for one writer and its fields.
 func checkWriterDefaulted(group string, wc *config.DataSetWriter) error {
-	if wc.ID == 0 || wc.Name == "" {
-		return fmt.Errorf("%w: writer group %q: writer %q (id %d): id or name", ErrNotDefaulted, group, wc.Name, wc.ID)
-	}
-	for k := range wc.Fields {
-		fc := &wc.Fields[k]
-		unset := ""
-		switch ev := fc.Events; {
-		case fc.Name == "":
-			unset = "name"
-		case fc.QueueSize == 0:
-			unset = "queueSize"
-		case ev != nil:
-			if len(ev.Select) == 0 {
-				unset = "events.select"
-			}
-		case fc.SamplingInterval == nil:
-			unset = "samplingInterval"
-		case fc.DiscardOldest == nil:
-			unset = "discardOldest"
-		case fc.Trigger == "":
-			unset = "trigger"
-		case fc.Deadband.Type == "":
-			unset = "deadband.type"
-		}
-		if unset != "" {
-			return fmt.Errorf("%w: writer group %q: writer %q: field %d: %s", ErrNotDefaulted, group, wc.Name, k+1, unset)
-		}
+	if unset := wc.Undefaulted(); unset != "" {
+		return fmt.Errorf("%w: writer group %q: %s", ErrNotDefaulted, group, unset)
 	}
 	return nil
 }

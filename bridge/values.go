@@ -34,14 +34,20 @@ type ValueFilter struct {
 // It waits only for a cache update in progress, never for a sink.
 func (g *WriterGroup) LastValues(f ValueFilter, from, limit int) ([]FieldValue, int) {
 	var idx *nodeIndex
-	if f.Node != "" {
-		idx = g.nodeIndex()
+	for {
+		if f.Node != "" {
+			idx = g.nodeIndex()
+		}
+		g.vmu.RLock()
+		if f.Node == "" || idx != nil && idx.gen == g.idxGen.Load() {
+			break
+		}
+		// The writers changed while the index was built (a reload): build
+		// it again, a chunk at a time, rather than at once under g.vmu,
+		// which would hold the notification handlers up for the whole build.
+		g.vmu.RUnlock()
 	}
-	g.vmu.RLock()
 	defer g.vmu.RUnlock()
-	if f.Node != "" && (idx == nil || idx.gen != g.idxGen.Load()) {
-		idx = g.nodeIndexLocked()
-	}
 	it := g.matching(f, from, idx)
 	var out []FieldValue
 	if limit > 0 {
@@ -206,15 +212,6 @@ func (g *WriterGroup) nodeIndex() *nodeIndex {
 	if g.idxGen.Load() != gen {
 		return nil
 	}
-	g.nodeIdx.Store(idx)
-	return idx
-}
-
-// nodeIndexLocked builds the node index at once (g.vmu held): when the
-// fields changed under nodeIndex, a rare case.
-func (g *WriterGroup) nodeIndexLocked() *nodeIndex {
-	keys, _ := g.appendNodeKeys(make([]uint64, 0, len(g.fields)), nil, 0, int32(len(g.fields)))
-	idx := sortedIndex(g.idxGen.Load(), keys)
 	g.nodeIdx.Store(idx)
 	return idx
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -436,4 +437,74 @@ func setBool(p **bool, v bool) {
 	if *p == nil {
 		*p = &v
 	}
+}
+
+// Undefaulted names the first setting of wg, its writers or their fields
+// that ApplyDefaults fills in and that is unset ("" when none is): a
+// consumer that relies on the defaults (bridge.NewWriterGroup) refuses a
+// group that did not get them.
+func (wg *WriterGroup) Undefaulted() string {
+	switch {
+	case wg.Name == "":
+		return "name"
+	case wg.PublishingInterval <= 0:
+		return "publishingInterval"
+	case wg.KeyFrameCount == 0:
+		return "keyFrameCount"
+	case wg.KeepAlive == 0:
+		return "keepAlive"
+	case wg.MaxMessageSize <= 0:
+		return "maxMessageSize"
+	case wg.MaxUnacked <= 0:
+		return "maxUnacked"
+	case wg.MaxNotificationsPerPublish == 0:
+		return "maxNotificationsPerPublish"
+	case wg.MessageShape == "":
+		return "messageShape"
+	case wg.Encoding == "":
+		return "encoding"
+	case wg.FieldEncoding == "":
+		return "fieldEncoding"
+	case wg.Format == "":
+		return "format"
+	}
+	for i := range wg.Writers {
+		if unset := wg.Writers[i].Undefaulted(); unset != "" {
+			return unset
+		}
+	}
+	return ""
+}
+
+// Undefaulted is WriterGroup.Undefaulted for one writer and its fields.
+func (w *DataSetWriter) Undefaulted() string {
+	if w.ID == 0 || w.Name == "" {
+		return fmt.Sprintf("writer %q (id %d): id or name", w.Name, w.ID)
+	}
+	for k := range w.Fields {
+		fc := &w.Fields[k]
+		unset := ""
+		switch ev := fc.Events; {
+		case fc.Name == "":
+			unset = "name"
+		case fc.QueueSize == 0:
+			unset = "queueSize"
+		case ev != nil:
+			if len(ev.Select) == 0 {
+				unset = "events.select"
+			}
+		case fc.SamplingInterval == nil:
+			unset = "samplingInterval"
+		case fc.DiscardOldest == nil:
+			unset = "discardOldest"
+		case fc.Trigger == "":
+			unset = "trigger"
+		case fc.Deadband.Type == "":
+			unset = "deadband.type"
+		}
+		if unset != "" {
+			return fmt.Sprintf("writer %q: field %d: %s", w.Name, k+1, unset)
+		}
+	}
+	return ""
 }

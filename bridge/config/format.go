@@ -34,6 +34,10 @@ type Decoded struct {
 // Position is a place in a file (1-based).
 type Position struct{ Line, Column int }
 
+// BOM is the UTF-8 byte order mark some editors (Windows ones) write at the
+// start of a file; the loaders skip it.
+const BOM = "\xef\xbb\xbf"
+
 var formats struct {
 	sync.RWMutex
 	list []Format
@@ -76,6 +80,6 @@ func unregisteredJSON(data []byte) bool {
 	formats.RLock()
 	none := len(formats.list) == 0
 	formats.RUnlock()
-	s := bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")))
+	s := bytes.TrimSpace(bytes.TrimPrefix(data, []byte(BOM)))
 	return none && len(s) > 0 && s[0] == '['
 }

@@ -32,17 +32,11 @@ func SavedFile() string {
 // state directory.
 func SavePath(file string, c *Config) string {
 	if file != "" {
-		if data, err := readLimited(file, MaxFileSize); err == nil && !isOtherFormat(data) {
-			return file
+		if data, err := readLimited(file, MaxFileSize); err == nil {
+			if _, other := formatOf(data); !other {
+				return file
+			}
 		}
 	}
 	return filepath.Join(c.Gateway.StateDir, SavedName)
-}
-
-// isOtherFormat reports whether data is in a registered format other than
-// the gateway's YAML (OPC Publisher's publishednodes.json), which the
-// gateway does not rewrite.
-func isOtherFormat(data []byte) bool {
-	_, ok := formatOf(data)
-	return ok
 }

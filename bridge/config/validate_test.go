@@ -315,3 +315,16 @@ sinks:
 		t.Errorf("sinks %+v, embedded mqtt %v", c.Sinks, c.Embedded.MQTT.On())
 	}
 }
+
+// TestUndefaulted: a writer group ApplyDefaults filled in names nothing
+// unset, and one that did not get its defaults names the first setting.
+func TestUndefaulted(t *testing.T) {
+	wg := WriterGroup{Name: "g", Endpoint: "e", Writers: []DataSetWriter{{Fields: []Field{{Node: "i=85"}, {Node: "i=2253", Events: &EventSelect{}}}}}}
+	if unset := wg.Undefaulted(); unset != "publishingInterval" {
+		t.Errorf("before ApplyDefaults: %q, want publishingInterval", unset)
+	}
+	wg.ApplyDefaults()
+	if unset := wg.Undefaulted(); unset != "" {
+		t.Errorf("after ApplyDefaults: %q unset", unset)
+	}
+}

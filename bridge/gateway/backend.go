@@ -71,10 +71,8 @@ func (gw *Gateway) ApplyConfig(ctx context.Context, change func(*config.Config) 
 	if errors.Is(applyErr, ErrStopped) {
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, applyErr)
 	}
-	if path != "" && gw.Config() != cur {
-		if err := config.Write(gw.Config(), path); err != nil {
-			return fmt.Errorf("the change runs but was not saved: %w", err)
-		}
+	if err := gw.saveIfChanged(cur); err != nil {
+		return err
 	}
 	if applyErr != nil {
 		return fmt.Errorf("%w: %v (the other changes were applied; POST /api/v1/config/retry tries again)", api.ErrConflict, applyErr)
@@ -87,16 +85,25 @@ func (gw *Gateway) ApplyConfig(ctx context.Context, change func(*config.Config) 
 func (gw *Gateway) RetryConfig(ctx context.Context) error {
 	cur := gw.Config()
 	_, err := gw.Retry(ctx)
-	if p := gw.opts.SavePath; p != "" && gw.Config() != cur {
-		if werr := config.Write(gw.Config(), p); werr != nil {
-			return fmt.Errorf("the change runs but was not saved: %w", werr)
-		}
+	if err := gw.saveIfChanged(cur); err != nil {
+		return err
 	}
 	if err != nil {
 		if errors.Is(err, ErrStopped) {
 			return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 		}
 		return fmt.Errorf("%w: %v", api.ErrConflict, err)
+	}
+	return nil
+}
+
+// saveIfChanged saves what runs to Options.SavePath when it is no longer
+// cur (the configuration before an apply).
+func (gw *Gateway) saveIfChanged(cur *config.Config) error {
+	if p := gw.opts.SavePath; p != "" && gw.Config() != cur {
+		if err := config.Write(gw.Config(), p); err != nil {
+			return fmt.Errorf("the change runs but was not saved: %w", err)
+		}
 	}
 	return nil
 }

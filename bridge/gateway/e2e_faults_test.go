@@ -9,7 +9,6 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/brokertest"
@@ -118,15 +117,7 @@ func TestE2ENATSJetStreamRestart(t *testing.T) {
 		}}},
 	}))
 
-	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStream(t, ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	lastSeq := func() uint64 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

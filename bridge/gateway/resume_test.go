@@ -149,18 +149,26 @@ type sinkMsg struct {
 	At          time.Time // when the stream stored it
 }
 
-// readStream reads every message the stream holds.
-func readStream(t *testing.T, natsURL string) []sinkMsg {
+// jetStream is a JetStream context on a connection to url, closed when the
+// test ends.
+func jetStream(t *testing.T, url string, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// readStream reads every message the stream holds.
+func readStream(t *testing.T, natsURL string) []sinkMsg {
+	t.Helper()
+	js := jetStream(t, natsURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, "UAGATE")
@@ -304,15 +312,7 @@ func checkCounter(msgs []sinkMsg, group string, from float64) counterCheck {
 // waitStream waits until the stream holds at least n messages.
 func waitStream(t *testing.T, natsURL string, n uint64, d time.Duration, why func() string) {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStream(t, natsURL)
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -179,8 +179,11 @@ func (r *ring[T]) pop() T {
 type Output struct {
 	sink Sink
 	opts OutputOptions
-	log  *slog.Logger
-	conn ConnState // sink as ConnState, or nil
+	// atLeastOnce and block are opts.Guarantee and opts.Policy as the
+	// per-message paths test them.
+	atLeastOnce, block bool
+	log                *slog.Logger
+	conn               ConnState // sink as ConnState, or nil
 
 	wake chan struct{} // cap 1: something for the worker to look at
 	done chan struct{} // closed when the worker (or Close without Start) finished
@@ -254,6 +257,7 @@ func NewOutput(s Sink, opts OutputOptions) (*Output, error) {
 	}
 	// An output never gives up: it retries at Backoff.Max until closed.
 	o.backoff.MaxElapsed = 0
+	o.atLeastOnce, o.block = opts.Guarantee == config.AtLeastOnce, opts.Policy == config.Block
 	o.conn, _ = s.(ConnState)
 	o.room.L = &o.mu
 	o.stats.Name, o.stats.Guarantee, o.stats.Policy = s.Name(), opts.Guarantee, opts.Policy
@@ -283,13 +287,13 @@ func (o *Output) Start() {
 }
 
 // closedOutcome is what Done is told of a message the Output gives up on.
-func (o *Output) closedOutcome() bool { return o.opts.Guarantee != config.AtLeastOnce }
+func (o *Output) closedOutcome() bool { return !o.atLeastOnce }
 
 // Enqueue takes over one reference of m. See Queue for the policies.
 func (o *Output) Enqueue(m *Message) {
 	o.mu.Lock()
 	o.stats.Enqueued++
-	for !o.closing && o.fullLocked(m) && o.opts.Policy == config.Block {
+	for !o.closing && o.fullLocked(m) && o.block {
 		o.room.Wait()
 	}
 	for !o.closing && o.fullLocked(m) { // DropOldest
@@ -330,7 +334,7 @@ func (o *Output) fullForLocked(n int) bool {
 // it has room for a message of n payload bytes (or is closing); other
 // policies return at once.
 func (o *Output) WaitRoom(n int) {
-	if o.opts.Policy != config.Block {
+	if !o.block {
 		return
 	}
 	n = MessageSize(n)
@@ -399,7 +403,7 @@ func (o *Output) Confirmed(m *Message, err error) {
 		if o.failedN == 0 {
 			o.backoff.Reset()
 		}
-	case o.opts.Guarantee == config.AtLeastOnce:
+	case o.atLeastOnce:
 		o.stats.Errors++
 		o.setErrLocked(err)
 		s.state = slotFailed

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/server"
 )
 
@@ -40,7 +39,7 @@ func TestRunUpstreamPermanentFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			isolate(t)
 			args := append([]string{"run", "-upstream", srv.URL(), "-nodes", server.NodeCounter, "-pki", t.TempDir()}, tc.args...)
-			var stderr syncBuffer
+			var stderr testutil.LockedBuffer
 			done := make(chan int, 1)
 			start := time.Now()
 			go func() { done <- run(args, nil, io.Discard, &stderr) }()
@@ -79,23 +78,4 @@ func TestRunUpstreamPermanentFailure(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-// syncBuffer is a bytes.Buffer for stderr, which the run's logger and its
-// hints write to from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -11,7 +11,6 @@
 package brokertest
 
 import (
-	"bytes"
 	"errors"
 	"net"
 	"os"
@@ -22,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uagate/gateway/internal/testutil"
 )
 
 // StartTimeout bounds the wait for a broker to accept connections.
@@ -55,27 +56,6 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 1<<20 { // keep the log bounded; the start tells most
-		return len(p), nil
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // process is a broker child process restartable on the same port.
 type process struct {
 	t    testing.TB
@@ -83,7 +63,7 @@ type process struct {
 	bin  string
 	args func() []string
 	port int
-	log  syncBuffer
+	log  testutil.LockedBuffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd

@@ -305,14 +305,10 @@ func (p *Pool) Take(key PoolKey) *ManagedSession {
 // Remove closes (ManagedSession.Close with ctx) and forgets the session of a
 // key.
 func (p *Pool) Remove(ctx context.Context, key PoolKey) error {
-	p.mu.Lock()
-	e := p.sessions[key]
-	delete(p.sessions, key)
-	p.mu.Unlock()
-	if e == nil {
-		return nil
+	if m := p.Take(key); m != nil {
+		return m.Close(ctx)
 	}
-	return e.m.Close(ctx)
+	return nil
 }
 
 // Sessions returns the pool's sessions by key, in key order.

@@ -132,12 +132,10 @@ func blankTrailingCommas(data []byte) []byte {
 	return data
 }
 
-const bom = "\xef\xbb\xbf" // as Windows editors write
-
 // IsFile reports whether data is a published nodes file: a JSON array whose
 // first element is an object with an EndpointUrl (comments allowed).
 func IsFile(data []byte) bool {
-	s := bytes.TrimSpace(stripComments(bytes.TrimPrefix(data, []byte(bom))))
+	s := bytes.TrimSpace(stripComments(bytes.TrimPrefix(data, []byte(config.BOM))))
 	if len(s) == 0 || s[0] != '[' {
 		return false
 	}
@@ -457,7 +455,7 @@ func (n *jnode) generic() any {
 // of their members ("[i]…" paths).
 func parseFile(data []byte, file string) ([]Entry, *fileDecoder) {
 	d := &fileDecoder{file: file, values: map[string]config.Position{}, keys: map[string]config.Position{}}
-	root, err := parseTree(blankTrailingCommas(stripComments(bytes.TrimPrefix(data, []byte(bom)))))
+	root, err := parseTree(blankTrailingCommas(stripComments(bytes.TrimPrefix(data, []byte(config.BOM)))))
 	if err != nil {
 		var p *positioned
 		errors.As(err, &p)

@@ -1,6 +1,7 @@
 package publishednodes
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -290,9 +291,9 @@ func Replace(c *config.Config, rs ...*Resolved) []Issue {
 			names[r.Writer] = true
 		} else {
 			for _, n := range r.Nodes {
-				names[defaultWriter(cmpOr(n.Interval, config.DefaultPublishingInterval))] = true
+				names[defaultWriter(cmp.Or(n.Interval, config.DefaultPublishingInterval))] = true
 			}
-			names[defaultWriter(cmpOr(r.Interval, config.DefaultPublishingInterval))] = true
+			names[defaultWriter(cmp.Or(r.Interval, config.DefaultPublishingInterval))] = true
 		}
 		for _, gi := range family(c, ep, r.groupBase(ep)) {
 			g := &c.WriterGroups[gi]
@@ -309,13 +310,6 @@ func Replace(c *config.Config, rs ...*Resolved) []Issue {
 	}
 	DropEmpty(c)
 	return warns
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // DropEmpty removes writers without fields (or browse selections) and
