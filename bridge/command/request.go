@@ -239,24 +239,62 @@ func Decode(payload []byte, maxPayload int) (*Request, *Response) {
 // peekID finds the request id of a request that cannot be decoded as a
 // whole, so that its refusal can name it; "" when there is none.
 func peekID(payload []byte, maxPayload int) string {
-	if len(payload) > maxPayload {
-		payload = payload[:maxPayload]
+	return peekMember(payload, `"requestId"`, maxPayload)
+}
+
+// PeekReplyTo finds the replyTo member of a request ("" when there is none
+// or it cannot be read), for a transport that answers before or without
+// the engine's decoding.
+func PeekReplyTo(payload []byte) string {
+	return peekMember(payload, `"replyTo"`, DefaultMaxPayload)
+}
+
+// DefaultMaxPayload is the request size PeekReplyTo looks into.
+const DefaultMaxPayload = 64 << 10
+
+// peekMember finds the first string member name of a JSON object in the
+// first max bytes of payload.
+func peekMember(payload []byte, name string, max int) string {
+	if len(payload) > max {
+		payload = payload[:max]
 	}
-	i := bytes.Index(payload, []byte(`"requestId"`))
+	i := bytes.Index(payload, []byte(name))
 	if i < 0 {
 		return ""
 	}
-	rest := bytes.TrimLeft(payload[i+len(`"requestId"`):], " \t\r\n")
+	rest := bytes.TrimLeft(payload[i+len(name):], " \t\r\n")
 	if len(rest) == 0 || rest[0] != ':' {
 		return ""
 	}
 	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
-	var id string
+	var v string
 	d := json.NewDecoder(bytes.NewReader(rest))
-	if d.Decode(&id) != nil || len(id) > maxIDLength {
+	if d.Decode(&v) != nil || len(v) > maxIDLength {
 		return ""
 	}
-	return id
+	return v
+}
+
+// CheckReplyTo checks a reply topic (sep '/') or subject (sep '.') a
+// request names: no wildcards, nothing of the broker's own ($…), and not
+// under the request prefix (the gateway would take its answer for a
+// request).
+func CheckReplyTo(to string, sep byte, prefix string) error {
+	wild := "+#"
+	if sep == '.' {
+		wild = "*> \t"
+	}
+	switch {
+	case to == "":
+		return fmt.Errorf("empty")
+	case strings.ContainsAny(to, wild) || strings.ContainsRune(to, 0):
+		return fmt.Errorf("%q has wildcards", to)
+	case strings.HasPrefix(to, "$"):
+		return fmt.Errorf("%q: topics starting with $ belong to the broker", to)
+	case to == prefix || strings.HasPrefix(to, prefix+string(sep)) && strings.Count(to[len(prefix)+1:], string(sep)) == 0:
+		return fmt.Errorf("%q is a request topic", to)
+	}
+	return nil
 }
 
 // check validates the members a request of its operation needs.

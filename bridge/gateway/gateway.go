@@ -18,6 +18,7 @@ import (
 
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/embedded"
 	"github.com/uagate/gateway/bridge/lease"
@@ -68,7 +69,12 @@ type Gateway struct {
 
 	pool *client.Pool
 	api  *api.Server
-	hist *api.Histograms // latency histograms the sinks and sessions feed
+
+	// cmd runs commands (commands.go): made by Start, its rules follow the
+	// running configuration (publishLocked); cmdTransports carry them.
+	cmd           *command.Engine
+	cmdTransports []cmdTransport
+	hist          *api.Histograms // latency histograms the sinks and sessions feed
 
 	storeMu sync.Mutex            // guards stores
 	stores  map[string]*pki.Store // certificate stores by directory, for the API
@@ -95,8 +101,10 @@ type Gateway struct {
 	// endpoint's sessions share.
 	sessions map[client.PoolKey]*sharedSession
 	clients  map[string]endpointClient
-	started  bool
-	stopped  bool
+	// cmdSessions are the endpoints' command sessions (commands.go).
+	cmdSessions map[string]cmdSession
+	started     bool
+	stopped     bool
 
 	view   atomic.Pointer[view] // what readers see (publishLocked)
 	starts sync.WaitGroup       // group starts in flight
@@ -223,6 +231,9 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	if err := gw.startSinks(cfg, gw.opts.ExtraSinks); err != nil {
 		return err
 	}
+	if err := gw.startCommands(cfg); err != nil {
+		return err
+	}
 	if err := gw.startHTTP(cfg); err != nil {
 		return err
 	}
@@ -251,6 +262,9 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 // publishLocked publishes the running state to the readers (gw.mu held).
 func (gw *Gateway) publishLocked() {
 	gw.view.Store(&view{cfg: gw.cfg, groups: maps.Clone(gw.groups)})
+	if gw.cmd != nil {
+		gw.cmd.SetConfig(gw.cfg)
+	}
 }
 
 // Addrs returns the addresses the gateway listens on (after Start).

@@ -37,6 +37,8 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 		}
 	}()
 	gw.cancel() // group starts, applies waiting for their turn, the memory releaser
+	// Commands end first: what waits is answered, what runs is cancelled.
+	waitCtx(ctx, func() { gw.stopCommands(ctx) })
 	if gw.scale != nil {
 		// The groups this replica holds stop keeping their subscriptions,
 		// and their leases are released: the others take them over at
