@@ -7,8 +7,10 @@ import (
 
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/command"
+	"github.com/uagate/gateway/bridge/command/mqttcmd"
 	"github.com/uagate/gateway/bridge/command/natscmd"
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
 	"github.com/uagate/gateway/uastack/client"
 )
@@ -56,7 +58,24 @@ func (gw *Gateway) startCommands(cfg *config.Config) error {
 		}
 		gw.cmdTransports = append(gw.cmdTransports, t)
 	}
-	gw.log.Info("commands enabled", "natsSubject", subject+".<caller>", "rules", len(cfg.Commands.Rules))
+	topic := strings.ReplaceAll(cfg.Commands.Topic, "{PublisherId}", pub)
+	for _, m := range cfg.Sinks.MQTT {
+		if !cfg.Commands.CarriedBy(m.Name) {
+			continue
+		}
+		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
+		tc := mqttcmd.Config{SinkName: m.Name, URL: gw.url(mc.URL), ClientID: mc.ClientID, Username: mc.Username,
+			Password: mc.Password, TLS: mc.TLS, Topic: topic}
+		if cfg.ScaleOut.Enabled {
+			tc.Share = pub + "-commands" // one replica runs each request
+		}
+		t, err := mqttcmd.Start311(e, tc, gw.log)
+		if err != nil {
+			return fmt.Errorf("commands on sinks.mqtt %s: %w", m.Name, err)
+		}
+		gw.cmdTransports = append(gw.cmdTransports, t)
+	}
+	gw.log.Info("commands enabled", "mqttTopic", topic+"/<caller>", "natsSubject", subject+".<caller>", "rules", len(cfg.Commands.Rules))
 	return nil
 }
 

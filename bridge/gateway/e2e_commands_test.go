@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	mqtt "github.com/eclipse/paho.mqtt.golang"
 	json "github.com/goccy/go-json"
 	"github.com/nats-io/nats.go"
 
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
@@ -283,5 +285,101 @@ func TestCommandsNATS(t *testing.T) {
 	st := g.gw.Commands().Stats()
 	if st[1].Transport != command.TransportNATS || st[1].Good == 0 || st[1].Denied == 0 || st[1].RateLimited == 0 || st[1].Duplicates == 0 || st[1].Invalid == 0 {
 		t.Fatalf("stats %+v", st[1])
+	}
+}
+
+// mqttCaller publishes requests on <topic>/<caller> and takes the
+// responses from <topic>/<caller>/reply (or the replyTo it names).
+type mqttCaller struct {
+	cl    mqtt.Client
+	topic string
+	mu    sync.Mutex
+	resps map[string][]byte
+}
+
+func newMQTTCaller(t *testing.T, url, topic, reply string) *mqttCaller {
+	t.Helper()
+	c := &mqttCaller{topic: topic, resps: map[string][]byte{}}
+	o := mqtt.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprintf("e2e-cmd-%d", time.Now().UnixNano())).SetOrderMatters(false)
+	c.cl = mqtt.NewClient(o)
+	if tok := c.cl.Connect(); !tok.WaitTimeout(e2eWait) || tok.Error() != nil {
+		t.Fatalf("mqtt caller: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.cl.Disconnect(100) })
+	if reply == "" {
+		reply = topic + "/reply"
+	}
+	tok := c.cl.Subscribe(reply, 1, func(_ mqtt.Client, m mqtt.Message) {
+		var r struct {
+			RequestID string `json:"requestId"`
+		}
+		_ = json.Unmarshal(m.Payload(), &r)
+		c.mu.Lock()
+		c.resps[r.RequestID] = append([]byte(nil), m.Payload()...)
+		c.mu.Unlock()
+	})
+	if !tok.WaitTimeout(e2eWait) || tok.Error() != nil {
+		t.Fatalf("mqtt caller subscribe: %v", tok.Error())
+	}
+	return c
+}
+
+func (c *mqttCaller) do(t *testing.T, payload []byte) *command.Response {
+	t.Helper()
+	var p struct {
+		RequestID string `json:"requestId"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	id := p.RequestID
+	c.mu.Lock()
+	delete(c.resps, id)
+	c.mu.Unlock()
+	if tok := c.cl.Publish(c.topic, 1, false, payload); !tok.WaitTimeout(e2eWait) || tok.Error() != nil {
+		t.Fatalf("mqtt publish: %v", tok.Error())
+	}
+	var got []byte
+	if !testutil.Eventually(e2eWait, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		got = c.resps[id]
+		return got != nil
+	}) {
+		t.Fatalf("no response to %q on %s/reply", id, c.topic)
+	}
+	return decodeResponse(t, got)
+}
+
+// TestCommandsMQTT: the scenarios through mosquitto with MQTT 3.1.1
+// (responses on <topic>/<caller>/reply, or replyTo).
+func TestCommandsMQTT(t *testing.T) {
+	sim := startSim(t, 100*time.Millisecond)
+	peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1})
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	ups := []upstream{simUpstream(sim.url()), peerUpstream(peer.URL)}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, commandsConfig(ups, config.Sinks{MQTT: []config.MQTTSink{{Name: "mosquitto", URL: mosq.URL()}}}, nil)))
+	hmi := newMQTTCaller(t, mosq.URL(), "opcua/json/command/e2e/hmi-1", "")
+	burst := newMQTTCaller(t, mosq.URL(), "opcua/json/command/e2e/burst-1", "")
+	waitUntil(t, g, e2eWait, "the command subscription", func() bool {
+		hmi.cl.Publish(hmi.topic, 1, false, `{"requestId":"probe","op":"read","group":"sim","writer":"w","field":"Level"}`).Wait()
+		return testutil.Eventually(time.Second, func() bool {
+			hmi.mu.Lock()
+			defer hmi.mu.Unlock()
+			return hmi.resps["probe"] != nil
+		})
+	})
+	for i, u := range ups {
+		waitCommandsReady(t, g, hmi, u.name)
+		runCommands(t, "mqtt", hmi, burst, u, int16(200+i))
+	}
+	// replyTo names the response topic; one under the request topic is
+	// refused (the default is used).
+	other := newMQTTCaller(t, mosq.URL(), "opcua/json/command/e2e/hmi-2", "e2e/answers")
+	r := other.do(t, []byte(`{"requestId":"rt","op":"read","group":"sim","writer":"w","field":"Level","replyTo":"e2e/answers"}`))
+	if r.Error != nil || r.RequestID != "rt" {
+		t.Fatalf("replyTo: %s", r.Marshal())
+	}
+	r = hmi.do(t, []byte(`{"requestId":"loop","op":"read","group":"sim","writer":"w","field":"Level","replyTo":"opcua/json/command/e2e/x"}`))
+	if r.Error != nil || r.RequestID != "loop" {
+		t.Fatalf("replyTo under the request topic: %s", r.Marshal())
 	}
 }
