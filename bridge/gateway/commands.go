@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/command/mqttcmd"
@@ -12,6 +13,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
+	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/uastack/client"
 )
 
@@ -77,6 +79,19 @@ func (gw *Gateway) startCommands(cfg *config.Config) error {
 	}
 	gw.log.Info("commands enabled", "mqttTopic", topic+"/<caller>", "natsSubject", subject+".<caller>", "rules", len(cfg.Commands.Rules))
 	return nil
+}
+
+// wsCommands lets the WebSocket stream's clients send commands on their
+// connection; the caller is the API key the connection was opened with.
+// Messages up to twice commands.maxPayload are read (a larger one closes
+// the connection), so that one somewhat too large is answered.
+func (gw *Gateway) wsCommands(o *wssink.Options, cfg *config.Config) {
+	o.ReadLimit = max(wssink.DefaultReadLimit, 2*int64(cfg.Commands.MaxPayload))
+	o.CallerOf = api.CallerName
+	o.Commands = func(caller string, req []byte, reply func([]byte)) {
+		c := command.Caller{Transport: command.TransportWebSocket, ID: caller}
+		gw.cmd.SubmitPayload(c, req, func(r *command.Response) { reply(r.Marshal()) })
+	}
 }
 
 // stopCommands ends the transports, then the engine (what waits is

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	json "github.com/goccy/go-json"
+	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
 
 	"github.com/uagate/gateway/bridge/command"
@@ -381,5 +383,81 @@ func TestCommandsMQTT(t *testing.T) {
 	r = hmi.do(t, []byte(`{"requestId":"loop","op":"read","group":"sim","writer":"w","field":"Level","replyTo":"opcua/json/command/e2e/x"}`))
 	if r.Error != nil || r.RequestID != "loop" {
 		t.Fatalf("replyTo under the request topic: %s", r.Marshal())
+	}
+}
+
+// wsCaller sends {"command": …} on a WebSocket connection of the stream
+// and reads {"commandResponse": …} from the same connection.
+type wsCaller struct {
+	conn *websocket.Conn
+}
+
+func newWSCaller(t *testing.T, g *e2eGateway, token string) *wsCaller {
+	t.Helper()
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	conn, resp, err := d.Dial(g.wsURL(""), http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil {
+		t.Fatalf("websocket: %v (%v)", err, resp)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &wsCaller{conn: conn}
+}
+
+func (c *wsCaller) do(t *testing.T, payload []byte) *command.Response {
+	t.Helper()
+	msg := append(append([]byte(`{"command":`), payload...), '}')
+	if err := c.conn.WriteMessage(websocket.TextMessage, msg); err != nil {
+		t.Fatalf("websocket write: %v", err)
+	}
+	_ = c.conn.SetReadDeadline(time.Now().Add(e2eWait))
+	for {
+		_, p, err := c.conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("websocket read: %v", err)
+		}
+		var m struct {
+			Response json.RawMessage `json:"commandResponse"`
+		}
+		if json.Unmarshal(p, &m) == nil && len(m.Response) > 0 {
+			return decodeResponse(t, m.Response)
+		}
+	}
+}
+
+// TestCommandsWebSocket: the scenarios on the WebSocket stream's
+// connections; the caller is the API key's name.
+func TestCommandsWebSocket(t *testing.T) {
+	sim := startSim(t, 100*time.Millisecond)
+	peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1})
+	ups := []upstream{simUpstream(sim.url()), peerUpstream(peer.URL)}
+	// Secrets are not marshalled: the tokens come from the environment.
+	t.Setenv("E2E_HMI_TOKEN", "hmi-ws-token-0123456789")
+	t.Setenv("E2E_BURST_TOKEN", "burst-ws-token-0123456789")
+	keys := []config.APIKey{{Name: "hmi-ws", Role: "read", Token: config.Secret{Env: "E2E_HMI_TOKEN"}},
+		{Name: "burst-ws", Role: "read", Token: config.Secret{Env: "E2E_BURST_TOKEN"}}}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, commandsConfig(ups, config.Sinks{WebSocket: &config.WebSocketSink{}}, keys)))
+	hmi := newWSCaller(t, g, "hmi-ws-token-0123456789")
+	burst := newWSCaller(t, g, "burst-ws-token-0123456789")
+	for i, u := range ups {
+		waitCommandsReady(t, g, hmi, u.name)
+		runCommands(t, "websocket", hmi, burst, u, int16(300+i))
+	}
+	// The stream still works on a connection that sends commands.
+	if err := hmi.conn.WriteMessage(websocket.TextMessage, []byte(`{"subscribe":{"groups":["sim"],"kinds":["data"]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = hmi.conn.SetReadDeadline(time.Now().Add(e2eWait))
+	if _, p, err := hmi.conn.ReadMessage(); err != nil || !strings.Contains(string(p), `"MessageType":"ua-data"`) {
+		t.Fatalf("data after commands: %s %v", p, err)
+	}
+	log := g.gw.Commands().Log(1000)
+	found := false
+	for _, e := range log {
+		if e.Caller == "websocket:hmi-ws" && e.Op == command.OpWrite && e.Error == "" && len(e.OldValue) > 0 && len(e.Value) > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no logged write of websocket:hmi-ws with old and new value: %+v", log)
 	}
 }

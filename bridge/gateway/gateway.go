@@ -406,12 +406,16 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		}
 	}
 	if ws := cfg.Sinks.WebSocket; ws != nil && !cfg.HTTP.Disabled {
-		gw.hub = wssink.New(wssink.Options{
+		o := wssink.Options{
 			AllowedOrigins: ws.AllowedOrigins,
 			Token:          ws.Token.Reveal(),
 			ClientQueue:    ws.ClientQueue,
 			Logger:         gw.log.With("sink", "websocket"),
-		})
+		}
+		if cfg.Commands.WebSocketOn() {
+			gw.wsCommands(&o, cfg)
+		}
+		gw.hub = wssink.New(o)
 	}
 	return nil
 }
