@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
@@ -96,6 +97,8 @@ type Stats struct {
 	BufferPools []pooling.NamedBufferPoolStats
 	// ScaleOut is nil unless scale-out is enabled.
 	ScaleOut *ScaleOutStatus
+	// Commands are the command counters, per transport.
+	Commands []command.Stats
 }
 
 // ScaleOutStatus is this replica's view of the writer groups' leases.

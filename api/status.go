@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
@@ -33,6 +34,8 @@ type Status struct {
 	BufferPools []pooling.NamedBufferPoolStats `json:"bufferPools"`
 	// ScaleOut, with scale-out enabled: who holds which writer group.
 	ScaleOut *ScaleOutStatus `json:"scaleOut,omitempty"`
+	// Commands are the command counters, per transport.
+	Commands []command.Stats `json:"commands"`
 }
 
 // EndpointSummary is an endpoint in the overview.
@@ -121,5 +124,6 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	out.WebSocket, out.ScaleOut = st.WebSocket, st.ScaleOut
 	out.Pools = append([]pooling.NamedPoolStats{}, st.Pools...)
 	out.BufferPools = append([]pooling.NamedBufferPoolStats{}, st.BufferPools...)
+	out.Commands = append([]command.Stats{}, st.Commands...)
 	return writeJSON(w, http.StatusOK, out)
 }
