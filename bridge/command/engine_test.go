@@ -340,3 +340,27 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckReplyTo(t *testing.T) {
+	for _, c := range []struct {
+		to  string
+		sep byte
+		ok  bool
+	}{
+		{"hmi/answers", '/', true}, {"opcua/json/command/p/hmi/reply", '/', true},
+		{"opcua/json/command/p/x", '/', false}, {"opcua/json/command/p", '/', false},
+		{"a/+/b", '/', false}, {"a/#", '/', false}, {"$SYS/x", '/', false}, {"", '/', false},
+		{"answers.hmi", '.', true}, {"a.*", '.', false}, {"a.>", '.', false}, {"opcua.json.command.p.y", '.', false},
+	} {
+		prefix := "opcua/json/command/p"
+		if c.sep == '.' {
+			prefix = "opcua.json.command.p"
+		}
+		if err := CheckReplyTo(c.to, c.sep, prefix); (err == nil) != c.ok {
+			t.Errorf("CheckReplyTo(%q) = %v", c.to, err)
+		}
+	}
+	if got := PeekReplyTo([]byte(`{"requestId":"1", "replyTo" : "a/b","op":"read"}`)); got != "a/b" {
+		t.Errorf("PeekReplyTo: %q", got)
+	}
+}
