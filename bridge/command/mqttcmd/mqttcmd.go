@@ -1,16 +1,3 @@
-// Package mqttcmd carries commands over MQTT: requests published on
-// <topic>/<caller> (commands.topic; the caller level bound to the client id
-// or user by the broker's ACL, mosquitto: "pattern write <topic>/%c"), and
-// their responses. With MQTT 3.1.1 (mqtt311.go) the response goes to the
-// request's replyTo topic, else to <topic>/<caller>/reply; with MQTT 5
-// (mqtt5.go) to the request's response topic with its correlation data,
-// else as with 3.1.1. Each transport has a connection of its own to the
-// sink's broker (client id <sink's client id>-commands, clean session:
-// commands sent while the gateway was away are not run when it comes
-// back), reconnected by the client library, subscribed at QoS 1. Under
-// scale-out the subscription is shared ($share/<group>/…), so that one
-// replica runs each request. Requests go to the command engine without
-// waiting (command.Engine.SubmitPayload).
 package mqttcmd
 
 import (
