@@ -1,6 +1,7 @@
 package mqtt5sink
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -22,17 +23,27 @@ import (
 // packet writer holds for the whole of each packet it writes (CONNECT,
 // PINGREQ, DISCONNECT); the sink holds the same lock while it writes a
 // PUBLISH or PUBREL to raw itself, so packets never interleave.
+//
+// Reads go through a buffer: paho reads a packet's header byte by byte, and
+// acknowledgements come in bursts (one goroutine reads at a time: paho's
+// CONNACK reader, then its reader loop).
 type lockedConn struct {
 	net.Conn
 	sync.Mutex
+	r       *bufio.Reader
 	readErr atomic.Pointer[error] // the first error of a Read: why the connection ended
 }
 
-// Read is the socket's, keeping the first error.
+func newLockedConn(raw net.Conn) *lockedConn {
+	return &lockedConn{Conn: raw, r: bufio.NewReaderSize(raw, 4096)}
+}
+
+// Read reads from the buffer, keeping the first error.
 func (l *lockedConn) Read(p []byte) (int, error) {
-	n, err := l.Conn.Read(p)
+	n, err := l.r.Read(p)
 	if err != nil {
-		l.readErr.CompareAndSwap(nil, &err)
+		e := err
+		l.readErr.CompareAndSwap(nil, &e)
 	}
 	return n, err
 }
@@ -82,7 +93,7 @@ type connection struct {
 // newConnection wraps raw; the window (ring) is sized once the CONNACK
 // told the broker's Receive Maximum.
 func newConnection(s *Sink, raw net.Conn) *connection {
-	c := &connection{s: s, raw: raw, lc: &lockedConn{Conn: raw}, lost: sink.NewLost(),
+	c := &connection{s: s, raw: raw, lc: newLockedConn(raw), lost: sink.NewLost(),
 		nextID: 1, wdone: make(chan struct{})}
 	c.room.L = &c.mu
 	return c

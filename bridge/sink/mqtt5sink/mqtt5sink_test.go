@@ -50,8 +50,9 @@ type subOptions struct {
 	tls            *tls.Config
 }
 
-// subscribe connects an MQTT 5 subscriber to filter at QoS 1 and waits for
-// its subscription; with clean false its session outlives a disconnection
+// subscribe connects an MQTT 5 subscriber to filter at QoS 1 (retain as
+// published: a live message keeps its retain flag) and waits for its
+// subscription; with clean false its session outlives a disconnection
 // for an hour (and, with the broker's persistence, a restart).
 func subscribe(t *testing.T, rawURL, clientID string, clean bool, filter string, o subOptions) *subscriber {
 	t.Helper()
@@ -71,7 +72,7 @@ func subscribe(t *testing.T, rawURL, clientID string, clean bool, filter string,
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), sinktest.Timeout)
 				defer cancel()
-				_, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
+				_, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1, RetainAsPublished: true}}})
 				select {
 				case subscribed <- err:
 				default:

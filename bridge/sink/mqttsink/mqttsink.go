@@ -152,9 +152,10 @@ func (c *Config) Validate() error {
 }
 
 // Sanitize maps the bytes a topic name must not contain ('+', '#', NUL)
-// to '_'.
+// and the control characters a broker may refuse (mosquitto ends the
+// connection) to '_'.
 func Sanitize(b byte) byte {
-	if b == '+' || b == '#' || b == 0 {
+	if b == '+' || b == '#' || b < 0x20 || b == 0x7f {
 		return '_'
 	}
 	return b
