@@ -9,7 +9,7 @@ func TestResponseTopic(t *testing.T) {
 	req := "opcua/json/command/p/hmi"
 	for _, x := range []struct {
 		rt, payload, want string
-		refused          bool
+		refused           bool
 	}{
 		{"", `{}`, req + "/reply", false},
 		{"", `{"replyTo":"a/b"}`, "a/b", false},
