@@ -22,7 +22,7 @@ func (nopAcker) Confirmed(*sink.Message, error) {}
 // there). Built without the race detector, which allocates on its own.
 func TestPublishAllocs(t *testing.T) {
 	for _, qos := range []int{0, 1} {
-		f := startFakeBroker(t, nil, nil)
+		f := startFakeBroker(t, 0, nil, nil)
 		s := newSink(t, Config{URL: f.url(), QoS: qos, CleanSession: true, MessageExpiry: time.Minute})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := s.Connect(ctx); err != nil {

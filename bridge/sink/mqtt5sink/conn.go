@@ -146,14 +146,14 @@ func (c *connection) find(id uint16) int {
 
 // answered settles the entry of id with the broker's reason code and
 // confirms what is settled at the head of the window.
-func (c *connection) answered(id uint16, code byte, reason func() string) {
+func (c *connection) answered(id uint16, code byte, reason interface{ Reason() string }) {
 	c.mu.Lock()
 	i := c.find(id)
 	if i >= 0 {
 		e := &c.ring[i]
 		e.state = stateSettled
 		if code >= 0x80 {
-			e.err = fmt.Errorf("mqtt5sink %s: the broker refused the message: %s (reason code %#x)", c.s.cfg.Name, reason(), code)
+			e.err = fmt.Errorf("mqtt5sink %s: the broker refused the message: %s (reason code %#x)", c.s.cfg.Name, reason.Reason(), code)
 		}
 	}
 	c.mu.Unlock()
@@ -295,12 +295,12 @@ func (c *connection) AddToSession(context.Context, session.Packet, chan<- packet
 func (c *connection) PacketReceived(p *packets.ControlPacket, _ chan<- *packets.Publish) error {
 	switch a := p.Content.(type) {
 	case *packets.Puback:
-		c.answered(a.PacketID, a.ReasonCode, a.Reason)
+		c.answered(a.PacketID, a.ReasonCode, a)
 	case *packets.Pubcomp:
-		c.answered(a.PacketID, a.ReasonCode, a.Reason)
+		c.answered(a.PacketID, a.ReasonCode, a)
 	case *packets.Pubrec:
 		if a.ReasonCode >= 0x80 {
-			c.answered(a.PacketID, a.ReasonCode, a.Reason)
+			c.answered(a.PacketID, a.ReasonCode, a)
 			return nil
 		}
 		// QoS 2: release it; PUBCOMP confirms.

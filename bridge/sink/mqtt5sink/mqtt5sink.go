@@ -187,8 +187,8 @@ func (s *Sink) connect(ctx context.Context) (*connection, error) {
 		}
 		return nil, fmt.Errorf("mqtt5sink %s: connect %s: %w", s.cfg.Name, s.cfg.URL, sink.ExplainTLS(err, s.cfg.TLS))
 	}
-	c.client = cl
 	window := DefaultWindow
+	var refuse string
 	if p := ca.Properties; p != nil {
 		if p.ReceiveMaximum != nil {
 			window = min(window, int(*p.ReceiveMaximum))
@@ -196,20 +196,22 @@ func (s *Sink) connect(ctx context.Context) (*connection, error) {
 		if p.MaximumPacketSize != nil {
 			c.maxPacket = *p.MaximumPacketSize
 		}
-		var refuse string
 		switch {
 		case p.MaximumQoS != nil && *p.MaximumQoS < s.qos:
 			refuse = fmt.Sprintf("the broker takes qos %d at most, the sink is configured for %d", *p.MaximumQoS, s.qos)
 		case !p.RetainAvailable:
 			refuse = "the broker has no retained messages, which metadata and status need"
 		}
-		if refuse != "" {
-			c.end(errors.New(refuse))
-			return nil, fmt.Errorf("mqtt5sink %s: connect %s: %s", s.cfg.Name, s.cfg.URL, refuse)
-		}
 	}
+	c.mu.Lock()
 	c.ring = make([]entry, max(window, 1))
+	c.mu.Unlock()
+	c.client = cl
 	go c.watchdog()
+	if refuse != "" {
+		c.end(errors.New(refuse))
+		return nil, fmt.Errorf("mqtt5sink %s: connect %s: %s", s.cfg.Name, s.cfg.URL, refuse)
+	}
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -111,8 +112,9 @@ type fakeBroker struct {
 	wg sync.WaitGroup
 }
 
-// startFakeBroker listens on loopback; connack's properties are props.
-func startFakeBroker(t testing.TB, props []byte, onPublish func(c net.Conn, qos byte, id uint16)) *fakeBroker {
+// startFakeBroker listens on loopback; its CONNACK has the reason code
+// code and the properties props.
+func startFakeBroker(t testing.TB, code byte, props []byte, onPublish func(c net.Conn, qos byte, id uint16)) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -135,7 +137,7 @@ func startFakeBroker(t testing.TB, props []byte, onPublish func(c net.Conn, qos 
 			f.wg.Add(1)
 			go func() {
 				defer f.wg.Done()
-				f.serve(c, props, onPublish)
+				f.serve(c, code, props, onPublish)
 			}()
 		}
 	}()
@@ -153,7 +155,7 @@ func startFakeBroker(t testing.TB, props []byte, onPublish func(c net.Conn, qos 
 
 func (f *fakeBroker) url() string { return "tcp://" + f.ln.Addr().String() }
 
-func (f *fakeBroker) serve(c net.Conn, props []byte, onPublish func(net.Conn, byte, uint16)) {
+func (f *fakeBroker) serve(c net.Conn, code byte, props []byte, onPublish func(net.Conn, byte, uint16)) {
 	r := bufio.NewReader(c)
 	var body []byte
 	for first := true; ; first = false {
@@ -179,7 +181,7 @@ func (f *fakeBroker) serve(c net.Conn, props []byte, onPublish func(net.Conn, by
 		}
 		switch {
 		case first:
-			ack := append([]byte{0x20, byte(3 + len(props)), 0, 0, byte(len(props))}, props...)
+			ack := append([]byte{0x20, byte(3 + len(props)), 0, code, byte(len(props))}, props...)
 			if _, err := c.Write(ack); err != nil {
 				return
 			}
@@ -226,7 +228,7 @@ func TestWindowAndOrder(t *testing.T) {
 	var held []uint16
 	maxHeld := 0
 	recvMax4 := []byte{0x21, 0, 4}
-	f := startFakeBroker(t, recvMax4, func(c net.Conn, _ byte, id uint16) {
+	f := startFakeBroker(t, 0, recvMax4, func(c net.Conn, _ byte, id uint16) {
 		mu.Lock()
 		defer mu.Unlock()
 		held = append(held, id)
@@ -276,7 +278,7 @@ func TestWindowAndOrder(t *testing.T) {
 // A broker that never acknowledges: the watchdog ends the connection after
 // AckTimeout and the publishes in flight fail with ErrNotConnected.
 func TestAckTimeout(t *testing.T) {
-	f := startFakeBroker(t, nil, nil)
+	f := startFakeBroker(t, 0, nil, nil)
 	s := newSink(t, Config{URL: f.url(), QoS: 1, CleanSession: true, AckTimeout: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -298,5 +300,40 @@ func TestAckTimeout(t *testing.T) {
 	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What the broker says in its CONNACK refuses the sink with the reason: a
+// refusal of the credentials (ErrUnauthorized, naming the user), a Maximum
+// QoS below the sink's, no retained messages; nothing is left running.
+func TestBrokerRefusals(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		code  byte
+		props []byte
+		want  string
+	}{
+		{"bad credentials", 0x86, nil, `as "gw": sink: broker refused the credentials: refused: bad user name or password`},
+		{"not authorized", 0x87, nil, "broker refused the credentials"},
+		{"maximum qos 0", 0, []byte{0x24, 0}, "the broker takes qos 0 at most, the sink is configured for 1"},
+		{"no retain", 0, []byte{0x25, 0}, "the broker has no retained messages"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testutil.CheckLeaks(t)
+			f := startFakeBroker(t, c.code, c.props, nil)
+			s := newSink(t, Config{URL: f.url(), QoS: 1, CleanSession: true, Username: "gw", Password: "secret"})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := s.Connect(ctx)
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.want)) || strings.Contains(err.Error(), "secret") {
+				t.Fatalf("Connect = %v, want %q", err, c.want)
+			}
+			if (c.code >= 0x80) != errors.Is(err, sink.ErrUnauthorized) {
+				t.Errorf("Connect = %v: ErrUnauthorized %v", err, errors.Is(err, sink.ErrUnauthorized))
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
