@@ -114,13 +114,6 @@ func (t *Transport5) handle(pr paho.PublishReceived) (bool, error) {
 	return true, nil
 }
 
-// Ready reports whether the connection is up.
-func (t *Transport5) Ready() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-	defer cancel()
-	return t.cm.AwaitConnection(ctx) == nil
-}
-
 // Close disconnects and waits for autopaho's goroutines.
 func (t *Transport5) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
