@@ -21,7 +21,10 @@
 //	Message Expiry Interval   data messages only, when MessageExpiry is set
 //
 // Property strings that MQTT forbids (invalid UTF-8, control characters)
-// have those characters replaced by '_'.
+// have those characters replaced by '_' (topics as the 3.1.1 sink's,
+// mqttsink.Sanitize). The will carries the user properties only:
+// paho.golang v0.23.0 packs will properties as CONNECT properties, which
+// drops its content type and payload format indicator.
 //
 // # Connection and the broker's limits
 //
@@ -62,7 +65,8 @@
 //
 // Publish is called by one Output goroutine; it encodes the header and the
 // properties into buffers of the sink and writes header and payload with
-// one writev under the connection's write lock (which paho's own writes
+// one writev (two writes over TLS or WebSocket) under the connection's
+// write lock (which paho's own writes
 // take too), so the payload is not copied and not read once Publish
 // returned. The window of a connection is a ring indexed by packet id
 // (ids are given in order and settled from the head, so those in flight
