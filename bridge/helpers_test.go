@@ -146,6 +146,9 @@ func (q *testQueue) Enqueue(m *sink.Message) {
 	if err != nil {
 		q.t.Errorf("queue %s: message %s does not parse: %v: %s", q.name, m.Kind, err, r.payload)
 	}
+	if want := q.samples && m.Kind == sink.KindData; m.Samples != want {
+		q.t.Errorf("queue %s: message %s marked Samples %v, want %v", q.name, m.Kind, m.Samples, want)
+	}
 	q.mu.Lock()
 	q.msgs = append(q.msgs, r)
 	if q.hold {

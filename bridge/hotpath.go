@@ -493,6 +493,7 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	m.Kind = kind
 	m.Addr = sink.Addr{Publisher: g.publisher, Group: g.name, Writer: writerName, Field: fieldName}
 	m.Retained = retained
+	m.Samples = g.samples && kind == sink.KindData
 	m.Created = g.now
 	if kind != sink.KindData && kind != sink.KindField {
 		m.Created = time.Now().UnixNano()

@@ -18,6 +18,17 @@ func TestCommandsExample(t *testing.T) {
 	}
 }
 
+// TestMQTT5Example: the MQTT 5 example of the README loads as it says.
+func TestMQTT5Example(t *testing.T) {
+	cfg, _, err := Load("../../examples/mqtt5.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Sinks.MQTT; len(m) != 1 || m[0].ProtocolVersion != MQTTv5 || m[0].MessageExpiry.D().Seconds() != 60 || !cfg.Commands.On() {
+		t.Fatalf("sinks %+v, commands on %v", cfg.Sinks.MQTT, cfg.Commands.On())
+	}
+}
+
 // TestCommandsValidate: every mistake is named by its path.
 func TestCommandsValidate(t *testing.T) {
 	for _, c := range []struct {

@@ -58,6 +58,9 @@ const (
 	// items with no gain in throughput.
 	DefaultSinkQueueBytes = 8 << 20
 	DefaultMQTTQoS        = 1
+	// MQTT protocol versions (sinks.mqtt[].protocolVersion).
+	MQTTv311              = 4
+	MQTTv5                = 5
 	DefaultWebSocketPath  = "/ws"
 	DefaultWebSocketQueue = 256
 	DefaultSimWriterGroup = "demo"
@@ -379,6 +382,9 @@ func (m *MQTTSink) applyDefaults(i int, publisher string) {
 		m.QoS = &q
 	}
 	setBool(&m.CleanSession, true)
+	if m.ProtocolVersion == 0 {
+		m.ProtocolVersion = MQTTv311
+	}
 	m.Delivery.applyDefaults()
 	setString(&m.DataTopic, DefaultMQTTDataTopic)
 	setString(&m.MetaDataTopic, DefaultMQTTMetaDataTopic)

@@ -324,6 +324,14 @@ type MQTTSink struct {
 	MetaDataTopic string    `yaml:"metaDataTopic"` // default opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}
 	StatusTopic   string    `yaml:"statusTopic"`   // default opcua/json/status/{PublisherId}
 	PerField      *PerField `yaml:"perField"`
+	// ProtocolVersion is 4 (MQTT 3.1.1, the default) or 5 (MQTT 5.0:
+	// content type and user properties on every message, the broker's
+	// limits honoured, commands answered on the response topic).
+	ProtocolVersion int `yaml:"protocolVersion"`
+	// MessageExpiry, with protocolVersion 5, is the lifetime the broker
+	// gives a data message it holds for a subscriber (MQTT 5 Message
+	// Expiry Interval, whole seconds); 0: none.
+	MessageExpiry Duration `yaml:"messageExpiry"`
 }
 
 // PerField publishes each field on a topic of its own (unified namespace).

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path"
@@ -555,6 +556,18 @@ func (c *Config) validateSinks(v *validator) {
 		}
 		if m.QoS != nil && (*m.QoS < 0 || *m.QoS > 2) {
 			v.errorf(p+".qos", "%d: want 0, 1 or 2", *m.QoS)
+		}
+		switch m.ProtocolVersion {
+		case 0, MQTTv311:
+			if m.MessageExpiry != 0 {
+				v.errorf(p+".messageExpiry", "needs protocolVersion 5 (MQTT 3.1.1 has no message expiry)")
+			}
+		case MQTTv5:
+			if e := m.MessageExpiry.D(); e < 0 || e > math.MaxUint32*time.Second {
+				v.errorf(p+".messageExpiry", "%s: want 0 (none) up to %d seconds", e, uint32(math.MaxUint32))
+			}
+		default:
+			v.errorf(p+".protocolVersion", "%d: want 4 (MQTT 3.1.1) or 5 (MQTT 5.0)", m.ProtocolVersion)
 		}
 		g := checkDelivery(v, p+".delivery", m.Delivery)
 		if g == AtLeastOnce && m.QoS != nil && *m.QoS == 0 {

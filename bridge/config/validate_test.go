@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/uagate/gateway/uastack/server"
 )
@@ -152,6 +153,12 @@ func TestValidateRules(t *testing.T) {
 			c.Sinks.MQTT[0].QoS = intp(0)
 			c.Sinks.MQTT[0].Delivery.Guarantee = "at-least-once"
 		}, "sinks.mqtt[0].qos: 0 has no acknowledgement: at-least-once needs qos 1 or 2"},
+		{"mqtt protocol version", func(c *Config) { c.Sinks.MQTT[0].ProtocolVersion = 3 }, "sinks.mqtt[0].protocolVersion: 3: want 4 (MQTT 3.1.1) or 5 (MQTT 5.0)"},
+		{"mqtt expiry on 3.1.1", func(c *Config) { c.Sinks.MQTT[0].MessageExpiry = Duration(time.Minute) }, "sinks.mqtt[0].messageExpiry: needs protocolVersion 5 (MQTT 3.1.1 has no message expiry)"},
+		{"mqtt expiry negative", func(c *Config) {
+			c.Sinks.MQTT[0].ProtocolVersion = MQTTv5
+			c.Sinks.MQTT[0].MessageExpiry = Duration(-time.Second)
+		}, "sinks.mqtt[0].messageExpiry: -1s: want 0 (none) up to 4294967295 seconds"},
 		{"guarantee", func(c *Config) { c.Sinks.MQTT[0].Delivery.Guarantee = "exactly-once" }, `sinks.mqtt[0].delivery.guarantee: "exactly-once": want at-most-once or at-least-once`},
 		{"policy", func(c *Config) { c.Sinks.File[0].Delivery.Policy = "drop-newest" }, `sinks.file[0].delivery.policy: "drop-newest": want block or drop-oldest`},
 		{"sink queue", func(c *Config) { c.Sinks.File[0].Delivery.QueueSize = 0 }, "sinks.file[0].delivery.queueSize: 0: want 1 to 1048576 messages"},

@@ -71,7 +71,13 @@ func (gw *Gateway) startCommands(cfg *config.Config) error {
 		if cfg.ScaleOut.Enabled {
 			tc.Share = pub + "-commands" // one replica runs each request
 		}
-		t, err := mqttcmd.Start311(e, tc, gw.log)
+		var t cmdTransport
+		var err error
+		if mc.ProtocolVersion == config.MQTTv5 {
+			t, err = mqttcmd.Start5(e, tc, gw.log)
+		} else {
+			t, err = mqttcmd.Start311(e, tc, gw.log)
+		}
 		if err != nil {
 			return fmt.Errorf("commands on sinks.mqtt %s: %w", m.Name, err)
 		}

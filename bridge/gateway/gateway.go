@@ -25,6 +25,7 @@ import (
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
+	"github.com/uagate/gateway/bridge/sink/mqtt5sink"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
@@ -371,7 +372,13 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
 		mc.URL = gw.url(mc.URL)
 		mc.Logger = gw.log
-		s, err := mqttsink.New(mc)
+		var s sink.Sink
+		var err error
+		if mc.ProtocolVersion == config.MQTTv5 {
+			s, err = mqtt5sink.New(mc)
+		} else {
+			s, err = mqttsink.New(mc)
+		}
 		if err != nil {
 			return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
 		}

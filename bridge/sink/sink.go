@@ -110,6 +110,9 @@ type Message struct {
 	Kind     Kind
 	Addr     Addr
 	Retained bool // keep as the topic's retained message (metadata, status, per-field values)
+	// Samples: the payload is OPC Publisher's legacy samples format, not
+	// Part 14 (the MQTT 5 sink says which in the message's properties).
+	Samples bool
 	// Tracker and Token, when Tracker is set, are told the outcome once the
 	// last holder is done.
 	Tracker Tracker

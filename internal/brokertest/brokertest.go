@@ -28,6 +28,13 @@ import (
 // StartTimeout bounds the wait for a broker to accept connections.
 const StartTimeout = 10 * time.Second
 
+// Binary returns the path of a broker's program (mosquitto_sub, nats, …),
+// failing the test when it is not installed.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	return binary(t, name)
+}
+
 // binary finds name on PATH or in the sbin directories Debian installs
 // daemons to (which a non-root PATH may lack).
 func binary(t testing.TB, name string) string {

@@ -21,6 +21,10 @@ type MosquittoOptions struct {
 	// RequireClientCert a client must present a certificate of TLS.CA.
 	TLS               *TLSFiles
 	RequireClientCert bool
+	// MaxPacketSize, when positive, is the largest packet the broker takes
+	// (mosquitto's max_packet_size; announced to MQTT 5 clients in the
+	// CONNACK).
+	MaxPacketSize int
 }
 
 // Mosquitto is a mosquitto broker on a loopback port.
@@ -56,6 +60,9 @@ func StartMosquitto(t testing.TB, opts MosquittoOptions) *Mosquitto {
 	}
 	b.WriteString("log_dest stderr\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n")
 	b.WriteString("max_queued_messages 0\nmax_inflight_messages 0\n")
+	if opts.MaxPacketSize > 0 {
+		fmt.Fprintf(&b, "max_packet_size %d\n", opts.MaxPacketSize)
+	}
 	if opts.Persistence {
 		fmt.Fprintf(&b, "persistence true\npersistence_location %s/\nautosave_interval 1\n", m.dir)
 	}

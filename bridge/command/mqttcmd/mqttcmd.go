@@ -1,6 +1,7 @@
 package mqttcmd
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/uagate/gateway/bridge/command"
@@ -35,6 +36,20 @@ func (c *Config) filter() string {
 // caller names the caller of a request on topic.
 func (c *Config) caller(topic string) command.Caller {
 	return command.Caller{Transport: command.TransportMQTT, Sink: c.SinkName, ID: strings.TrimPrefix(topic, c.Topic+"/")}
+}
+
+// responseTopic is where the response to an MQTT 5 request on topic goes:
+// its Response Topic rt when it may be used (the rules of replyTo), else
+// where an MQTT 3.1.1 request's goes.
+func (c *Config) responseTopic(topic, rt string, payload []byte) (to string, refused error) {
+	if rt == "" {
+		return c.replyTopic(topic, payload)
+	}
+	if err := command.CheckReplyTo(rt, '/', c.Topic); err != nil {
+		to, _ := c.replyTopic(topic, payload)
+		return to, fmt.Errorf("response topic %q: %w", rt, err)
+	}
+	return rt, nil
 }
 
 // replyTopic is where the response to a request on topic goes: the

@@ -13,8 +13,9 @@
 //	status    opcua/json/status/{PublisherId}   retained, and the last will
 //	field     {PublisherId}/{WriterGroup}/{DataSetWriter}/{Field}   retained per Message.Retained
 //
-// '+', '#' and NUL in names become '_' (they are not allowed in a topic
-// name); '/' is kept, so names may add levels. Rendered topics are cached
+// '+', '#', NUL and other control characters in names become '_' (they
+// are not allowed in a topic name, or a broker may refuse them); '/' is
+// kept, so names may add levels. Rendered topics are cached
 // (sink.Topics): the steady state renders nothing.
 //
 // # Status and last will

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,9 +50,15 @@ type Config struct {
 	// model's default of 1 is applied by package config.
 	QoS          int
 	CleanSession bool
-	Username     string
-	Password     string
-	TLS          *sink.TLSOptions
+	// ProtocolVersion is 4 (MQTT 3.1.1, also for 0) or 5; a sink of this
+	// package speaks 3.1.1, package mqtt5sink takes the same Config for 5.
+	ProtocolVersion int
+	// MessageExpiry is the MQTT 5 Message Expiry Interval of data
+	// messages (whole seconds, rounded up); 0: none.
+	MessageExpiry time.Duration
+	Username      string
+	Password      string
+	TLS           *sink.TLSOptions
 	// Topics are the templates; empty ones take the Default*Topic.
 	Topics sink.TopicTemplates
 	// PublisherID fills the status topic for the will and the status this
@@ -70,8 +77,9 @@ type Config struct {
 func FromConfig(c config.MQTTSink, publisherID, password string) Config {
 	out := Config{
 		Name: c.Name, URL: c.URL, ClientID: c.ClientID, QoS: config.DefaultMQTTQoS,
-		CleanSession: c.CleanSession == nil || *c.CleanSession,
-		Username:     c.Username, Password: password, PublisherID: publisherID,
+		CleanSession:    c.CleanSession == nil || *c.CleanSession,
+		ProtocolVersion: c.ProtocolVersion, MessageExpiry: c.MessageExpiry.D(),
+		Username: c.Username, Password: password, PublisherID: publisherID,
 		Topics: sink.TopicTemplates{Data: c.DataTopic, MetaData: c.MetaDataTopic, Status: c.StatusTopic},
 		TLS:    sink.TLSFromConfig(c.TLS),
 	}
@@ -84,7 +92,8 @@ func FromConfig(c config.MQTTSink, publisherID, password string) Config {
 	return out
 }
 
-func (c *Config) setDefaults() {
+// SetDefaults fills the zero fields with the defaults.
+func (c *Config) SetDefaults() {
 	if c.Name == "" {
 		c.Name = "mqtt"
 	}
@@ -113,11 +122,40 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ProtocolVersion == 0 {
+		c.ProtocolVersion = config.MQTTv311
+	}
 }
 
-// sanitize maps the bytes a topic name must not contain.
-func sanitize(b byte) byte {
-	if b == '+' || b == '#' || b == 0 {
+// Validate names the first setting that cannot work (after SetDefaults).
+func (c *Config) Validate() error {
+	switch {
+	case c.URL == "":
+		return fmt.Errorf("mqttsink %s: url is empty", c.Name)
+	case c.QoS < 0 || c.QoS > 2:
+		return fmt.Errorf("mqttsink %s: qos %d: want 0, 1 or 2", c.Name, c.QoS)
+	case c.QoS == 2 && !c.CleanSession:
+		return fmt.Errorf("mqttsink %s: qos 2 needs cleanSession: the sink resends unconfirmed messages itself after a reconnect, and a persistent session could take a reused packet id for a duplicate and drop the message", c.Name)
+	case c.ProtocolVersion != config.MQTTv311 && c.ProtocolVersion != config.MQTTv5:
+		return fmt.Errorf("mqttsink %s: protocolVersion %d: want 4 (MQTT 3.1.1) or 5", c.Name, c.ProtocolVersion)
+	case c.MessageExpiry < 0 || c.MessageExpiry > math.MaxUint32*time.Second:
+		return fmt.Errorf("mqttsink %s: messageExpiry %s out of range", c.Name, c.MessageExpiry)
+	case c.MessageExpiry != 0 && c.ProtocolVersion != config.MQTTv5:
+		return fmt.Errorf("mqttsink %s: messageExpiry needs protocolVersion 5", c.Name)
+	}
+	if c.TLS != nil {
+		if _, err := c.TLS.Config(); err != nil {
+			return fmt.Errorf("mqttsink %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+// Sanitize maps the bytes a topic name must not contain ('+', '#', NUL)
+// and the control characters a broker may refuse (mosquitto ends the
+// connection) to '_'.
+func Sanitize(b byte) byte {
+	if b == '+' || b == '#' || b < 0x20 || b == 0x7f {
 		return '_'
 	}
 	return b
@@ -160,16 +198,14 @@ type entry struct {
 // New validates c and starts the sink's confirmer; nothing connects before
 // Connect.
 func New(c Config) (*Sink, error) {
-	c.setDefaults()
-	switch {
-	case c.URL == "":
-		return nil, fmt.Errorf("mqttsink %s: url is empty", c.Name)
-	case c.QoS < 0 || c.QoS > 2:
-		return nil, fmt.Errorf("mqttsink %s: qos %d: want 0, 1 or 2", c.Name, c.QoS)
-	case c.QoS == 2 && !c.CleanSession:
-		return nil, fmt.Errorf("mqttsink %s: qos 2 needs cleanSession: the sink resends unconfirmed messages itself after a reconnect, and a persistent session could take a reused packet id for a duplicate and drop the message", c.Name)
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	topics, err := sink.NewTopics(c.Topics, '/', sanitize, c.TopicCacheSize)
+	if c.ProtocolVersion != config.MQTTv311 {
+		return nil, fmt.Errorf("mqttsink %s: protocolVersion %d is package mqtt5sink's", c.Name, c.ProtocolVersion)
+	}
+	topics, err := sink.NewTopics(c.Topics, '/', Sanitize, c.TopicCacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("mqttsink %s: %w", c.Name, err)
 	}
@@ -178,11 +214,6 @@ func New(c Config) (*Sink, error) {
 		pending: make(chan entry, pendingCap),
 		quit:    make(chan struct{}),
 		cdone:   make(chan struct{}),
-	}
-	if c.TLS != nil {
-		if _, err := c.TLS.Config(); err != nil {
-			return nil, fmt.Errorf("mqttsink %s: %w", c.Name, err)
-		}
 	}
 	if c.PublisherID != "" {
 		s.status = topics.Render(sink.KindStatus, &sink.Addr{Publisher: c.PublisherID})
@@ -225,11 +256,17 @@ func (s *Sink) StatusTopic() string { return s.status }
 
 // statusPayload encodes a ua-status message of the publisher.
 func (s *Sink) statusPayload(state ua.PubSubState) []byte {
+	return StatusPayload(s.cfg.ClientID, s.cfg.PublisherID, state)
+}
+
+// StatusPayload encodes a ua-status message of publisherID (IsCyclic
+// false), with a MessageId made of clientID and the time.
+func StatusPayload(clientID, publisherID string, state ua.PubSubState) []byte {
 	e := jsonenc.NewEncoder(nil, jsonenc.Options{})
 	defer e.Release()
 	jsonenc.EncodeStatusMessage(e, &jsonenc.StatusMessage{
-		MessageID:   fmt.Sprintf("%s-status-%d", s.cfg.ClientID, time.Now().UnixNano()),
-		PublisherID: s.cfg.PublisherID,
+		MessageID:   fmt.Sprintf("%s-status-%d", clientID, time.Now().UnixNano()),
+		PublisherID: publisherID,
 		Status:      state,
 	})
 	return append([]byte(nil), e.Bytes()...)

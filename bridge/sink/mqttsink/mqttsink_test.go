@@ -308,6 +308,9 @@ func TestMQTTConfig(t *testing.T) {
 		{Config{URL: "tcp://x:1", QoS: 2}, "qos 2 needs cleanSession"},
 		{Config{URL: "tcp://x:1", Topics: sink.TopicTemplates{Data: "a/{Writer}"}}, "unknown placeholder {Writer}"},
 		{Config{URL: "tcp://x:1", TLS: &sink.TLSOptions{CAFile: "/nonexistent/ca.pem"}}, "CA file"},
+		{Config{URL: "tcp://x:1", ProtocolVersion: 5}, "protocolVersion 5 is package mqtt5sink's"},
+		{Config{URL: "tcp://x:1", ProtocolVersion: 3}, "protocolVersion 3: want 4 (MQTT 3.1.1) or 5"},
+		{Config{URL: "tcp://x:1", MessageExpiry: time.Minute}, "messageExpiry needs protocolVersion 5"},
 	} {
 		s, err := New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
