@@ -14,6 +14,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -322,5 +323,34 @@ func TestMQTTCloseWithClientConnecting(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second): // a bound on a wait, not a sleep
 		t.Fatal("Close still waits for a connection that never sent CONNECT")
+	}
+}
+
+// TestMQTTRetainedKept: the embedded broker keeps a retained message however
+// old it is (metadata and status are published once and must outlive a
+// day), while one that carries its own MQTT 5 expiry goes when it expires;
+// that one going shows the broker's sweep of retained messages ran.
+func TestMQTTRetainedKept(t *testing.T) {
+	m, err := StartMQTT(ctx5s(t), "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	now := time.Now().Unix()
+	old := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: "opcua/json/metadata/uagate/g1/w1",
+		Payload: []byte("meta"), Created: now - 3*24*3600, ProtocolVersion: 4}
+	expiring := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: "opcua/json/metadata/uagate/g1/w2",
+		Payload: []byte("meta"), Created: now - 10, Expiry: now - 1, ProtocolVersion: 5}
+	m.srv.Topics.RetainMessage(old)
+	m.srv.Topics.RetainMessage(expiring)
+	retained := func(topic string) bool {
+		_, ok := m.srv.Topics.Retained.GetAll()[topic]
+		return ok
+	}
+	if !testutil.Eventually(10*time.Second, func() bool { return !retained(expiring.TopicName) }) {
+		t.Fatal("the expired MQTT 5 message is still retained: the sweep did not run")
+	}
+	if !retained(old.TopicName) {
+		t.Error("a three-day-old retained message was deleted")
 	}
 }

@@ -61,6 +61,10 @@ func StartMQTT(ctx context.Context, listen string, logger *slog.Logger) (*MQTT, 
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = mqttMaxPacket
 	caps.MaximumSessionExpiryInterval = mqttSessionExpiry
+	// No expiry of its own: mochi's default (a day) would also delete the
+	// retained metadata and status a day after they were published, for
+	// every protocol version. A message's own expiry (MQTT 5) still holds.
+	caps.MaximumMessageExpiryInterval = 0
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:           caps,
 		Logger:                 warnOnly(log),
