@@ -72,6 +72,8 @@ const (
 	DefaultNATSMetaSubject    = "opcua.json.metadata.{PublisherId}.{WriterGroup}.{DataSetWriter}"
 	DefaultNATSStatusSubject  = "opcua.json.status.{PublisherId}"
 	DefaultScaleOutBucket     = "uagate-leases"
+	DefaultStoreMaxBytes      = 1 << 30
+	MinStoreMaxBytes          = 1 << 20
 	DefaultLeaseTTL           = 10 * time.Second
 	MinLeaseTTL               = 3 * time.Second
 	DefaultEventSelectClauses = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"
@@ -185,6 +187,16 @@ func (c *Config) ApplyDefaults() {
 		setInt(&ws.ClientQueue, DefaultWebSocketQueue)
 	}
 
+	if sf := &c.StoreAndForward; sf.On() {
+		setBool(&sf.Enabled, true)
+		if sf.MaxBytes == 0 {
+			sf.MaxBytes = DefaultStoreMaxBytes
+		}
+		if sf.Policy == "" {
+			sf.Policy = Block
+		}
+		setBool(&sf.Fsync, true)
+	}
 	if so := &c.ScaleOut; so.Enabled {
 		setString(&so.Bucket, DefaultScaleOutBucket)
 		setDuration(&so.LeaseTTL, DefaultLeaseTTL)

@@ -23,7 +23,7 @@ func (c Change) Empty() bool { return len(c.Added)+len(c.Removed)+len(c.Changed)
 // any of its settings did. What depends on a changed endpoint (its writer
 // groups) is for the caller to recreate.
 type Changes struct {
-	// Settings: gateway, embedded, http or scaleOut changed, which the running process
+	// Settings: gateway, embedded, http, scaleOut or storeAndForward changed, which the running process
 	// cannot apply part by part (a restart does).
 	Settings bool
 	// Endpoints and Sinks by name; WriterGroups by name; Writers as
@@ -75,7 +75,7 @@ func Diff(old, new *Config) Changes {
 	}
 	var ch Changes
 	ch.Settings = !reflect.DeepEqual(old.Gateway, new.Gateway) || !reflect.DeepEqual(old.Embedded, new.Embedded) || !reflect.DeepEqual(old.HTTP, new.HTTP) ||
-		!reflect.DeepEqual(old.ScaleOut, new.ScaleOut)
+		!reflect.DeepEqual(old.ScaleOut, new.ScaleOut) || !reflect.DeepEqual(old.StoreAndForward, new.StoreAndForward)
 	ch.Endpoints = diffNamed(old.Endpoints, new.Endpoints, func(e Endpoint) string { return e.Name }, deepEqual[Endpoint])
 
 	oldGroups, newGroups := old.WriterGroups, new.WriterGroups
