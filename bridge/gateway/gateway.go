@@ -27,6 +27,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
@@ -74,8 +75,13 @@ type Gateway struct {
 	stores  map[string]*pki.Store // certificate stores by directory, for the API
 
 	// resume keeps each writer group's resume state in the state directory
-	// (restart without loss).
+	// (restart without loss); nil without a usable state directory.
 	resume *resume.FileStore
+	// store is the store-and-forward log (store.go); nil when it is off.
+	// streams are its streams with their readers, by writer group.
+	store    *storelog.Log
+	streamMu sync.Mutex
+	streams  map[string]*runStream
 	// scale, with scaleOut enabled, decides which writer groups run here
 	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
@@ -211,16 +217,24 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 			_ = gw.Stop(sctx)
 		}
 	}()
+	// Without a usable state directory (a read-only container) the gateway
+	// runs without what it keeps there: resume records and the log.
+	stateOK := true
 	if err := os.MkdirAll(cfg.Gateway.StateDir, 0o700); err != nil {
-		return fmt.Errorf("gateway.stateDir: %w", err)
-	}
-	if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
-		return fmt.Errorf("gateway.stateDir: %w", err)
+		stateOK = false
+		gw.log.Warn("no usable state directory: restarts resume nothing and the store-and-forward log is off", "stateDir", cfg.Gateway.StateDir, "err", err)
+	} else if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
+		stateOK = false
+		gw.log.Warn("no usable state directory: restarts resume nothing and the store-and-forward log is off", "stateDir", cfg.Gateway.StateDir, "err", err)
 	}
 	if err := gw.startEmbedded(ctx, cfg); err != nil {
 		return err
 	}
+	gw.openStore(cfg, stateOK)
 	if err := gw.startSinks(cfg, gw.opts.ExtraSinks); err != nil {
+		return err
+	}
+	if err := gw.startStreams(cfg); err != nil {
 		return err
 	}
 	if err := gw.startHTTP(cfg); err != nil {

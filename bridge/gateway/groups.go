@@ -15,9 +15,30 @@ import (
 // started in the background, stopped or detached (keeping the subscription
 // for a restart or another replica).
 
-// queues returns the queues of ua-data/metadata messages and those of
-// per-field messages, with the options per-field publishing takes.
-func (gw *Gateway) queues() (data, fields []sink.Queue, pf *config.PerField) {
+// queues returns writer group name's queues of ua-data/metadata messages
+// and of per-field messages, with the options per-field publishing takes.
+// With the log they are the group's stream (the readers feed the sinks from
+// it) and the WebSocket hub.
+func (gw *Gateway) queues(name string) (data, fields []sink.Queue, pf *config.PerField, err error) {
+	if gw.store != nil {
+		s, err := gw.stream(name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("store-and-forward log: %w", err)
+		}
+		data = []sink.Queue{s}
+		for _, o := range gw.outputs {
+			if o.perField != nil {
+				if pf == nil {
+					pf = o.perField
+					fields = []sink.Queue{s}
+				}
+			}
+		}
+		if gw.hub != nil {
+			data = append(data, gw.hub)
+		}
+		return data, fields, pf, nil
+	}
 	for _, o := range gw.outputs {
 		if o.perField != nil {
 			fields = append(fields, o)
@@ -31,7 +52,7 @@ func (gw *Gateway) queues() (data, fields []sink.Queue, pf *config.PerField) {
 	if gw.hub != nil {
 		data = append(data, gw.hub)
 	}
-	return data, fields, pf
+	return data, fields, pf, nil
 }
 
 // addGroup makes writer group wg of cfg a subscription on one of its
@@ -140,7 +161,10 @@ func hasBrowse(wg *config.WriterGroup) bool {
 
 // newGroup makes the bridge's writer group of wg on session m.
 func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, url string) (*bridge.WriterGroup, error) {
-	data, fields, pf := gw.queues()
+	data, fields, pf, err := gw.queues(wg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
 	opts := bridge.Options{
 		Session:     m,
 		Queues:      data,
