@@ -214,6 +214,7 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 			gw.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
+	gw.drainStream(ctx, name)
 	gw.mu.Lock()
 	m := gw.releaseSessionLocked(rg.ss)
 	gw.mu.Unlock()
@@ -243,6 +244,7 @@ func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup) *
 			gw.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
+	gw.drainStream(ctx, name)
 	gw.mu.Lock()
 	m := gw.releaseSessionLocked(rg.ss)
 	gw.mu.Unlock()

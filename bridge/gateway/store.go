@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
@@ -109,6 +110,46 @@ func (gw *Gateway) stream(name string) (*storelog.Stream, error) {
 	}
 	gw.streams[name] = rs
 	return s, nil
+}
+
+// drainWait bounds how long a writer group that stops waits for its
+// stream's connected sinks to have what it appended.
+const drainWait = 5 * time.Second
+
+// drainStream waits, up to drainWait or ctx, until every connected sink has
+// settled what writer group name appended to the log: a group removed or
+// handed to another replica is then done publishing when it is gone (a
+// sink that is down gets the rest later, from the log).
+func (gw *Gateway) drainStream(ctx context.Context, name string) {
+	if gw.store == nil {
+		return
+	}
+	gw.streamMu.Lock()
+	rs := gw.streams[name]
+	gw.streamMu.Unlock()
+	if rs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainWait)
+	defer cancel()
+	drained := func() bool {
+		st := rs.s.Stats()
+		for i, r := range st.Readers {
+			if r.BacklogMessages > 0 && i < len(gw.outputs) && gw.outputs[i].Stats().Connected {
+				return false
+			}
+		}
+		return st.Pending == 0
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !drained() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func onlyField(k sink.Kind) bool { return k == sink.KindField }

@@ -86,10 +86,23 @@ func (l *Log) committer() {
 func (l *Log) fail(err error) {
 	l.commitErrors.Add(1)
 	l.log.Error("storelog: commit failed; the log stopped (messages are no longer acknowledged upstream)", "err", err)
+	l.broken.Store(true)
 	l.mu.Lock()
 	l.failed = fmt.Errorf("storelog: commit: %w", err)
 	l.room.Broadcast()
 	l.mu.Unlock()
+	// What waits for a commit gets none: nothing is acknowledged upstream
+	// that is not in the file.
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		pend := s.pending
+		s.pending, s.pendingBytes = nil, 0
+		s.mu.Unlock()
+		for _, m := range pend {
+			s.stats.undelivered.Add(1)
+			m.Done(false)
+		}
+	}
 }
 
 // commitOnce commits one round; did is false when there was nothing to do.
@@ -97,8 +110,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 	budget := maxCommitBytes
 	work := false
 	var gone []*Stream
-	var taken int64 // pending bytes taken: counted as the log's until applied
-	defer func() { l.committing.Add(-taken) }()
+	var taken int64 // pending bytes taken, in l.used already
 	for _, s := range l.snapshot() {
 		s.mu.Lock()
 		removed := s.removed
@@ -111,7 +123,6 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 		batch, n := s.take(budget)
 		budget -= n
 		taken += int64(n)
-		l.committing.Add(int64(n))
 		rd := round{s: s, batch: batch}
 		s.mu.Lock()
 		rd.last, rd.cum, rd.first = s.last, s.cum, s.first
@@ -196,6 +207,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 		return nil
 	})
 	if err != nil {
+		l.used.Add(-taken)
 		for i := range rounds {
 			for _, t := range rounds[i].tails {
 				t.m.Done(true)
@@ -310,6 +322,7 @@ func (l *Log) forget(gone []*Stream) {
 		l.order = slices.DeleteFunc(l.order, func(x *Stream) bool { return x == s })
 		s.mu.Lock()
 		l.bytes -= s.bytes
+		l.used.Add(-s.bytes)
 		for _, t := range s.tail {
 			evicted = append(evicted, t.m)
 		}
@@ -327,8 +340,9 @@ func (l *Log) forget(gone []*Stream) {
 // settles its messages.
 func (l *Log) applyRounds(rounds []round) {
 	var evicted []*sink.Message
-	var freed, dropped uint64
-	var delta int64
+	var dropped uint64
+	var delta, deleted int64
+	room := false
 	for i := range rounds {
 		rd := &rounds[i]
 		s := rd.s
@@ -358,18 +372,20 @@ func (l *Log) applyRounds(rounds []round) {
 		s.stats.expired.Add(rd.expired)
 		dropped += rd.dropped
 		delta += rd.added - rd.deleted
-		if rd.deleted > 0 {
-			freed++
-		}
+		deleted += rd.deleted
+		room = room || rd.deleted > 0 || len(rd.batch) > 0
 		for _, m := range rd.batch {
 			m.Done(true)
 		}
 		s.giveBack(rd.batch)
 		rd.batch, rd.tails, rd.cursors = nil, nil, nil
 	}
+	// The records' bytes were in l.used while pending; what was deleted
+	// leaves it.
+	l.used.Add(-deleted)
 	l.mu.Lock()
 	l.bytes += delta
-	if freed > 0 {
+	if room {
 		l.room.Broadcast()
 	}
 	l.mu.Unlock()

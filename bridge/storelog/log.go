@@ -148,7 +148,10 @@ type Log struct {
 	bytes   int64 // records' bytes in the file, all streams
 	failed  error // a commit failed: the log stopped
 
-	committing                   atomic.Int64 // bytes taken from the streams by the commit running
+	// used is what counts against MaxBytes: the records in the file and
+	// the messages pending (in the streams or in the commit running).
+	used                         atomic.Int64
+	broken                       atomic.Bool // a commit failed
 	commits, commitErrors, syncs atomic.Uint64
 	commitNanos                  atomic.Int64
 	dropsLogged                  uint64
@@ -229,6 +232,7 @@ func (l *Log) load() error {
 				s.first = s.last + 1
 			}
 			l.bytes += s.bytes
+			l.used.Add(s.bytes)
 			return nil
 		})
 	}); err != nil {
@@ -314,8 +318,8 @@ func (l *Log) RemoveStream(name string) int {
 	s.mu.Lock()
 	s.removed = true
 	pend := s.pending
+	l.used.Add(-int64(s.pendingBytes))
 	s.pending, s.pendingBytes = nil, 0
-	s.pendingSize.Store(0)
 	n := s.records
 	s.mu.Unlock()
 	for _, p := range pend {
@@ -381,12 +385,14 @@ func (l *Log) Close() error {
 	// What arrived after the last commit is not in the log.
 	for _, s := range l.snapshot() {
 		s.mu.Lock()
+		s.closed = true
 		pend := s.pending
 		s.pending, s.pendingBytes = nil, 0
 		tail := s.tail
 		s.tail = nil
 		s.mu.Unlock()
 		for _, p := range pend {
+			s.stats.undelivered.Add(1)
 			p.Done(false)
 		}
 		for _, t := range tail {
@@ -404,21 +410,6 @@ func (l *Log) snapshot() []*Stream {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.order)
-}
-
-// full reports whether n more bytes would take the log past MaxBytes (l.mu
-// held); pending bytes count, so that a burst cannot overshoot.
-func (l *Log) fullLocked(pending int64) bool {
-	return l.bytes+pending > l.opts.MaxBytes
-}
-
-// pendingTotalLocked is every stream's pending bytes (l.mu held).
-func (l *Log) pendingTotalLocked() int64 {
-	var n int64
-	for _, s := range l.order {
-		n += s.pendingSize.Load()
-	}
-	return n + l.committing.Load()
 }
 
 // logDrops logs the drop-oldest removals, at most once per dropLogInterval.

@@ -16,13 +16,12 @@ type Stream struct {
 	name string
 	room *sync.Cond // l.room: producers waiting for room
 
-	pendingSize atomic.Int64 // pendingBytes, for the log's fullness without s.mu
-
 	mu           sync.Mutex
 	pending      []*sink.Message // enqueued, not yet committed; each holds one reference
 	spare        []*sink.Message // the slice the committer gave back, reused
 	pendingBytes int
 	removed      bool
+	closed       bool // the log closed: nothing more is taken
 
 	// Committed state, written by the committer (and RemoveStream) under mu.
 	first, last uint64 // records first..last are in the file (first > last: none)
@@ -76,7 +75,7 @@ func (s *Stream) Enqueue(m *sink.Message) {
 		return
 	}
 	s.mu.Lock()
-	if s.removed {
+	if s.removed || s.closed || s.l.broken.Load() {
 		s.mu.Unlock()
 		s.stats.undelivered.Add(1)
 		m.Done(false)
@@ -84,7 +83,7 @@ func (s *Stream) Enqueue(m *sink.Message) {
 	}
 	s.pending = append(s.pending, m)
 	s.pendingBytes += n
-	s.pendingSize.Store(int64(s.pendingBytes))
+	s.l.used.Add(int64(n))
 	s.mu.Unlock()
 	s.l.signal()
 }
@@ -94,35 +93,46 @@ func (s *Stream) Enqueue(m *sink.Message) {
 func (s *Stream) WaitRoom(n int) { s.waitRoom(n) }
 
 // waitRoom waits for room for a record of n bytes; false when the log is
-// closing or failed.
+// closing or failed. Its fast path takes only s.mu; a producer that waits
+// does so on the log's condition, which every change that makes room
+// broadcasts under l.mu.
 func (s *Stream) waitRoom(n int) bool {
+	if s.roomFor(n) {
+		return true
+	}
 	l := s.l
-	waited := false
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	s.stats.waits.Add(1)
 	for {
 		if l.closing || l.failed != nil {
 			return false
 		}
-		s.mu.Lock()
-		full := s.fullLocked(n) && !s.removed
-		s.mu.Unlock()
-		if !full && l.opts.Policy == config.Block && l.fullLocked(l.pendingTotalLocked()+int64(n)) && l.bytes+int64(n) > 0 {
-			// A log without records takes a message of any size.
-			full = l.bytes > 0 || l.pendingTotalLocked() > 0
-		}
-		if !full {
-			if waited {
-				l.room.Signal() // pass the wake-up on (see sink.Output.WaitRoom)
-			}
+		if s.roomFor(n) {
+			l.room.Signal() // pass the wake-up on (see sink.Output.WaitRoom)
 			return true
 		}
-		if !waited {
-			s.stats.waits.Add(1)
-		}
-		waited = true
 		l.room.Wait()
 	}
+}
+
+// roomFor reports whether a record of n bytes may be enqueued now: the
+// stream's pending messages are under their bounds and, with the block
+// policy, the log has room (a log that holds nothing takes a record of any
+// size).
+func (s *Stream) roomFor(n int) bool {
+	s.mu.Lock()
+	full := s.fullLocked(n) && !s.removed
+	s.mu.Unlock()
+	if full {
+		return false
+	}
+	l := s.l
+	if l.opts.Policy != config.Block {
+		return true
+	}
+	used := l.used.Load()
+	return used == 0 || used+int64(n) <= l.opts.MaxBytes
 }
 
 // take hands the pending messages to the committer, and at most
@@ -148,7 +158,6 @@ func (s *Stream) take(budget int) (batch []*sink.Message, bytes int) {
 		s.spare = nil
 	}
 	s.pendingBytes -= bytes
-	s.pendingSize.Store(int64(s.pendingBytes))
 	return batch, bytes
 }
 
