@@ -162,16 +162,19 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 			if err != nil {
 				return err
 			}
-			b.FillPercent = 1 // keys only ever grow: full pages
 			for _, m := range rd.batch {
 				rd.last++
 				t := newTailMessage(m)
 				t.SetPayload(appendRecord(t.Payload()[:0], m, nowNano, rd.cum))
 				rd.cum += uint64(m.Len())
-				k := key(rd.last)
-				if err := b.Put(k[:], t.Payload()); err != nil {
-					t.Done(true)
-					return err
+				rec := t.Payload()
+				ps := l.partSize
+				for off, part := 0, 0; off < len(rec); off, part = off+ps, part+1 {
+					k := key(rd.last, part)
+					if err := b.Put(k[:], rec[off:min(off+ps, len(rec))]); err != nil {
+						t.Done(true)
+						return err
+					}
 				}
 				rd.tails = append(rd.tails, tailRec{seq: rd.last, appended: nowNano, m: t})
 				rd.added += int64(t.Len())
@@ -188,8 +191,8 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 			if expire {
 				limit := nowNano - int64(l.opts.MaxAge)
 				if err := rd.deleteThrough(b, rd.last, func(v []byte) bool {
-					h, err := decodeRecord(v)
-					return err != nil || h.appended < limit
+					at, err := recordAppended(v)
+					return err != nil || at < limit
 				}); err != nil {
 					return err
 				}
@@ -230,22 +233,27 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 }
 
 // deleteThrough deletes the stream's records from its head up to seq
-// through, while keep (when set) says so of each; b is its bucket.
-func (rd *round) deleteThrough(b *bolt.Bucket, through uint64, cond func(v []byte) bool) error {
+// through, while cond (when set) says so of each record's first part; b is
+// its bucket.
+func (rd *round) deleteThrough(b *bolt.Bucket, through uint64, cond func(first []byte) bool) error {
 	if rd.first > through {
 		return nil
 	}
 	c := b.Cursor()
+	var cur uint64 // the record being deleted, part by part
 	for k, v := c.First(); k != nil; k, v = c.First() {
 		seq := seqOf(k)
-		if seq > through || cond != nil && !cond(v) {
-			break
+		if seq != cur {
+			if seq > through || cond != nil && !cond(v) {
+				break
+			}
+			cur = seq
+			rd.ndeleted++
+			if cond != nil {
+				rd.expired++
+			}
 		}
 		rd.deleted += int64(len(v))
-		rd.ndeleted++
-		if cond != nil {
-			rd.expired++
-		}
 		if err := c.Delete(); err != nil {
 			return err
 		}
@@ -286,11 +294,10 @@ func (l *Log) dropOldest(sb *bolt.Bucket, rounds []round, total int64) error {
 			}
 			// Never the record just appended alone: a log of one record
 			// takes it whatever its size.
-			if seqOf(k) == rd.last && size-int64(len(v)) <= 0 {
+			if n, err := recordTotal(v); err == nil && seqOf(k) == rd.last && size-int64(n) <= 0 {
 				continue
 			}
-			h, err := decodeRecord(v)
-			at := h.appended
+			at, err := recordAppended(v)
 			if err != nil {
 				at = 0
 			}

@@ -2,6 +2,7 @@ package storelog
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,10 @@ type Options struct {
 	Publisher string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// pageSize and partSize replace the file's page size and the largest
+	// part of a record, for the benchmark comparing layouts.
+	pageSize, partSize int
 }
 
 func (o *Options) defaults() error {
@@ -132,10 +137,11 @@ func cursorKey(stream, consumer string) []byte {
 // Log is the store-and-forward log: streams of records, each read by its
 // consumers through durable cursors. See the package comment.
 type Log struct {
-	opts Options
-	log  *slog.Logger
-	db   *bolt.DB
-	path string
+	opts     Options
+	partSize int
+	log      *slog.Logger
+	db       *bolt.DB
+	path     string
 
 	wake chan struct{} // cap 1: work for the committer
 	done chan struct{} // closed when the committer ended
@@ -171,6 +177,11 @@ func Open(opts Options) (*Log, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      2 * time.Second, // another process holds it
 		FreelistType: bolt.FreelistMapType,
+		PageSize:     cmp.Or(opts.pageSize, pageSize),
+		// Mapped at once for the bound (address space, not memory): the
+		// file growing then never remaps it, which copies every node in
+		// use off the map.
+		InitialMmapSize: int(min(2*opts.MaxBytes, 1<<36)),
 		// The freelist is rebuilt by scanning at open instead of written
 		// at every commit.
 		NoFreelistSync: true,
@@ -180,13 +191,14 @@ func Open(opts Options) (*Log, error) {
 		return nil, fmt.Errorf("storelog: opening %s: %w", path, err)
 	}
 	l := &Log{
-		opts:    opts,
-		log:     opts.Logger.With("component", "storelog"),
-		db:      db,
-		path:    path,
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		streams: map[string]*Stream{},
+		partSize: cmp.Or(opts.partSize, partSize),
+		opts:     opts,
+		log:      opts.Logger.With("component", "storelog"),
+		db:       db,
+		path:     path,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		streams:  map[string]*Stream{},
 	}
 	l.room.L = &l.mu
 	if err := db.Update(func(tx *bolt.Tx) error {
@@ -225,7 +237,9 @@ func (l *Log) load() error {
 					s.first = seq
 				}
 				s.last = max(s.last, seq)
-				s.records++
+				if partOf(k) == 0 {
+					s.records++
+				}
 				s.bytes += int64(len(v))
 			}
 			if s.records == 0 {
@@ -350,14 +364,6 @@ func removeStream(tx *bolt.Tx, name string) error {
 }
 
 func hasPrefix(b, p []byte) bool { return len(b) >= len(p) && string(b[:len(p)]) == string(p) }
-
-func seqOf(k []byte) uint64 {
-	if len(k) != 8 {
-		return 0
-	}
-	return uint64(k[0])<<56 | uint64(k[1])<<48 | uint64(k[2])<<40 | uint64(k[3])<<32 |
-		uint64(k[4])<<24 | uint64(k[5])<<16 | uint64(k[6])<<8 | uint64(k[7])
-}
 
 func (l *Log) signal() {
 	select {

@@ -22,6 +22,7 @@ type testQueue struct {
 	name      string
 	guarantee config.Guarantee
 	auto      bool
+	discard   bool // with auto: keep no payloads
 
 	mu   sync.Mutex
 	got  []*sink.Message
@@ -32,6 +33,10 @@ func (q *testQueue) Name() string                { return q.name }
 func (q *testQueue) Guarantee() config.Guarantee { return q.guarantee }
 
 func (q *testQueue) Enqueue(m *sink.Message) {
+	if q.discard {
+		m.Done(true)
+		return
+	}
 	q.mu.Lock()
 	q.seen = append(q.seen, string(m.Payload()))
 	if q.auto {

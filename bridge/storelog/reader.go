@@ -60,7 +60,8 @@ type Reader struct {
 	started     bool
 	closed      bool
 	names       map[string]string // interned writer and field names of records read from the file
-	scratch     []byte
+	scratch     []byte            // a redelivered payload being marked
+	record      []byte            // a record read from the file, its parts put together
 
 	stats readerCounters
 }
@@ -322,7 +323,7 @@ func (r *Reader) fetch(from uint64, out []record) []record {
 				return nil
 			}
 			c := b.Cursor()
-			k0 := key(out[missing].seq)
+			k0 := key(out[missing].seq, 0)
 			k, v := c.Seek(k0[:])
 			for i := missing; i < len(out); i++ {
 				if held[i] != nil {
@@ -331,10 +332,15 @@ func (r *Reader) fetch(from uint64, out []record) []record {
 				for k != nil && seqOf(k) < out[i].seq {
 					k, v = c.Next()
 				}
-				if k == nil || seqOf(k) != out[i].seq {
+				if k == nil || seqOf(k) != out[i].seq || partOf(k) != 0 {
 					continue
 				}
-				r.make(&out[i], v, nil)
+				// The record's parts, put together.
+				r.record = append(r.record[:0], v...)
+				for k, v = c.Next(); k != nil && seqOf(k) == out[i].seq; k, v = c.Next() {
+					r.record = append(r.record, v...)
+				}
+				r.make(&out[i], r.record, nil)
 			}
 			return nil
 		})

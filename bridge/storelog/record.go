@@ -9,7 +9,11 @@ import (
 )
 
 // A record is a message as the log keeps it: a fixed header, the writer and
-// field names of its Addr, then the payload. Little-endian:
+// field names of its Addr, then the payload. It is stored in parts of at
+// most partSize bytes under the keys (sequence number, part): a value that
+// fits a page is written from bbolt's page pool, where a larger one makes
+// it allocate its pages at every commit (the garbage of a log of 100 KiB
+// messages was 1.5 bytes per byte logged; BENCHMARKS.md). Little-endian:
 //
 //	0  version   1 byte (recordVersion)
 //	1  kind      1 byte (sink.Kind)
@@ -19,15 +23,21 @@ import (
 //	12 appended  int64: UnixNano of the append (MaxAge, backlog age)
 //	20 cum       uint64: the stream's payload bytes before this record
 //	28 writer    uint16 length, then field uint16 length
-//	32 writer name, field name, payload
+//	32 total     uint32: the record's length, header included
+//	36 writer name, field name, payload
 //
 // The stream (the writer group) and the publisher are the log's, not the
 // record's.
 
 const (
 	recordVersion = 1
-	headerSize    = 32
+	headerSize    = 36
 	flagRetained  = 1
+	// pageSize is the file's page size and partSize the largest part of a
+	// record: with bbolt's split at half a page, a leaf holds at most
+	// 16 KiB plus one part, within one page.
+	pageSize = 32 << 10
+	partSize = 8 << 10
 )
 
 // errRecord is wrapped by a record that cannot be decoded.
@@ -65,16 +75,38 @@ func appendRecord(b []byte, m *sink.Message, now int64, cum uint64) []byte {
 	binary.LittleEndian.PutUint64(h[20:], cum)
 	binary.LittleEndian.PutUint16(h[28:], uint16(len(m.Addr.Writer)))
 	binary.LittleEndian.PutUint16(h[30:], uint16(len(m.Addr.Field)))
+	binary.LittleEndian.PutUint32(h[32:], uint32(recordSize(m)))
 	b = append(b, h[:]...)
 	b = append(b, m.Addr.Writer...)
 	b = append(b, m.Addr.Field...)
 	return append(b, m.Payload()...)
 }
 
-// decodeRecord decodes the header of record b.
-func decodeRecord(b []byte) (recordHeader, error) {
+// recordTotal returns the length of the record whose first part is b.
+func recordTotal(b []byte) (int, error) {
 	if len(b) < headerSize || b[0] != recordVersion {
-		return recordHeader{}, fmt.Errorf("%w: %d bytes, version %d", errRecord, len(b), firstByte(b))
+		return 0, fmt.Errorf("%w: %d bytes, version %d", errRecord, len(b), firstByte(b))
+	}
+	return int(binary.LittleEndian.Uint32(b[32:])), nil
+}
+
+// recordAppended returns the append time of the record whose first part is
+// b.
+func recordAppended(b []byte) (int64, error) {
+	if len(b) < headerSize || b[0] != recordVersion {
+		return 0, fmt.Errorf("%w: %d bytes, version %d", errRecord, len(b), firstByte(b))
+	}
+	return int64(binary.LittleEndian.Uint64(b[12:])), nil
+}
+
+// decodeRecord decodes record b, complete.
+func decodeRecord(b []byte) (recordHeader, error) {
+	n, err := recordTotal(b)
+	if err != nil {
+		return recordHeader{}, err
+	}
+	if n != len(b) {
+		return recordHeader{}, fmt.Errorf("%w: %d bytes of %d", errRecord, len(b), n)
 	}
 	wl := int(binary.LittleEndian.Uint16(b[28:]))
 	fl := int(binary.LittleEndian.Uint16(b[30:]))
@@ -100,12 +132,28 @@ func firstByte(b []byte) int {
 	return int(b[0])
 }
 
-// key is a record's key: its sequence number, big-endian, so that the
+// key is the key of part of record seq: both big-endian, so that the
 // bucket's order is the stream's.
-func key(seq uint64) [8]byte {
-	var k [8]byte
+func key(seq uint64, part int) [10]byte {
+	var k [10]byte
 	binary.BigEndian.PutUint64(k[:], seq)
+	binary.BigEndian.PutUint16(k[8:], uint16(part))
 	return k
+}
+
+// seqOf and partOf read a key.
+func seqOf(k []byte) uint64 {
+	if len(k) != 10 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k)
+}
+
+func partOf(k []byte) int {
+	if len(k) != 10 {
+		return -1
+	}
+	return int(binary.BigEndian.Uint16(k[8:]))
 }
 
 // cursorState is a consumer's durable cursor.
