@@ -9,6 +9,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -96,6 +97,8 @@ type Stats struct {
 	BufferPools []pooling.NamedBufferPoolStats
 	// ScaleOut is nil unless scale-out is enabled.
 	ScaleOut *ScaleOutStatus
+	// Store is the store-and-forward log; nil when it is off.
+	Store *storelog.Stats
 }
 
 // ScaleOutStatus is this replica's view of the writer groups' leases.

@@ -1,6 +1,10 @@
 package gateway_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +101,53 @@ func TestE2EBrokerOutageHoldsOnlyItself(t *testing.T) {
 		if gs.Overflows != 0 || gs.Undelivered != 0 {
 			t.Errorf("writer group %s: %d values overflowed at the server, %d notification messages undelivered", name, gs.Overflows, gs.Undelivered)
 		}
+	}
+}
+
+// TestE2EDeadLetters: a message a broker refuses for good goes to the
+// dead-letter file and is acknowledged; it never holds the subscription.
+// nats-server with a max_payload of 8 KiB under an at-least-once JetStream
+// sink; a writer of 150 fields, whose ua-metadata (some 20 KB) cannot be
+// split: it is refused, kept with the reason, and the data (split at the
+// server's max_payload, which the writer group's maxMessageSize follows)
+// streams on.
+func TestE2EDeadLetters(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true, MaxPayload: 8 << 10})
+	w := writer("wide")
+	for i := range 150 {
+		w.Fields = append(w.Fields, field(fmt.Sprintf("Counter_%03d", i), server.NodeCounter))
+	}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(100 * time.Millisecond), MaxUnacked: 4,
+			Nodes: config.NodeDefaults{SamplingInterval: ptr(dur(20 * time.Millisecond))}, Writers: []config.DataSetWriter{w},
+		}},
+		Sinks: jetStreamSink(ns.URL(), true),
+	}))
+	// More messages than maxUnacked: nothing holds the acknowledgements.
+	waitStream(t, ns.URL(), 30, e2eWait, g.logTail)
+	if st := g.outputStats("js"); st.DeadLettered == 0 || st.Undelivered != 0 {
+		t.Errorf("sink stats %+v: want the metadata dead-lettered and nothing undelivered", st)
+	}
+	if gs := g.groupStats("g"); gs.Undelivered != 0 || gs.Acked < 10 {
+		t.Errorf("writer group: %d acknowledged, %d undelivered: the refusal held the subscription", gs.Acked, gs.Undelivered)
+	}
+	g.waitLog("writer group's messages split at the NATS server's max_payload", "group=g")
+	g.waitLog("a broker refused a message for good", "sink=js")
+	b, err := os.ReadFile(filepath.Join(g.gw.Config().Gateway.StateDir, "deadletters.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dl struct {
+		Sink, Kind, Group, Writer, Reason, Payload string
+		Bytes                                      int
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if err := json.Unmarshal([]byte(line), &dl); err != nil {
+		t.Fatalf("dead letter %q: %v", line, err)
+	}
+	if dl.Sink != "js" || dl.Kind != "metadata" || dl.Group != "g" || dl.Writer != "wide" || dl.Bytes <= 8<<10 ||
+		!strings.Contains(dl.Reason, "maximum payload") || !strings.Contains(dl.Payload, `"MessageType":"ua-metadata"`) {
+		t.Errorf("dead letter: %+v", dl)
 	}
 }

@@ -82,10 +82,16 @@ type Gateway struct {
 	store    *storelog.Log
 	streamMu sync.Mutex
 	streams  map[string]*runStream
+	// deadLetters keeps what brokers refuse for good (<stateDir>/deadletters.jsonl);
+	// nil without a usable state directory.
+	deadLetters *storelog.DeadLetterFile
 	// scale, with scaleOut enabled, decides which writer groups run here
 	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
 	scaleConn *nats.Conn
+
+	// brokerOnce: the wait for the brokers' payload limit (groups.go).
+	brokerOnce sync.Once
 
 	// applySem serialises Apply, ApplyConfig and Retry.
 	applySem chan struct{}
@@ -231,6 +237,12 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 		return err
 	}
 	gw.openStore(cfg, stateOK)
+	if stateOK {
+		path := filepath.Join(cfg.Gateway.StateDir, "deadletters.jsonl")
+		if gw.deadLetters, err = storelog.OpenDeadLetters(path, 0, gw.log); err != nil {
+			gw.log.Warn("no dead-letter file: a message a broker refuses for good is logged and, at least once, not acknowledged", "err", err)
+		}
+	}
 	if err := gw.startSinks(cfg, gw.opts.ExtraSinks); err != nil {
 		return err
 	}
@@ -359,6 +371,9 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		}
 		opts.Logger = gw.log
 		opts.Latency = gw.hist.SourceToSink(s.Name())
+		if gw.deadLetters != nil {
+			opts.DeadLetters = gw.deadLetters
+		}
 		o, err := sink.NewOutput(s, opts)
 		if err != nil {
 			return err

@@ -181,12 +181,63 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		opts.FieldPayload = pf.Payload
 		opts.FieldNoRetain = pf.Retain != nil && !*pf.Retain
 	}
+	if limit := gw.brokerMaxPayload(); limit > 0 && wg.MaxMessageSize > limit {
+		gw.log.Info("writer group's messages split at the NATS server's max_payload", "group", wg.Name, "maxMessageSize", wg.MaxMessageSize, "maxPayload", limit)
+		c := *wg
+		c.MaxMessageSize = limit
+		wg = &c
+	}
 	g, err := bridge.NewWriterGroup(*wg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
 	return g, nil
 }
+
+// payloadLimiter is a sink that knows the largest payload its broker takes
+// (natssink: the server's max_payload), 0 while it does not.
+type payloadLimiter interface{ MaxPayload() int64 }
+
+// brokerMaxPayload is the smallest max_payload of the brokers that say
+// theirs (0: none does), the bound of the writer groups' maxMessageSize. The
+// first call waits a moment (at most brokerWait) for those sinks to
+// connect: the groups are built at start, as the sinks connect.
+func (gw *Gateway) brokerMaxPayload() int {
+	var limiters []payloadLimiter
+	for _, o := range gw.outputs {
+		if l, ok := o.Output.Sink().(payloadLimiter); ok {
+			limiters = append(limiters, l)
+		}
+	}
+	if len(limiters) == 0 {
+		return 0
+	}
+	gw.brokerOnce.Do(func() {
+		deadline := time.Now().Add(brokerWait)
+		for _, l := range limiters {
+			for l.MaxPayload() == 0 && time.Now().Before(deadline) && gw.ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	limit := int64(0)
+	for _, l := range limiters {
+		if n := l.MaxPayload(); n > 0 && (limit == 0 || n < limit) {
+			limit = n
+		}
+	}
+	if limit == 0 {
+		return 0
+	}
+	// Room for the headers a message may carry (Nats-Msg-Id).
+	return int(max(limit-headerRoom, config.MinGroupMessageSize))
+}
+
+// headerRoom is what a message's NATS headers may take of max_payload.
+const headerRoom = 256
+
+// brokerWait bounds the wait for the brokers' payload limits at start.
+const brokerWait = 2 * time.Second
 
 // takeGroup takes the writer group name out of the running state (nil: it
 // does not run here); the caller stops or detaches it.

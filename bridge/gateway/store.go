@@ -176,8 +176,12 @@ func (gw *Gateway) stopReaders(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// closeStore closes the log after the readers and Outputs.
+// closeStore closes the log and the dead-letter file after the readers
+// and Outputs.
 func (gw *Gateway) closeStore() {
+	if gw.deadLetters != nil {
+		_ = gw.deadLetters.Close()
+	}
 	if gw.store == nil {
 		return
 	}

@@ -275,6 +275,14 @@ type Acker interface {
 	Confirmed(m *Message, err error)
 }
 
+// DeadLetters keeps the messages a sink refused for good (OutputOptions):
+// DeadLetter records m, bound for sink, with the refusal err, and reports
+// whether it kept it. It is called on the Output's worker, with m still
+// valid; it must not block for long nor call m.Done.
+type DeadLetters interface {
+	DeadLetter(sink string, m *Message, err error) bool
+}
+
 // RoomWaiter is a Queue that can make a producer wait for room before the
 // message exists: with it, a writer group held back by a full Block queue
 // waits holding its encoded JSON only, not a pooled message copy of it as

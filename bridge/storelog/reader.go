@@ -460,13 +460,13 @@ type ReaderStats struct {
 	Skipped   uint64 `json:"skipped"`
 	Abandoned uint64 `json:"abandoned"`
 	// Backlog is what the consumer has not settled: records, their payload
-	// bytes (once the reader read one: 0 before), and how long ago the
-	// oldest of those handed to its queue was appended.
-	BacklogMessages uint64        `json:"backlogMessages"`
-	BacklogBytes    uint64        `json:"backlogBytes"`
-	BacklogAge      time.Duration `json:"backlogAge"`
-	Acked           uint64        `json:"acked"`   // cursor: every record up to it settled
-	Claimed         uint64        `json:"claimed"` // records up to it may have been handed out
+	// bytes (once the reader read one: 0 before), and when the oldest of
+	// those handed to its queue was appended (zero when none is out).
+	BacklogMessages uint64    `json:"backlogMessages"`
+	BacklogBytes    uint64    `json:"backlogBytes"`
+	BacklogSince    time.Time `json:"backlogSince"`
+	Acked           uint64    `json:"acked"`   // cursor: every record up to it settled
+	Claimed         uint64    `json:"claimed"` // records up to it may have been handed out
 }
 
 // Stats returns the reader's counters and backlog.
@@ -482,7 +482,7 @@ func (r *Reader) Stats() ReaderStats {
 	}
 	if r.acked+1 < r.next {
 		if at := r.flightAt[r.fhead]; at > 0 {
-			st.BacklogAge = time.Since(time.Unix(0, at))
+			st.BacklogSince = time.Unix(0, at)
 		}
 	}
 	r.mu.Unlock()

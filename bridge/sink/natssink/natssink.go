@@ -219,6 +219,18 @@ func (s *Sink) Connected() bool {
 	return c != nil && c.nc.IsConnected()
 }
 
+// MaxPayload is the largest payload the server takes (its max_payload, as
+// it announced it), 0 while not connected.
+func (s *Sink) MaxPayload() int64 {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c == nil || !c.nc.IsConnected() {
+		return 0
+	}
+	return c.nc.MaxPayload()
+}
+
 // Connect makes a new connection (closing the previous one) and, with
 // JetStream, checks or creates the stream.
 func (s *Sink) Connect(ctx context.Context) error {
