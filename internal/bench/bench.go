@@ -338,9 +338,9 @@ func gatewayConfig(o *options, simURL, stateDir string, log bool) []byte {
 	off := false
 	c := config.Config{
 		StoreAndForward: config.StoreAndForward{Enabled: &log},
-		Gateway:  config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
-		Embedded: config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
-		HTTP:     config.HTTP{Disabled: true},
+		Gateway:         config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
+		Embedded:        config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
+		HTTP:            config.HTTP{Disabled: true},
 		Endpoints: []config.Endpoint{{Name: "sim", URL: simURL,
 			SecurityPolicy: "None", SecurityMode: "None", AutoAccept: true}},
 		Sinks: config.Sinks{NATS: []config.NATSSink{{Name: "bench", URL: o.natsURL}}},
