@@ -162,6 +162,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 			if err != nil {
 				return err
 			}
+			b.FillPercent = fillPercent
 			for _, m := range rd.batch {
 				rd.last++
 				t := newTailMessage(m)

@@ -23,9 +23,11 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxBytes        = 1 << 30
-	DefaultPendingMessages = 4096
-	DefaultPendingBytes    = 32 << 20
-	DefaultTailBytes       = 4 << 20
+	// A stream's pending messages wait for one commit (milliseconds): a few
+	// MiB hold what a writer group produces meanwhile at the highest rates.
+	DefaultPendingMessages = 1024
+	DefaultPendingBytes    = 4 << 20
+	DefaultTailBytes       = 2 << 20
 	DefaultClaimWindow     = 256
 	// FileName is the log's file in Options.Dir.
 	FileName = "log.db"

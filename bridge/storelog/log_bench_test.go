@@ -21,7 +21,7 @@ func (c chanSettled) Settled(_ uint64, delivered bool) { c <- delivered }
 // settled by it, its record deleted. Up to 64 messages are unsettled
 // upstream at a time (a writer group's maxUnacked).
 //
-// The layouts: the log's (pages of 32 KiB, records in parts of 8 KiB) and
+// The layouts: the log's (pages of 32 KiB, records in parts of 7.5 KiB) and
 // whole records in 4 KiB pages (bbolt then allocates the pages of every
 // large record at each commit: the garbage the layout avoids).
 func BenchmarkLog(b *testing.B) {

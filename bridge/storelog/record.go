@@ -34,10 +34,13 @@ const (
 	headerSize    = 36
 	flagRetained  = 1
 	// pageSize is the file's page size and partSize the largest part of a
-	// record: with bbolt's split at half a page, a leaf holds at most
-	// 16 KiB plus one part, within one page.
-	pageSize = 32 << 10
-	partSize = 8 << 10
+	// record: bbolt splits a leaf past fillPercent of a page, so a leaf
+	// holds at most 24 KiB plus one part and its element headers, within
+	// one page, and its pages are three quarters full or more (what is
+	// written to the disk per byte logged).
+	pageSize    = 32 << 10
+	partSize    = 7680
+	fillPercent = 0.75
 )
 
 // errRecord is wrapped by a record that cannot be decoded.
