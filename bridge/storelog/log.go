@@ -22,7 +22,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxBytes        = 1 << 30
+	DefaultMaxBytes = 1 << 30
 	// A stream's pending messages wait for one commit (milliseconds): a few
 	// MiB hold what a writer group produces meanwhile at the highest rates.
 	DefaultPendingMessages = 1024
