@@ -248,6 +248,7 @@ func streamSeries(c *collector, labels ...string) []series[storelog.StreamStats]
 		n("expired_messages_total", "Records removed by maxAge.", func(s *S) uint64 { return s.Expired }),
 		n("unappended_messages_total", "Messages settled undelivered: the log closed or failed before their commit.", func(s *S) uint64 { return s.Undelivered }),
 		n("waits_total", "Times the writer group waited for room in the log.", func(s *S) uint64 { return s.Waits }),
+		n("duplicate_messages_total", "Republished messages not appended: the log held their notifications already.", func(s *S) uint64 { return s.Duplicates }),
 		g("records", "Records of the writer group in the log.", func(s *S) float64 { return float64(s.Records) }),
 		g("record_bytes", "Bytes of the writer group's records in the log.", func(s *S) float64 { return float64(s.Bytes) }),
 		g("pending_messages", "Messages waiting for their commit.", func(s *S) float64 { return float64(s.Pending) }),

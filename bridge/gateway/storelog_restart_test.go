@@ -145,7 +145,9 @@ func subscribeCounters(t *testing.T, url string) *counterSub {
 
 func (s *counterSub) add(t *testing.T, data []byte) {
 	var nm struct {
-		Messages struct {
+		MessageId string
+		Messages  struct {
+			SequenceNumber    int
 			DataSetWriterName string
 			MessageType       string
 			Payload           map[string]json.RawMessage
@@ -172,6 +174,9 @@ func (s *counterSub) add(t *testing.T, data []byte) {
 		case !seen:
 		case v <= prev:
 			s.dups++
+			if s.dups <= 5 {
+				t.Logf("twice: %s = %v (had %v) in %s %s seq %d", k, v, prev, nm.MessageId, d.MessageType, d.SequenceNumber)
+			}
 			continue
 		case v > prev+1:
 			s.lost += int(v - prev - 1)

@@ -283,6 +283,15 @@ type DeadLetters interface {
 	DeadLetter(sink string, m *Message, err error) bool
 }
 
+// TokenWatcher is a Queue told when every message carrying a token has
+// been handed to it: the pipeline calls Handed(token) once no further
+// message of that token (an OPC UA sequence number) can come, in token
+// order. The store-and-forward log keeps it to know which notifications
+// it holds completely.
+type TokenWatcher interface {
+	Handed(token uint64)
+}
+
 // RoomWaiter is a Queue that can make a producer wait for room before the
 // message exists: with it, a writer group held back by a full Block queue
 // waits holding its encoded JSON only, not a pooled message copy of it as

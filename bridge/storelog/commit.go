@@ -25,19 +25,22 @@ const expireEvery = time.Second
 
 // round is one stream's part of a commit.
 type round struct {
-	s        *Stream
-	batch    []*sink.Message
-	tails    []tailRec
-	last     uint64 // after the commit
-	cum      uint64
-	added    int64  // bytes written
-	first    uint64 // first record kept after the commit
-	deleted  int64  // bytes deleted
-	ndeleted int64
-	dropped  uint64 // by drop-oldest, before every consumer had them
-	expired  uint64
-	cursors  []cursorMove
-	head     uint64 // appended time of the first record kept (drop-oldest)
+	s         *Stream
+	batch     []*sink.Message
+	tails     []tailRec
+	last      uint64 // after the commit
+	cum       uint64
+	added     int64  // bytes written
+	first     uint64 // first record kept after the commit
+	deleted   int64  // bytes deleted
+	ndeleted  int64
+	dropped   uint64 // by drop-oldest, before every consumer had them
+	expired   uint64
+	cursors   []cursorMove
+	head      uint64 // records up to it every reader settled
+	upTo      uint32 // the stream's upTo after the commit
+	upKnown   bool
+	upChanged bool // upTo is to be saved
 }
 
 type cursorMove struct {
@@ -67,7 +70,7 @@ func (l *Log) committer() {
 			}
 			var did bool
 			var err error
-			rounds, did, err = l.commitOnce(rounds[:0], now, expire)
+			rounds, did, err = l.commitOnce(rounds[:0], now, expire, closing)
 			if err != nil {
 				l.fail(err)
 				return
@@ -106,7 +109,9 @@ func (l *Log) fail(err error) {
 }
 
 // commitOnce commits one round; did is false when there was nothing to do.
-func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, bool, error) {
+// What the producers handed over whole is saved with the next commit, and
+// at the last one (closing).
+func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([]round, bool, error) {
 	budget := maxCommitBytes
 	work := false
 	var gone []*Stream
@@ -120,14 +125,32 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 			work = true
 			continue
 		}
-		batch, n := s.take(budget)
+		batch, n, whole, wholeOK := s.take(budget)
 		budget -= n
 		taken += int64(n)
 		rd := round{s: s, batch: batch}
 		s.mu.Lock()
 		rd.last, rd.cum, rd.first = s.last, s.cum, s.first
+		rd.upTo, rd.upKnown = s.upTo, s.upKnown
+		savedUp, savedOK := s.upTo, s.upSaved
 		readers := s.readers
 		s.mu.Unlock()
+		// The newest token in the batch may have more messages to come:
+		// every one before it is whole, and so is the one the producer said
+		// it handed over entirely (its messages were all pending).
+		for i := len(batch) - 1; i >= 0; i-- {
+			if tok := uint32(batch[i].Token); tok != 0 {
+				rd.upTo, rd.upKnown = tok-1, true
+				break
+			}
+		}
+		if wholeOK && (!rd.upKnown || int32(whole-rd.upTo) > 0) {
+			rd.upTo, rd.upKnown = whole, true
+		}
+		rd.upChanged = rd.upKnown && (!savedOK || rd.upTo != savedUp)
+		if closing && rd.upChanged {
+			work = true
+		}
 		floor := rd.last + uint64(len(batch))
 		for _, r := range readers {
 			st, changed := r.cursorMove()
@@ -180,8 +203,8 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire bool) ([]round, b
 				rd.tails = append(rd.tails, tailRec{seq: rd.last, appended: nowNano, m: t})
 				rd.added += int64(t.Len())
 			}
-			if len(rd.batch) > 0 {
-				if err := st.Put(name, streamState{last: rd.last, cum: rd.cum}.encode()); err != nil {
+			if len(rd.batch) > 0 || rd.upChanged {
+				if err := st.Put(name, streamState{last: rd.last, cum: rd.cum, upTo: rd.upTo, upKnown: rd.upKnown}.encode()); err != nil {
 					return err
 				}
 			}
@@ -356,6 +379,8 @@ func (l *Log) applyRounds(rounds []round) {
 		s := rd.s
 		s.mu.Lock()
 		s.last, s.cum = rd.last, rd.cum
+		s.upTo, s.upKnown = rd.upTo, rd.upKnown
+		s.upSaved = s.upSaved || rd.upKnown
 		s.first = max(s.first, rd.first)
 		if s.first > s.last {
 			s.first = s.last + 1

@@ -72,9 +72,9 @@ type Options struct {
 	// reads the file); default DefaultTailBytes. Records every reader took
 	// leave the tail at once.
 	TailBytes int
-	// ClaimWindow is how far ahead of what it handed out a reader claims
-	// (and how many records it hands out unsettled at most); default
-	// DefaultClaimWindow.
+	// ClaimWindow is how many records past what its queue settled a reader
+	// claims and hands out at most (a quarter of it for an at-most-once
+	// queue: what a crash abandons); default DefaultClaimWindow.
 	ClaimWindow int
 	// Publisher is the Addr.Publisher of the messages readers make.
 	Publisher string
@@ -229,7 +229,7 @@ func (l *Log) load() error {
 		return sb.ForEachBucket(func(name []byte) error {
 			s := l.newStream(string(name))
 			if ss, ok := decodeStreamState(st.Get(name)); ok {
-				s.last, s.cum = ss.last, ss.cum
+				s.last, s.cum, s.upTo, s.upKnown, s.upSaved = ss.last, ss.cum, ss.upTo, ss.upKnown, ss.upKnown
 			}
 			c := sb.Bucket(name).Cursor()
 			s.first = s.last + 1

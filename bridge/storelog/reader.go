@@ -96,15 +96,21 @@ func (s *Stream) NewReader(consumer string, q sink.Queue, opts ReaderOptions) (*
 			return nil, fmt.Errorf("storelog: stream %s has a reader for %s", s.name, consumer)
 		}
 	}
+	amo := q.Guarantee() != config.AtLeastOnce
+	w := s.l.opts.ClaimWindow
+	if amo {
+		// What a crash abandons is what an at-most-once consumer has out.
+		w = max(w/4, 2)
+	}
 	r := &Reader{
 		s: s, consumer: consumer, q: q, accept: opts.Accept,
-		atMostOnce: q.Guarantee() != config.AtLeastOnce,
+		atMostOnce: amo,
 		log:        s.l.log.With("stream", s.name, "consumer", consumer),
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		flight:     make([]uint8, s.l.opts.ClaimWindow),
-		flightAt:   make([]int64, s.l.opts.ClaimWindow),
-		flightCum:  make([]uint64, s.l.opts.ClaimWindow),
+		flight:     make([]uint8, w),
+		flightAt:   make([]int64, w),
+		flightCum:  make([]uint64, w),
 		names:      map[string]string{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())

@@ -181,24 +181,33 @@ func decodeCursor(b []byte) (cursorState, bool) {
 
 // streamState is what the log keeps of a stream besides its records: its
 // last sequence number and cumulative payload bytes, which must survive
-// the records' deletion (sequence numbers are never reused).
+// the records' deletion (sequence numbers are never reused), and the
+// producer's token (the OPC UA sequence number) up to which every message
+// is in the log.
 type streamState struct {
-	last uint64
-	cum  uint64
+	last    uint64
+	cum     uint64
+	upTo    uint32
+	upKnown bool
 }
 
 func (s streamState) encode() []byte {
-	b := make([]byte, 16)
+	b := make([]byte, 21)
 	binary.LittleEndian.PutUint64(b, s.last)
 	binary.LittleEndian.PutUint64(b[8:], s.cum)
+	binary.LittleEndian.PutUint32(b[16:], s.upTo)
+	if s.upKnown {
+		b[20] = 1
+	}
 	return b
 }
 
 func decodeStreamState(b []byte) (streamState, bool) {
-	if len(b) != 16 {
+	if len(b) != 21 {
 		return streamState{}, false
 	}
-	return streamState{last: binary.LittleEndian.Uint64(b), cum: binary.LittleEndian.Uint64(b[8:])}, true
+	return streamState{last: binary.LittleEndian.Uint64(b), cum: binary.LittleEndian.Uint64(b[8:]),
+		upTo: binary.LittleEndian.Uint32(b[16:]), upKnown: b[20] == 1}, true
 }
 
 // redeliveredMark is where a NetworkMessage's MessageId starts; a record

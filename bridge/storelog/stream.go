@@ -1,6 +1,7 @@
 package storelog
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 
@@ -20,18 +21,26 @@ type Stream struct {
 	pending      []*sink.Message // enqueued, not yet committed; each holds one reference
 	spare        []*sink.Message // the slice the committer gave back, reused
 	pendingBytes int
-	removed      bool
-	closed       bool // the log closed: nothing more is taken
+	// handed: every message of a token up to it was enqueued (Handed).
+	handed   uint32
+	handedOK bool
+	removed  bool
+	closed   bool // the log closed: nothing more is taken
 
 	// Committed state, written by the committer (and RemoveStream) under mu.
 	first, last uint64 // records first..last are in the file (first > last: none)
 	cum         uint64 // payload bytes of every record ever appended
-	records     int64
-	bytes       int64 // records' bytes in the file
-	tail        []tailRec
-	tailBytes   int
-	readers     []*Reader
-	cursors     map[string]cursorState // durable cursors by consumer, as loaded
+	// upTo: every message of a token (an OPC UA sequence number) up to it,
+	// in serial number order, is in the log (upKnown: one is).
+	upTo      uint32
+	upKnown   bool
+	upSaved   bool // upTo is the one in the file
+	records   int64
+	bytes     int64 // records' bytes in the file
+	tail      []tailRec
+	tailBytes int
+	readers   []*Reader
+	cursors   map[string]cursorState // durable cursors by consumer, as loaded
 
 	stats streamCounters
 }
@@ -44,7 +53,7 @@ type tailRec struct {
 
 type streamCounters struct {
 	appended, appendedBytes, dropped, expired, undelivered atomic.Uint64
-	waits                                                  atomic.Uint64
+	waits, duplicates                                      atomic.Uint64
 }
 
 // Name is the stream's name (sink.Queue).
@@ -67,7 +76,18 @@ func (s *Stream) fullLocked(n int) bool {
 // m is then settled delivered (or undelivered if the log closes or fails
 // first). It waits while the stream's pending messages are at their bound
 // and, with the block policy, while the log is full.
+//
+// A message its producer marked redelivered (its MessageId starts with
+// RedeliveredPrefix: a notification the OPC UA server republished after a
+// restart) whose token is one the log holds every message of already is
+// settled delivered at once and not appended again (counted as a
+// duplicate): what the previous process appended reaches no sink twice.
 func (s *Stream) Enqueue(m *sink.Message) {
+	if s.already(m) {
+		s.stats.duplicates.Add(1)
+		m.Done(true)
+		return
+	}
 	n := recordSize(m)
 	if !s.waitRoom(n) {
 		s.stats.undelivered.Add(1)
@@ -87,6 +107,28 @@ func (s *Stream) Enqueue(m *sink.Message) {
 	s.mu.Unlock()
 	s.l.signal()
 }
+
+// Handed implements sink.TokenWatcher: every message of token was
+// enqueued, so once they are committed the log holds the token whole.
+func (s *Stream) Handed(token uint64) {
+	s.mu.Lock()
+	s.handed, s.handedOK = uint32(token), true
+	s.mu.Unlock()
+}
+
+// already reports whether m is a redelivered message whose token's
+// messages are all in the log.
+func (s *Stream) already(m *sink.Message) bool {
+	if m.Token == 0 || !bytes.HasPrefix(m.Payload(), redeliveredStart) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.upKnown && int32(uint32(m.Token)-s.upTo) <= 0
+}
+
+// redeliveredStart begins a NetworkMessage its producer marked redelivered.
+var redeliveredStart = []byte(redeliveredMark + RedeliveredPrefix)
 
 // WaitRoom implements sink.RoomWaiter: it waits until a message of n
 // payload bytes fits. The producer then builds its message.
@@ -137,11 +179,14 @@ func (s *Stream) roomFor(n int) bool {
 
 // take hands the pending messages to the committer, and at most
 // maxCommitBytes of them; the caller gives the slice back with giveBack.
-func (s *Stream) take(budget int) (batch []*sink.Message, bytes int) {
+// whole, when set, is a token every message of which is in the batch or
+// committed before.
+func (s *Stream) take(budget int) (batch []*sink.Message, bytes int, whole uint32, wholeOK bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	whole, wholeOK = s.handed, s.handedOK
 	if len(s.pending) == 0 || s.removed {
-		return nil, 0
+		return nil, 0, whole, wholeOK
 	}
 	n := 0
 	for n < len(s.pending) && (n == 0 || bytes+recordSize(s.pending[n]) <= budget) {
@@ -156,9 +201,10 @@ func (s *Stream) take(budget int) (batch []*sink.Message, bytes int) {
 		rest := append(s.spare[:0], s.pending[n:]...)
 		s.pending = rest
 		s.spare = nil
+		wholeOK = false // some of its messages may still wait
 	}
 	s.pendingBytes -= bytes
-	return batch, bytes
+	return batch, bytes, whole, wholeOK
 }
 
 // giveBack returns a batch slice for reuse.
@@ -227,13 +273,16 @@ type StreamStats struct {
 	// failed before their commit.
 	Undelivered uint64 `json:"undelivered"`
 	// Waits counts the times a producer waited for room.
-	Waits    uint64        `json:"waits"`
-	Records  int64         `json:"records"`  // in the file
-	Bytes    int64         `json:"bytes"`    // their bytes
-	Pending  int           `json:"pending"`  // messages waiting for their commit
-	FirstSeq uint64        `json:"firstSeq"` // of the oldest record kept
-	LastSeq  uint64        `json:"lastSeq"`  // of the newest record
-	Readers  []ReaderStats `json:"readers"`
+	Waits uint64 `json:"waits"`
+	// Duplicates counts redelivered messages not appended: the log held
+	// their notifications already.
+	Duplicates uint64        `json:"duplicates"`
+	Records    int64         `json:"records"`  // in the file
+	Bytes      int64         `json:"bytes"`    // their bytes
+	Pending    int           `json:"pending"`  // messages waiting for their commit
+	FirstSeq   uint64        `json:"firstSeq"` // of the oldest record kept
+	LastSeq    uint64        `json:"lastSeq"`  // of the newest record
+	Readers    []ReaderStats `json:"readers"`
 }
 
 // Stats returns the stream's counters and its readers'.
@@ -251,6 +300,7 @@ func (s *Stream) Stats() StreamStats {
 	st.Expired = s.stats.expired.Load()
 	st.Undelivered = s.stats.undelivered.Load()
 	st.Waits = s.stats.waits.Load()
+	st.Duplicates = s.stats.duplicates.Load()
 	for _, r := range readers {
 		st.Readers = append(st.Readers, r.Stats())
 	}
