@@ -34,6 +34,7 @@ type Config struct {
 //	  maxAge: 24h          # default 0: records stay until every sink had them
 //	  policy: block        # or drop-oldest, when maxBytes is reached
 //	  fsync: true          # default: one fdatasync per commit
+//	  commitInterval: 5ms  # default: the least time between two commits
 type StoreAndForward struct {
 	// Enabled: default true. Off, the sinks' queues are fed by the writer
 	// groups directly, and only at-least-once sinks hold acknowledgements.
@@ -53,6 +54,10 @@ type StoreAndForward struct {
 	// operating system: the log survives the gateway's crash, not the
 	// machine's.
 	Fsync *bool `yaml:"fsync"`
+	// CommitInterval is the least time between two commits (group commit:
+	// what every writer group appends meanwhile is one commit, one fsync);
+	// default 5ms, at most 1s. It adds up to itself to the latency.
+	CommitInterval Duration `yaml:"commitInterval"`
 }
 
 // On reports whether the log is enabled (the default).

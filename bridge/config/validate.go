@@ -114,6 +114,9 @@ func (sf *StoreAndForward) validate(v *validator) {
 	if sf.MaxAge < 0 {
 		v.errorf(p+".maxAge", "%v: must not be negative", sf.MaxAge)
 	}
+	if sf.CommitInterval < 0 || sf.CommitInterval.D() > time.Second {
+		v.errorf(p+".commitInterval", "%v: want 0 to 1s", sf.CommitInterval)
+	}
 	if _, err := ParsePolicy(string(sf.Policy)); err != nil {
 		v.errorf(p+".policy", "%v", err)
 	}

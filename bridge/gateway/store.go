@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"sync"
@@ -45,13 +46,15 @@ func (gw *Gateway) openStore(cfg *config.Config, stateOK bool) {
 	}
 	dir := filepath.Join(cfg.Gateway.StateDir, "log")
 	l, err := storelog.Open(storelog.Options{
-		Dir:       dir,
-		MaxBytes:  sf.MaxBytes,
-		MaxAge:    sf.MaxAge.D(),
-		Policy:    sf.Policy,
-		NoSync:    sf.Fsync != nil && !*sf.Fsync,
-		Publisher: cfg.Gateway.PublisherID,
-		Logger:    gw.log,
+		Dir:      dir,
+		MaxBytes: sf.MaxBytes,
+		MaxAge:   sf.MaxAge.D(),
+		Policy:   sf.Policy,
+		NoSync:   sf.Fsync != nil && !*sf.Fsync,
+		// 0 (a configuration without defaults): commit at once.
+		CommitInterval: cmp.Or(sf.CommitInterval.D(), -1),
+		Publisher:      cfg.Gateway.PublisherID,
+		Logger:         gw.log,
 	})
 	if err != nil {
 		gw.log.Warn("store-and-forward log off: it cannot be opened; the OPC UA servers' queues are the only buffer", "dir", dir, "err", err)

@@ -54,6 +54,8 @@ func (l *Log) committer() {
 	defer tick.Stop()
 	var rounds []round
 	var lastExpire time.Time
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		select {
 		case <-l.wake:
@@ -77,6 +79,12 @@ func (l *Log) committer() {
 			}
 			if !did {
 				break
+			}
+			// Group commit: what arrives during the interval goes in one
+			// transaction (one fdatasync) with what arrived during the commit.
+			if wait := l.opts.CommitInterval - time.Since(now); wait > 0 && !closing {
+				timer.Reset(wait)
+				<-timer.C
 			}
 		}
 		if closing {
@@ -154,6 +162,12 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 		floor := rd.last + uint64(len(batch))
 		for _, r := range readers {
 			st, changed := r.cursorMove()
+			// The records appended now are claimed for their readers in the
+			// same transaction: a reader then hands them out without
+			// waiting for a commit of its own.
+			if want := min(floor, st.acked+uint64(len(r.flight))); len(batch) > 0 && want > st.claimed {
+				st.claimed, changed = want, true
+			}
 			if changed {
 				rd.cursors = append(rd.cursors, cursorMove{r, st})
 			}

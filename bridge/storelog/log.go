@@ -29,6 +29,7 @@ const (
 	DefaultPendingBytes    = 4 << 20
 	DefaultTailBytes       = 2 << 20
 	DefaultClaimWindow     = 256
+	DefaultCommitInterval  = 5 * time.Millisecond
 	// FileName is the log's file in Options.Dir.
 	FileName = "log.db"
 	// idleSave is how often cursor moves are saved when nothing else is
@@ -63,6 +64,11 @@ type Options struct {
 	// NoSync commits without fdatasync: the log then survives a crash of
 	// the process but not of the machine.
 	NoSync bool
+	// CommitInterval is the least time between the starts of two commits:
+	// what the streams append meanwhile goes in one (one fdatasync), at the
+	// cost of up to this much latency. Default DefaultCommitInterval;
+	// negative: commit as soon as anything is pending.
+	CommitInterval time.Duration
 	// PendingMessages and PendingBytes bound what a stream holds waiting for
 	// its commit; defaults DefaultPendingMessages, DefaultPendingBytes.
 	PendingMessages int
@@ -117,6 +123,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ClaimWindow == 0 {
 		o.ClaimWindow = DefaultClaimWindow
+	}
+	if o.CommitInterval == 0 {
+		o.CommitInterval = DefaultCommitInterval
 	}
 	o.ClaimWindow = max(o.ClaimWindow, 2)
 	if o.Logger == nil {

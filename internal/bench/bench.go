@@ -55,6 +55,7 @@ type options struct {
 	keep             bool
 	stagger          bool
 	log              string // the gateway's store-and-forward log: on, off or both
+	logFsync         bool   // its storeAndForward.fsync
 }
 
 const usage = `Usage: gateway bench [flags]
@@ -126,6 +127,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.setupTimeout, "setup-timeout", 3*time.Minute, "bound on the start of the processes and the arrival of every item")
 	bridge := fs.String("bridge", "both", "bridge under test: gateway, baseline or both")
 	fs.StringVar(&o.log, "log", "on", "the gateway's store-and-forward log (storeAndForward.enabled): on, off, or both (two runs)")
+	fs.BoolVar(&o.logFsync, "log-fsync", true, "the log's storeAndForward.fsync: one fdatasync per commit")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server `URL` (default: start nats-server on a free loopback port)")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary for the sim, the bridge and the subscriber (default: this one)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "gopcuabridge binary (default: go build it)")
@@ -337,7 +339,7 @@ func subscriberCommand(o *options) []string {
 func gatewayConfig(o *options, simURL, stateDir string, log bool) []byte {
 	off := false
 	c := config.Config{
-		StoreAndForward: config.StoreAndForward{Enabled: &log},
+		StoreAndForward: config.StoreAndForward{Enabled: &log, Fsync: &o.logFsync},
 		Gateway:         config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
 		Embedded:        config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
 		HTTP:            config.HTTP{Disabled: true},
