@@ -65,7 +65,6 @@ func TestStoreOutageAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := startGatewayChild(t, cfgPath, "GORACE=atexit_sleep_ms=0")
-	logs := func() string { return first.stderr.String() }
 	waitUntil(t, nil, 2*time.Minute, "every counter at the subscriber", func() bool { return sub.counters() == folders*perFolder })
 
 	ns.Stop()
@@ -87,7 +86,7 @@ func TestStoreOutageAndKill(t *testing.T) {
 	killedAt := sub.values() - atRestart
 	drainRate := float64(sub.values()-drainStart) / time.Since(drainFrom).Seconds()
 	second := startGatewayChild(t, cfgPath, "GORACE=atexit_sleep_ms=0")
-	logs = func() string { return first.stderr.String() + "\n--- after the kill ---\n" + second.stderr.String() }
+	logs := func() string { return first.stderr.String() + "\n--- after the kill ---\n" + second.stderr.String() }
 	waitUntil(t, nil, 2*time.Minute, "the backlog delivered", func() bool {
 		return float64(sub.values()-atRestart) >= backlog+ingest // and a second of new values
 	})

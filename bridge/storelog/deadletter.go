@@ -36,7 +36,6 @@ type DeadLetterFile struct {
 	size    int64
 	lastLog time.Time
 	logged  uint64
-	line    []byte
 
 	count, failed atomic.Uint64
 }
