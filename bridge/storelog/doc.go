@@ -62,11 +62,17 @@
 // Stream implements sink.Queue: the writer group enqueues its messages as
 // it would to an Output. One goroutine, the committer, takes what all the
 // streams have pending and writes it in one transaction with the cursor
-// moves and the head deletions since the last one, commits it (one
-// fdatasync, or none with Options.NoSync), then settles each message as
-// delivered: that is what lets the group acknowledge upstream. While a
-// commit runs the next batch gathers, so the commit rate adapts to the
-// load. The pending messages are bounded (count and bytes); a full log or
+// moves (the new records claimed for their readers) and the head deletions
+// since the last one, commits it (one fdatasync, or none with
+// Options.NoSync), then settles each message as delivered: that is what
+// lets the group acknowledge upstream. Commits start at least
+// Options.CommitInterval apart, and while one runs the next batch gathers,
+// so the commit rate adapts to the load.
+//
+// A notification the OPC UA server republishes after a restart (its
+// messages marked redelivered by bridge) is not appended again when the
+// log holds it whole: the stream keeps the last token (sequence number)
+// whose messages are all committed, told by sink.TokenWatcher. The pending messages are bounded (count and bytes); a full log or
 // a full pending queue makes Enqueue wait (policy block), which reaches
 // the OPC UA server as withheld acknowledgements, as a Block sink queue
 // does; with drop-oldest the oldest records are removed instead, counted
