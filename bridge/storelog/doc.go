@@ -107,6 +107,21 @@
 // Records settled by every consumer of their stream are deleted by the
 // committer. Bounds: MaxBytes over the whole log, MaxAge per record.
 //
+// # Using it
+//
+//	l, err := storelog.Open(storelog.Options{Dir: dir, MaxBytes: 1 << 30})
+//	s, err := l.Stream("line1")                 // a writer group's stream
+//	s.Enqueue(m)                                 // append (sink.Queue)
+//	r, err := s.NewReader("broker", q, storelog.ReaderOptions{})
+//	r.Start()                                    // q gets the records in order
+//	// q settles each message (m.Done): the reader's cursor moves
+//	r.Close(ctx); l.Close()                      // the last commit saves the cursors
+//
+// A consumer is any sink.Queue: while it does not settle what it was given
+// (a Sparkplug host whose primary host is offline, a broker that is down),
+// its reader waits and the log holds its backlog, within MaxBytes and
+// MaxAge; the other readers go on. Stats gives the backlog per reader.
+//
 // # Ownership and threading
 //
 // Enqueue takes over one reference of the message, as sink.Queue says; the
