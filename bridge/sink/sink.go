@@ -187,6 +187,18 @@ func (m *Message) SetPayload(p []byte) {
 	m.buf.B = append(m.buf.B[:0], p...)
 }
 
+// SetPayload2 sets the payload to a followed by b (copied once), as
+// SetPayload does: a record of a header and a payload without building it
+// elsewhere first.
+func (m *Message) SetPayload2(a, b []byte) {
+	n := len(a) + len(b)
+	if cap(m.buf.B) < n {
+		messageBuffers.Put(m.buf)
+		m.buf = messageBuffers.Get(n)
+	}
+	m.buf.B = append(append(m.buf.B[:0], a...), b...)
+}
+
 // Len returns len(m.Payload()).
 func (m *Message) Len() int { return len(m.buf.B) }
 

@@ -203,7 +203,8 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 			for _, m := range rd.batch {
 				rd.last++
 				t := newTailMessage(m)
-				t.SetPayload(appendRecord(t.Payload()[:0], m, nowNano, rd.cum))
+				l.hdr = appendHeader(l.hdr[:0], m, nowNano, rd.cum)
+				t.SetPayload2(l.hdr, m.Payload())
 				rd.cum += uint64(m.Len())
 				rec := t.Payload()
 				ps := l.partSize

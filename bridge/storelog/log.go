@@ -150,6 +150,7 @@ func cursorKey(stream, consumer string) []byte {
 type Log struct {
 	opts     Options
 	partSize int
+	hdr      []byte // a record's header being written; the committer's
 	log      *slog.Logger
 	db       *bolt.DB
 	path     string
@@ -446,8 +447,8 @@ func (l *Log) logDrops(n uint64) {
 }
 
 // newTailMessage makes the pooled copy a stream keeps of a committed
-// record: its payload is the record (header and names included), so that
-// it is also the value the transaction writes.
+// record: its payload is the record (header and names included,
+// SetPayload2), so that it is also the value the transaction writes.
 func newTailMessage(m *sink.Message) *sink.Message {
 	t := sink.NewMessage(recordSize(m))
 	t.Kind, t.Addr, t.Retained, t.Created = m.Kind, m.Addr, m.Retained, m.Created

@@ -64,9 +64,9 @@ func recordSize(m *sink.Message) int {
 	return headerSize + len(m.Addr.Writer) + len(m.Addr.Field) + m.Len()
 }
 
-// appendRecord appends m's record, appended at now after cum payload bytes
-// of its stream, to b.
-func appendRecord(b []byte, m *sink.Message, now int64, cum uint64) []byte {
+// appendHeader appends the header and names of m's record, appended at now
+// after cum payload bytes of its stream, to b: the payload follows them.
+func appendHeader(b []byte, m *sink.Message, now int64, cum uint64) []byte {
 	var h [headerSize]byte
 	h[0] = recordVersion
 	h[1] = byte(m.Kind)
@@ -81,8 +81,7 @@ func appendRecord(b []byte, m *sink.Message, now int64, cum uint64) []byte {
 	binary.LittleEndian.PutUint32(h[32:], uint32(recordSize(m)))
 	b = append(b, h[:]...)
 	b = append(b, m.Addr.Writer...)
-	b = append(b, m.Addr.Field...)
-	return append(b, m.Payload()...)
+	return append(b, m.Addr.Field...)
 }
 
 // recordTotal returns the length of the record whose first part is b.
