@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/server"
@@ -149,5 +151,82 @@ func TestE2EDeadLetters(t *testing.T) {
 	if dl.Sink != "js" || dl.Kind != "metadata" || dl.Group != "g" || dl.Writer != "wide" || dl.Bytes <= 8<<10 ||
 		!strings.Contains(dl.Reason, "maximum payload") || !strings.Contains(dl.Payload, `"MessageType":"ua-metadata"`) {
 		t.Errorf("dead letter: %+v", dl)
+	}
+}
+
+// The stream of a writer group no longer configured is dropped at the next
+// start once its sinks had everything.
+func TestStoreDropsRemovedGroupsStream(t *testing.T) {
+	sim := startSim(t, 100*time.Millisecond)
+	state := t.TempDir()
+	cfg := func(groups ...string) *config.Config {
+		c := standalone(sim.url())
+		c.Gateway = config.Gateway{StateDir: state, ShutdownTimeout: dur(5 * time.Second)}
+		c.Sinks = config.Sinks{File: []config.FileSink{{Path: os.DevNull}}}
+		for _, g := range groups {
+			wg := counterGroup(g)
+			wg.Endpoint = "sim"
+			c.WriterGroups = append(c.WriterGroups, wg)
+		}
+		parsed, _, err := config.Parse([]byte(marshalConfig(t, c)), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parsed
+	}
+	streams := func(gw *gateway.Gateway) []string {
+		var names []string
+		for _, s := range gw.StoreStats().Streams {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	first, err := gateway.New(cfg("a", "b"), gateway.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, nil, e2eWait, "both groups logged", func() bool {
+		st := first.StoreStats()
+		return st != nil && len(st.Streams) == 2 && st.Streams[0].Appended > 0 && st.Streams[1].Appended > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := first.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What b appended last before the stop is delivered by the next run,
+	// and the run after it finds b's stream empty and drops it.
+	for run := 2; ; run++ {
+		gw, err := gateway.New(cfg("a"), gateway.Options{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gw.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprint(streams(gw))
+		waitUntil(t, nil, e2eWait, "b drained", func() bool {
+			for _, s := range gw.StoreStats().Streams {
+				if s.Name == "b" && s.Records > 0 {
+					return false
+				}
+			}
+			return true
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = gw.Stop(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == "[a]" {
+			break
+		}
+		if got != "[a b]" || run > 3 {
+			t.Fatalf("run %d without b: streams %s", run, got)
+		}
 	}
 }

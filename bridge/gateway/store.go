@@ -21,9 +21,8 @@ import (
 //
 // A stream outlives its writer group: a group removed by a reload, or
 // handed to another replica, leaves what its sinks have not had yet in the
-// log, and the readers go on delivering it. At the next start, streams of
-// groups no longer configured are drained the same way and dropped once
-// empty.
+// log, and the readers go on delivering it. At a start, streams of groups
+// no longer configured are drained the same way, and dropped when empty.
 
 // runStream is a stream and the readers feeding the sinks from it.
 type runStream struct {
@@ -72,16 +71,46 @@ func (gw *Gateway) startStreams(cfg *config.Config) error {
 	if gw.store == nil {
 		return nil
 	}
+	configured := map[string]bool{}
+	for i := range cfg.WriterGroups {
+		configured[cfg.WriterGroups[i].Name] = true
+	}
 	names := gw.store.Streams()
 	for i := range cfg.WriterGroups {
 		names = append(names, cfg.WriterGroups[i].Name)
 	}
 	for _, name := range names {
-		if _, err := gw.stream(name); err != nil {
+		s, err := gw.stream(name)
+		if err != nil {
 			return err
+		}
+		if configured[name] {
+			continue
+		}
+		if st := s.Stats(); st.Records == 0 {
+			gw.dropStream(name)
+		} else {
+			gw.log.Info("store-and-forward log: the records of a writer group no longer configured are delivered", "group", name, "records", st.Records)
 		}
 	}
 	return nil
+}
+
+// dropStream removes the stream of a writer group no longer configured,
+// with its readers, once it holds nothing.
+func (gw *Gateway) dropStream(name string) {
+	gw.streamMu.Lock()
+	rs := gw.streams[name]
+	delete(gw.streams, name)
+	gw.streamMu.Unlock()
+	if rs == nil {
+		return
+	}
+	for _, r := range rs.readers {
+		_ = r.Close(context.Background()) // started a moment ago, waiting on nothing
+		r.Remove()
+	}
+	gw.store.RemoveStream(name)
 }
 
 // stream returns the stream of writer group name, opening it and starting
