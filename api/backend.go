@@ -10,6 +10,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -99,6 +100,8 @@ type Stats struct {
 	ScaleOut *ScaleOutStatus
 	// Commands are the command counters, per transport.
 	Commands []command.Stats
+	// Store is the store-and-forward log; nil when it is off.
+	Store *storelog.Stats
 }
 
 // ScaleOutStatus is this replica's view of the writer groups' leases.

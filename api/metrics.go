@@ -13,6 +13,7 @@ import (
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
 )
@@ -52,6 +53,9 @@ type collector struct {
 	classes     []series[pooling.BufferStats]     // labels pool, class_bytes
 	bufferPools []series[pooling.BufferPoolStats] // label pool
 	commands    []series[command.Stats]           // label transport
+	store       []series[storelog.Stats]          // no labels
+	streams     []series[storelog.StreamStats]    // label group
+	readers     []series[storelog.ReaderStats]    // labels group, sink
 }
 
 // series is one metric read from a stats value.
@@ -131,6 +135,7 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 		counter(c, "uagate_bufferpool_dead_retains_total", "Retains of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.DeadRetains }, p),
 	}
 	c.commands = commandSeries(c, "transport")
+	c.store, c.streams, c.readers = storeSeries(c), streamSeries(c, g), readerSeries(c, g, k)
 	c.roundTrip = d("uagate_publish_round_trip_seconds", "Time from a Publish request sent to its response received.", ep)
 	c.sourceToSink = d("uagate_sink_latency_seconds", "Time from a value's source timestamp (or arrival) to the sink's acceptance.", k)
 	return c
@@ -208,12 +213,71 @@ func sinkSeries(c *collector, labels ...string) []series[sink.OutputStats] {
 		n("errors_total", "Failed confirmations and refused messages.", func(o *O) uint64 { return o.Errors }),
 		n("dropped_messages_total", "Messages a drop-oldest queue dropped.", func(o *O) uint64 { return o.Dropped }),
 		n("undelivered_messages_total", "Messages settled as undelivered.", func(o *O) uint64 { return o.Undelivered }),
+		n("dead_lettered_messages_total", "Messages the broker refused for good, kept in the dead-letter file and acknowledged.", func(o *O) uint64 { return o.DeadLettered }),
 		n("reconnects_total", "Connections made after the first.", func(o *O) uint64 { return o.Reconnects }),
 		n("connect_failures_total", "Failed connection attempts.", func(o *O) uint64 { return o.ConnectFailures }),
 		g("queue_depth_messages", "Messages waiting in the sink's queue.", func(o *O) float64 { return float64(o.Queued) }),
 		g("queue_depth_bytes", "Bytes of the buffers of the messages waiting in the sink's queue.", func(o *O) float64 { return float64(o.QueuedBytes) }),
 		g("inflight_messages", "Messages published and not yet confirmed.", func(o *O) float64 { return float64(o.InFlight) }),
 		g("connected", "1 while the sink is connected.", func(o *O) float64 { return b2f(o.Connected) }),
+	}
+}
+
+func storeSeries(c *collector) []series[storelog.Stats] {
+	type S = storelog.Stats
+	return []series[S]{
+		gauge(c, "uagate_store_bytes", "Bytes of the records in the store-and-forward log.", func(s *S) float64 { return float64(s.Bytes) }),
+		gauge(c, "uagate_store_max_bytes", "The log's bound (storeAndForward.maxBytes).", func(s *S) float64 { return float64(s.MaxBytes) }),
+		gauge(c, "uagate_store_file_bytes", "Size of the log's file on disk.", func(s *S) float64 { return float64(s.FileBytes) }),
+		counter(c, "uagate_store_commits_total", "Transactions the log committed.", func(s *S) uint64 { return s.Commits }),
+		counter(c, "uagate_store_syncs_total", "fdatasyncs of the log's commits.", func(s *S) uint64 { return s.Syncs }),
+		counter(c, "uagate_store_commit_errors_total", "Failed commits (the first stops the log).", func(s *S) uint64 { return s.CommitErrors }),
+		gauge(c, "uagate_store_commit_seconds_total", "Time spent committing.", func(s *S) float64 { return float64(s.CommitNanos) / 1e9 }),
+	}
+}
+
+func streamSeries(c *collector, labels ...string) []series[storelog.StreamStats] {
+	type S = storelog.StreamStats
+	n := func(name, help string, v func(*S) uint64) series[S] {
+		return counter(c, "uagate_store_"+name, help, v, labels...)
+	}
+	g := func(name, help string, v func(*S) float64) series[S] {
+		return gauge(c, "uagate_store_"+name, help, v, labels...)
+	}
+	return []series[S]{
+		n("appended_messages_total", "Messages the writer group appended to the log (the append rate).", func(s *S) uint64 { return s.Appended }),
+		n("appended_bytes_total", "Bytes of the records the writer group appended.", func(s *S) uint64 { return s.AppendedBytes }),
+		n("dropped_messages_total", "Records removed by drop-oldest before every sink had them.", func(s *S) uint64 { return s.Dropped }),
+		n("expired_messages_total", "Records removed by maxAge.", func(s *S) uint64 { return s.Expired }),
+		n("unappended_messages_total", "Messages settled undelivered: the log closed or failed before their commit.", func(s *S) uint64 { return s.Undelivered }),
+		n("waits_total", "Times the writer group waited for room in the log.", func(s *S) uint64 { return s.Waits }),
+		n("duplicate_messages_total", "Republished messages not appended: the log held their notifications already.", func(s *S) uint64 { return s.Duplicates }),
+		g("records", "Records of the writer group in the log.", func(s *S) float64 { return float64(s.Records) }),
+		g("record_bytes", "Bytes of the writer group's records in the log.", func(s *S) float64 { return float64(s.Bytes) }),
+		g("pending_messages", "Messages waiting for their commit.", func(s *S) float64 { return float64(s.Pending) }),
+		g("first_sequence", "Sequence number of the oldest record kept.", func(s *S) float64 { return float64(s.FirstSeq) }),
+		g("last_sequence", "Sequence number of the newest record.", func(s *S) float64 { return float64(s.LastSeq) }),
+	}
+}
+
+func readerSeries(c *collector, labels ...string) []series[storelog.ReaderStats] {
+	type R = storelog.ReaderStats
+	n := func(name, help string, v func(*R) uint64) series[R] {
+		return counter(c, "uagate_store_sink_"+name, help, v, labels...)
+	}
+	g := func(name, help string, v func(*R) float64) series[R] {
+		return gauge(c, "uagate_store_sink_"+name, help, v, labels...)
+	}
+	return []series[R]{
+		n("delivered_messages_total", "Records the sink settled (the drain rate).", func(r *R) uint64 { return r.Delivered }),
+		n("redelivered_messages_total", "Records handed to the sink again after a restart (marked redelivered-).", func(r *R) uint64 { return r.Redelivered }),
+		n("skipped_messages_total", "Records removed (drop-oldest, maxAge) before the sink had them.", func(r *R) uint64 { return r.Skipped }),
+		n("abandoned_messages_total", "Records an at-most-once sink had been handed and not written before a restart (not sent again).", func(r *R) uint64 { return r.Abandoned }),
+		g("backlog_messages", "Records the sink has not settled.", func(r *R) float64 { return float64(r.BacklogMessages) }),
+		g("backlog_bytes", "Payload bytes of the records the sink has not settled.", func(r *R) float64 { return float64(r.BacklogBytes) }),
+		g("backlog_oldest_timestamp_seconds", "When the oldest record handed to the sink and not settled was appended (0: none).", func(r *R) float64 { return unixSeconds(r.BacklogSince) }),
+		g("cursor_acked", "The sink's cursor: every record up to it settled.", func(r *R) float64 { return float64(r.Acked) }),
+		g("cursor_claimed", "Records up to it may have been handed to the sink.", func(r *R) float64 { return float64(r.Claimed) }),
 	}
 }
 
@@ -379,6 +443,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for i := range st.Commands {
 		collect(ch, c.commands, &st.Commands[i], st.Commands[i].Transport)
+	}
+	if st.Store != nil {
+		collect(ch, c.store, st.Store)
+		for i := range st.Store.Streams {
+			s := &st.Store.Streams[i]
+			collect(ch, c.streams, s, s.Name)
+			for j := range s.Readers {
+				collect(ch, c.readers, &s.Readers[j], s.Name, s.Readers[j].Consumer)
+			}
+		}
 	}
 	if c.h != nil {
 		hist := func(d *desc) func(string, *Histogram) {

@@ -16,14 +16,16 @@ import (
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
 )
 
 // notInMetrics are the numbers of the stats types that are no series of
 // their own in /metrics, and why.
 var notInMetrics = map[string]string{
-	"WriterStats.ID":   "an identifier: the writer label names the writer",
-	"BufferStats.Size": "the class_bytes label",
+	"WriterStats.ID":    "an identifier: the writer label names the writer",
+	"BufferStats.Size":  "the class_bytes label",
+	"Stats.CommitNanos": "in seconds: uagate_store_commit_seconds_total",
 }
 
 // counterField is a number of a stats type and the value the test gave it.
@@ -92,7 +94,8 @@ func fillCounters(t *testing.T, v reflect.Value) []counterField {
 
 // TestMetricsCoverStats: every counter of the runtime's stats types —
 // bridge.GroupStats with its WriterStats, sink.OutputStats, wssink.Stats,
-// command.Stats, pooling.PoolStats and BufferPoolStats — is a series of /metrics and a
+// command.Stats, pooling.PoolStats and BufferPoolStats, storelog.Stats with
+// its streams and readers — is a series of /metrics and a
 // number of /api/v1/status. A field added to one of them and left out of
 // the collector or the status fails it.
 func TestMetricsCoverStats(t *testing.T) {
@@ -103,6 +106,7 @@ func TestMetricsCoverStats(t *testing.T) {
 		pool   pooling.PoolStats
 		bufs   pooling.BufferPoolStats
 		cmds   = command.Stats{Transport: "mqtt"}
+		store  = storelog.Stats{Streams: []storelog.StreamStats{{Name: "line1", Readers: []storelog.ReaderStats{{Consumer: "broker"}}}}}
 	)
 	for _, c := range []struct {
 		name  string
@@ -117,6 +121,7 @@ func TestMetricsCoverStats(t *testing.T) {
 		{"bufferpool", &bufs, func() Stats {
 			return Stats{BufferPools: []pooling.NamedBufferPoolStats{{Name: "b", BufferPoolStats: bufs}}}
 		}},
+		{"store", &store, func() Stats { return Stats{Store: &store} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fields := fillCounters(t, reflect.ValueOf(c.value).Elem())

@@ -10,6 +10,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
 )
 
@@ -36,6 +37,9 @@ type Status struct {
 	ScaleOut *ScaleOutStatus `json:"scaleOut,omitempty"`
 	// Commands are the command counters, per transport.
 	Commands []command.Stats `json:"commands"`
+	// Store is the store-and-forward log: its size and bound, and per writer
+	// group its stream with every sink's backlog; absent when it is off.
+	Store *storelog.Stats `json:"store,omitempty"`
 }
 
 // EndpointSummary is an endpoint in the overview.
@@ -121,7 +125,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		out.Groups = append(out.Groups, groupStatus(&st.Groups[i]))
 	}
 	out.Sinks = append([]SinkStats{}, st.sinks()...)
-	out.WebSocket, out.ScaleOut = st.WebSocket, st.ScaleOut
+	out.WebSocket, out.ScaleOut, out.Store = st.WebSocket, st.ScaleOut, st.Store
 	out.Pools = append([]pooling.NamedPoolStats{}, st.Pools...)
 	out.BufferPools = append([]pooling.NamedBufferPoolStats{}, st.BufferPools...)
 	out.Commands = append([]command.Stats{}, st.Commands...)

@@ -114,6 +114,11 @@
 //
 // # Delivery and acknowledgement
 //
+// The gateway (bridge/gateway) gives a group, besides the WebSocket hub,
+// one queue by default: its stream of the store-and-forward log
+// (bridge/storelog), an at-least-once queue that settles a message once it
+// is committed; the sinks read the log. What follows holds for any queues.
+//
 // With at least one AtLeastOnce queue (of Queues and FieldQueues) the
 // subscription runs in client.AckManual with MaxUnacked; otherwise it
 // acknowledges on return and messages carry no Tracker. The tracker counts,

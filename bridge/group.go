@@ -431,6 +431,11 @@ func (g *WriterGroup) onMessageDone(sub *client.Subscription, seq uint32) {
 	// A resumed subscription delivers before CreateSubscription returned
 	// (wireAck): the acknowledgements need it already.
 	g.tr.setAckerOnce(sub)
+	for _, q := range g.queues {
+		if w, ok := q.(sink.TokenWatcher); ok {
+			w.Handed(uint64(seq))
+		}
+	}
 	g.tr.handed(seq)
 }
 

@@ -67,18 +67,21 @@ const (
 	DefaultSimWriter      = "demo"
 	DefaultSimEndpoint    = "sim"
 
-	DefaultMQTTDataTopic      = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
-	DefaultMQTTMetaDataTopic  = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
-	DefaultMQTTStatusTopic    = "opcua/json/status/{PublisherId}"
-	DefaultPerFieldTopic      = "{PublisherId}/{WriterGroup}/{DataSetWriter}/{Field}"
-	DefaultNATSDataSubject    = "opcua.json.data.{PublisherId}.{WriterGroup}.{DataSetWriter}"
-	DefaultNATSMetaSubject    = "opcua.json.metadata.{PublisherId}.{WriterGroup}.{DataSetWriter}"
-	DefaultNATSStatusSubject  = "opcua.json.status.{PublisherId}"
-	DefaultScaleOutBucket     = "uagate-leases"
-	DefaultLeaseTTL           = 10 * time.Second
-	MinLeaseTTL               = 3 * time.Second
-	DefaultEventSelectClauses = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"
-	DefaultEventQueueSize     = 1000 // the queue of an event field's monitored item
+	DefaultMQTTDataTopic       = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
+	DefaultMQTTMetaDataTopic   = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
+	DefaultMQTTStatusTopic     = "opcua/json/status/{PublisherId}"
+	DefaultPerFieldTopic       = "{PublisherId}/{WriterGroup}/{DataSetWriter}/{Field}"
+	DefaultNATSDataSubject     = "opcua.json.data.{PublisherId}.{WriterGroup}.{DataSetWriter}"
+	DefaultNATSMetaSubject     = "opcua.json.metadata.{PublisherId}.{WriterGroup}.{DataSetWriter}"
+	DefaultNATSStatusSubject   = "opcua.json.status.{PublisherId}"
+	DefaultScaleOutBucket      = "uagate-leases"
+	DefaultStoreMaxBytes       = 1 << 30
+	DefaultStoreCommitInterval = 5 * time.Millisecond
+	MinStoreMaxBytes           = 1 << 20
+	DefaultLeaseTTL            = 10 * time.Second
+	MinLeaseTTL                = 3 * time.Second
+	DefaultEventSelectClauses  = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"
+	DefaultEventQueueSize      = 1000 // the queue of an event field's monitored item
 )
 
 // Values of the string settings.
@@ -188,6 +191,17 @@ func (c *Config) ApplyDefaults() {
 		setInt(&ws.ClientQueue, DefaultWebSocketQueue)
 	}
 
+	if sf := &c.StoreAndForward; sf.On() {
+		setBool(&sf.Enabled, true)
+		if sf.MaxBytes == 0 {
+			sf.MaxBytes = DefaultStoreMaxBytes
+		}
+		if sf.Policy == "" {
+			sf.Policy = Block
+		}
+		setBool(&sf.Fsync, true)
+		setDuration(&sf.CommitInterval, DefaultStoreCommitInterval)
+	}
 	if so := &c.ScaleOut; so.Enabled {
 		setString(&so.Bucket, DefaultScaleOutBucket)
 		setDuration(&so.LeaseTTL, DefaultLeaseTTL)

@@ -23,7 +23,7 @@ func (c Change) Empty() bool { return len(c.Added)+len(c.Removed)+len(c.Changed)
 // any of its settings did. What depends on a changed endpoint (its writer
 // groups) is for the caller to recreate.
 type Changes struct {
-	// Settings: gateway, embedded, http or scaleOut changed, which the running process
+	// Settings: gateway, embedded, http, scaleOut or storeAndForward changed (or the commands' transports), which the running process
 	// cannot apply part by part (a restart does).
 	Settings bool
 	// Commands: the commands section changed; its rules and limits are
@@ -82,7 +82,8 @@ func Diff(old, new *Config) Changes {
 	}
 	var ch Changes
 	ch.Settings = !reflect.DeepEqual(old.Gateway, new.Gateway) || !reflect.DeepEqual(old.Embedded, new.Embedded) || !reflect.DeepEqual(old.HTTP, new.HTTP) ||
-		!reflect.DeepEqual(old.ScaleOut, new.ScaleOut) || commandTransportsChanged(&old.Commands, &new.Commands)
+		!reflect.DeepEqual(old.ScaleOut, new.ScaleOut) || !reflect.DeepEqual(old.StoreAndForward, new.StoreAndForward) ||
+		commandTransportsChanged(&old.Commands, &new.Commands)
 	ch.Commands = !reflect.DeepEqual(old.Commands, new.Commands)
 	ch.Endpoints = diffNamed(old.Endpoints, new.Endpoints, func(e Endpoint) string { return e.Name }, deepEqual[Endpoint])
 

@@ -19,7 +19,51 @@ type Config struct {
 	ScaleOut     ScaleOut      `yaml:"scaleOut"`
 	// Commands from the messaging side (commands.go).
 	Commands Commands `yaml:"commands"`
+	// StoreAndForward is the local durable log between the writer groups
+	// and the sinks (bridge/storelog).
+	StoreAndForward StoreAndForward `yaml:"storeAndForward"`
 }
+
+// StoreAndForward configures the local durable log under
+// <stateDir>/log: every writer group appends its messages to it, its OPC
+// UA notifications are acknowledged upstream once they are in it, and
+// every sink (but the WebSocket stream) reads it through a durable cursor
+// of its own. Changing these settings needs a restart.
+//
+//	storeAndForward:
+//	  enabled: true        # default
+//	  maxBytes: 1073741824 # default: 1 GiB of records over every group
+//	  maxAge: 24h          # default 0: records stay until every sink had them
+//	  policy: block        # or drop-oldest, when maxBytes is reached
+//	  fsync: true          # default: one fdatasync per commit
+//	  commitInterval: 5ms  # default: the least time between two commits
+type StoreAndForward struct {
+	// Enabled: default true. Off, the sinks' queues are fed by the writer
+	// groups directly, and only at-least-once sinks hold acknowledgements.
+	Enabled *bool `yaml:"enabled"`
+	// MaxBytes bounds the records' bytes in the log, over every writer
+	// group; default DefaultStoreMaxBytes, at least 1 MiB.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxAge, when positive, removes records older than it whether every
+	// sink had them or not (counted as expired).
+	MaxAge Duration `yaml:"maxAge"`
+	// Policy when maxBytes is reached: block (default: the writer groups
+	// wait, and backpressure reaches the OPC UA servers) or drop-oldest (the
+	// oldest records go, counted and logged).
+	Policy Policy `yaml:"policy"`
+	// Fsync: default true, one fdatasync per commit (a commit takes what
+	// every group appended meanwhile). false leaves writing back to the
+	// operating system: the log survives the gateway's crash, not the
+	// machine's.
+	Fsync *bool `yaml:"fsync"`
+	// CommitInterval is the least time between two commits (group commit:
+	// what every writer group appends meanwhile is one commit, one fsync);
+	// default 5ms, at most 1s. It adds up to itself to the latency.
+	CommitInterval Duration `yaml:"commitInterval"`
+}
+
+// On reports whether the log is enabled (the default).
+func (s *StoreAndForward) On() bool { return s.Enabled == nil || *s.Enabled }
 
 // Gateway holds settings of the process as a whole.
 type Gateway struct {

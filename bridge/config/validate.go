@@ -100,7 +100,28 @@ func (c *Config) validate() (errs, warns []Issue) {
 	c.validateSinks(v)
 	c.ScaleOut.validate(v)
 	c.validateCommands(v)
+	c.StoreAndForward.validate(v)
 	return v.errs, v.warns
+}
+
+// validate checks the log's settings (only when it is on).
+func (sf *StoreAndForward) validate(v *validator) {
+	if !sf.On() {
+		return
+	}
+	const p = "storeAndForward"
+	if sf.MaxBytes < MinStoreMaxBytes {
+		v.errorf(p+".maxBytes", "%d: at least %d (1 MiB)", sf.MaxBytes, MinStoreMaxBytes)
+	}
+	if sf.MaxAge < 0 {
+		v.errorf(p+".maxAge", "%v: must not be negative", sf.MaxAge)
+	}
+	if sf.CommitInterval < 0 || sf.CommitInterval.D() > time.Second {
+		v.errorf(p+".commitInterval", "%v: want 0 to 1s", sf.CommitInterval)
+	}
+	if _, err := ParsePolicy(string(sf.Policy)); err != nil {
+		v.errorf(p+".policy", "%v", err)
+	}
 }
 
 // validate checks the scale-out settings (only when enabled: a disabled

@@ -284,6 +284,7 @@ func (gw *Gateway) Stats() api.Stats {
 		}
 		st.ScaleOut = so
 	}
+	st.Store = gw.StoreStats()
 	return st
 }
 

@@ -15,6 +15,10 @@
 //     MQTT broker and NATS server; one sink.Output per sink and the
 //     WebSocket hub; the HTTP listener (api.Server, with the Gateway as its
 //     api.Backend, backend.go); the client pool; the writer groups.
+//   - The store-and-forward log (store.go, bridge/storelog): each writer
+//     group's stream is its at-least-once queue, every sink's Output is fed
+//     by a reader per stream with the sink's cursor; streams outlive their
+//     groups and drain. The dead-letter file takes what brokers refuse.
 //   - The writer groups' lifecycle (groups.go) and the sessions they share
 //     (sessions.go: an endpoint's groups share its sessions, reference
 //     counted; under scale-out each group has its own).
@@ -27,7 +31,8 @@
 //     periodic trim, GOGC once the groups are set up, the container's memory
 //     limit.
 //   - Stop (stop.go): groups detached (their subscriptions kept at the
-//     server for a restart) or stopped, sinks drained, sessions closed.
+//     server for a restart) or stopped, the log's readers stopped while the
+//     sinks drain, the log closed (its cursors saved), sessions closed.
 //
 // # Concurrency: the control plane never waits on the data plane
 //

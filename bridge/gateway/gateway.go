@@ -29,6 +29,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
 	"github.com/uagate/gateway/bridge/sink/wssink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
@@ -81,12 +82,23 @@ type Gateway struct {
 	stores  map[string]*pki.Store // certificate stores by directory, for the API
 
 	// resume keeps each writer group's resume state in the state directory
-	// (restart without loss).
+	// (restart without loss); nil without a usable state directory.
 	resume *resume.FileStore
+	// store is the store-and-forward log (store.go); nil when it is off.
+	// streams are its streams with their readers, by writer group.
+	store    *storelog.Log
+	streamMu sync.Mutex
+	streams  map[string]*runStream
+	// deadLetters keeps what brokers refuse for good (<stateDir>/deadletters.jsonl);
+	// nil without a usable state directory.
+	deadLetters *storelog.DeadLetterFile
 	// scale, with scaleOut enabled, decides which writer groups run here
 	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
 	scaleConn *nats.Conn
+
+	// brokerOnce: the wait for the brokers' payload limit (groups.go).
+	brokerOnce sync.Once
 
 	// applySem serialises Apply, ApplyConfig and Retry.
 	applySem chan struct{}
@@ -220,16 +232,30 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 			_ = gw.Stop(sctx)
 		}
 	}()
+	// Without a usable state directory (a read-only container) the gateway
+	// runs without what it keeps there: resume records and the log.
+	stateOK := true
 	if err := os.MkdirAll(cfg.Gateway.StateDir, 0o700); err != nil {
-		return fmt.Errorf("gateway.stateDir: %w", err)
-	}
-	if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
-		return fmt.Errorf("gateway.stateDir: %w", err)
+		stateOK = false
+		gw.log.Warn("no usable state directory: restarts resume nothing and the store-and-forward log is off", "stateDir", cfg.Gateway.StateDir, "err", err)
+	} else if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
+		stateOK = false
+		gw.log.Warn("no usable state directory: restarts resume nothing and the store-and-forward log is off", "stateDir", cfg.Gateway.StateDir, "err", err)
 	}
 	if err := gw.startEmbedded(ctx, cfg); err != nil {
 		return err
 	}
+	gw.openStore(cfg, stateOK)
+	if stateOK {
+		path := filepath.Join(cfg.Gateway.StateDir, "deadletters.jsonl")
+		if gw.deadLetters, err = storelog.OpenDeadLetters(path, 0, gw.log); err != nil {
+			gw.log.Warn("no dead-letter file: a message a broker refuses for good is logged and, at least once, not acknowledged", "err", err)
+		}
+	}
 	if err := gw.startSinks(cfg, gw.opts.ExtraSinks); err != nil {
+		return err
+	}
+	if err := gw.startStreams(cfg); err != nil {
 		return err
 	}
 	if err := gw.startCommands(cfg); err != nil {
@@ -360,6 +386,9 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		}
 		opts.Logger = gw.log
 		opts.Latency = gw.hist.SourceToSink(s.Name())
+		if gw.deadLetters != nil {
+			opts.DeadLetters = gw.deadLetters
+		}
 		o, err := sink.NewOutput(s, opts)
 		if err != nil {
 			return err

@@ -15,9 +15,30 @@ import (
 // started in the background, stopped or detached (keeping the subscription
 // for a restart or another replica).
 
-// queues returns the queues of ua-data/metadata messages and those of
-// per-field messages, with the options per-field publishing takes.
-func (gw *Gateway) queues() (data, fields []sink.Queue, pf *config.PerField) {
+// queues returns writer group name's queues of ua-data/metadata messages
+// and of per-field messages, with the options per-field publishing takes.
+// With the log they are the group's stream (the readers feed the sinks from
+// it) and the WebSocket hub.
+func (gw *Gateway) queues(name string) (data, fields []sink.Queue, pf *config.PerField, err error) {
+	if gw.store != nil {
+		s, err := gw.stream(name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("store-and-forward log: %w", err)
+		}
+		data = []sink.Queue{s}
+		for _, o := range gw.outputs {
+			if o.perField != nil {
+				if pf == nil {
+					pf = o.perField
+					fields = []sink.Queue{s}
+				}
+			}
+		}
+		if gw.hub != nil {
+			data = append(data, gw.hub)
+		}
+		return data, fields, pf, nil
+	}
 	for _, o := range gw.outputs {
 		if o.perField != nil {
 			fields = append(fields, o)
@@ -31,7 +52,7 @@ func (gw *Gateway) queues() (data, fields []sink.Queue, pf *config.PerField) {
 	if gw.hub != nil {
 		data = append(data, gw.hub)
 	}
-	return data, fields, pf
+	return data, fields, pf, nil
 }
 
 // addGroup makes writer group wg of cfg a subscription on one of its
@@ -140,7 +161,10 @@ func hasBrowse(wg *config.WriterGroup) bool {
 
 // newGroup makes the bridge's writer group of wg on session m.
 func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, url string) (*bridge.WriterGroup, error) {
-	data, fields, pf := gw.queues()
+	data, fields, pf, err := gw.queues(wg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
 	opts := bridge.Options{
 		Session:     m,
 		Queues:      data,
@@ -157,12 +181,63 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		opts.FieldPayload = pf.Payload
 		opts.FieldNoRetain = pf.Retain != nil && !*pf.Retain
 	}
+	if limit := gw.brokerMaxPayload(); limit > 0 && wg.MaxMessageSize > limit {
+		gw.log.Info("writer group's messages split at the NATS server's max_payload", "group", wg.Name, "maxMessageSize", wg.MaxMessageSize, "maxPayload", limit)
+		c := *wg
+		c.MaxMessageSize = limit
+		wg = &c
+	}
 	g, err := bridge.NewWriterGroup(*wg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
 	return g, nil
 }
+
+// payloadLimiter is a sink that knows the largest payload its broker takes
+// (natssink: the server's max_payload), 0 while it does not.
+type payloadLimiter interface{ MaxPayload() int64 }
+
+// brokerMaxPayload is the smallest max_payload of the brokers that say
+// theirs (0: none does), the bound of the writer groups' maxMessageSize. The
+// first call waits a moment (at most brokerWait) for those sinks to
+// connect: the groups are built at start, as the sinks connect.
+func (gw *Gateway) brokerMaxPayload() int {
+	var limiters []payloadLimiter
+	for _, o := range gw.outputs {
+		if l, ok := o.Output.Sink().(payloadLimiter); ok {
+			limiters = append(limiters, l)
+		}
+	}
+	if len(limiters) == 0 {
+		return 0
+	}
+	gw.brokerOnce.Do(func() {
+		deadline := time.Now().Add(brokerWait)
+		for _, l := range limiters {
+			for l.MaxPayload() == 0 && time.Now().Before(deadline) && gw.ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	limit := int64(0)
+	for _, l := range limiters {
+		if n := l.MaxPayload(); n > 0 && (limit == 0 || n < limit) {
+			limit = n
+		}
+	}
+	if limit == 0 {
+		return 0
+	}
+	// Room for the headers a message may carry (Nats-Msg-Id).
+	return int(max(limit-headerRoom, config.MinGroupMessageSize))
+}
+
+// headerRoom is what a message's NATS headers may take of max_payload.
+const headerRoom = 256
+
+// brokerWait bounds the wait for the brokers' payload limits at start.
+const brokerWait = 2 * time.Second
 
 // takeGroup takes the writer group name out of the running state (nil: it
 // does not run here); the caller stops or detaches it.
@@ -190,6 +265,7 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 			gw.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
+	gw.drainStream(ctx, name)
 	gw.mu.Lock()
 	m := gw.releaseSessionLocked(rg.ss)
 	gw.mu.Unlock()
@@ -219,6 +295,7 @@ func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup) *
 			gw.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
+	gw.drainStream(ctx, name)
 	gw.mu.Lock()
 	m := gw.releaseSessionLocked(rg.ss)
 	gw.mu.Unlock()

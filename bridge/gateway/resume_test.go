@@ -425,12 +425,16 @@ func TestRestartSubscriptionsGone(t *testing.T) {
 	if len(msgs) <= before {
 		t.Fatal("nothing from the second run")
 	}
-	// The first message of the second run is a key frame with the current
-	// value of the new server's counter (it started again near 0).
+	// The first message of the new subscription is a key frame with the
+	// current value of the new server's counter (it started again near 0).
+	// Before it the store-and-forward log may send again, marked, what the
+	// first run had handed to the sink unconfirmed; after it nothing is
+	// marked.
 	var firstNew *sinkMsg
+	at := 0
 	for i := before; i < len(msgs); i++ {
-		if msgs[i].Group == "g0" && len(msgs[i].Counter) > 0 {
-			firstNew = &msgs[i]
+		if msgs[i].Group == "g0" && len(msgs[i].Counter) > 0 && !msgs[i].Redelivered {
+			firstNew, at = &msgs[i], i
 			break
 		}
 	}
@@ -440,8 +444,11 @@ func TestRestartSubscriptionsGone(t *testing.T) {
 	if !firstNew.KeyFrame {
 		t.Error("the first message after the recreation is not a key frame")
 	}
-	if firstNew.Redelivered {
-		t.Error("a recreated subscription's message is marked redelivered")
+	for _, m := range msgs[at:] {
+		if m.Redelivered {
+			t.Error("a recreated subscription's message is marked redelivered")
+			break
+		}
 	}
 	if v := firstNew.Counter[0]; v > 500 {
 		t.Errorf("first value after the recreation %v: not the new server's current value", v)

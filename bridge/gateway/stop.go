@@ -98,6 +98,10 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 			_ = gw.hub.Close(ctx)
 		}()
 	}
+	// The log's readers stop handing out records while the sinks drain
+	// their queues; the log closes after both, its last commit saving the
+	// cursors the drain moved (a restart continues from them).
+	gw.stopReaders(ctx, &wg)
 	for _, o := range gw.outputs {
 		wg.Add(1)
 		go func() {
@@ -108,6 +112,7 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 		}()
 	}
 	waitCtx(ctx, wg.Wait)
+	waitCtx(ctx, gw.closeStore)
 	if gw.pool != nil {
 		waitCtx(ctx, func() {
 			if err := gw.pool.Close(ctx); err != nil {

@@ -43,6 +43,13 @@ type OutputOptions struct {
 	Backoff client.Backoff
 	// Logger receives the output's logs; default slog.Default().
 	Logger *slog.Logger
+	// DeadLetters, when set, takes what the sink refuses for good (Publish
+	// returned an error other than ErrNotConnected: too large for the
+	// broker, say): a message it keeps is settled delivered, so that it
+	// never holds an acknowledgement upstream, and counted
+	// (OutputStats.DeadLettered). Without it, or when it cannot keep the
+	// message, the message is settled as before: undelivered at-least-once.
+	DeadLetters DeadLetters
 	// Latency, when set, is told the time from a message's encoding
 	// (Message.Created) to the broker's confirmation of it (the
 	// source-to-sink latency histogram); called without a lock held.
@@ -98,6 +105,9 @@ type OutputStats struct {
 	// Undelivered counts messages settled as undelivered (at close, or
 	// refused by the sink, in at-least-once mode).
 	Undelivered uint64 `json:"undelivered"`
+	// DeadLettered counts messages the sink refused for good that
+	// OutputOptions.DeadLetters kept.
+	DeadLettered uint64 `json:"deadLettered"`
 	// Reconnects counts successful connections after the first; ConnectFailures
 	// counts failed attempts.
 	Reconnects      uint64    `json:"reconnects"`
@@ -611,14 +621,24 @@ func (o *Output) publish(m *Message) {
 		return
 	}
 	o.stats.Errors++
-	outcome := o.closedOutcome()
-	if !outcome {
-		o.stats.Undelivered++
-	}
 	s.state, s.m = slotDone, nil
 	o.compactLocked()
 	o.mu.Unlock()
-	o.log.Warn("sink refused a message", "err", err, "bytes", m.Len())
+	outcome := o.closedOutcome()
+	if dl := o.opts.DeadLetters; dl != nil && dl.DeadLetter(o.stats.Name, m, err) {
+		// Kept aside: it will never be delivered, and holds nothing back.
+		outcome = true
+		o.mu.Lock()
+		o.stats.DeadLettered++
+		o.mu.Unlock()
+	} else {
+		o.log.Warn("sink refused a message", "err", err, "bytes", m.Len())
+	}
+	if !outcome {
+		o.mu.Lock()
+		o.stats.Undelivered++
+		o.mu.Unlock()
+	}
 	m.Done(outcome)
 }
 

@@ -190,6 +190,18 @@ func (m *Message) SetPayload(p []byte) {
 	m.buf.B = append(m.buf.B[:0], p...)
 }
 
+// SetPayload2 sets the payload to a followed by b (copied once), as
+// SetPayload does: a record of a header and a payload without building it
+// elsewhere first.
+func (m *Message) SetPayload2(a, b []byte) {
+	n := len(a) + len(b)
+	if cap(m.buf.B) < n {
+		messageBuffers.Put(m.buf)
+		m.buf = messageBuffers.Get(n)
+	}
+	m.buf.B = append(append(m.buf.B[:0], a...), b...)
+}
+
 // Len returns len(m.Payload()).
 func (m *Message) Len() int { return len(m.buf.B) }
 
@@ -276,6 +288,23 @@ var ErrUnauthorized = errors.New("sink: broker refused the credentials")
 // Output; an interface rather than a func so that Publish allocates nothing.
 type Acker interface {
 	Confirmed(m *Message, err error)
+}
+
+// DeadLetters keeps the messages a sink refused for good (OutputOptions):
+// DeadLetter records m, bound for sink, with the refusal err, and reports
+// whether it kept it. It is called on the Output's worker, with m still
+// valid; it must not block for long nor call m.Done.
+type DeadLetters interface {
+	DeadLetter(sink string, m *Message, err error) bool
+}
+
+// TokenWatcher is a Queue told when every message carrying a token has
+// been handed to it: the pipeline calls Handed(token) once no further
+// message of that token (an OPC UA sequence number) can come, in token
+// order. The store-and-forward log keeps it to know which notifications
+// it holds completely.
+type TokenWatcher interface {
+	Handed(token uint64)
 }
 
 // RoomWaiter is a Queue that can make a producer wait for room before the

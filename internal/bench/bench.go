@@ -54,6 +54,8 @@ type options struct {
 	workDir          string
 	keep             bool
 	stagger          bool
+	log              string // the gateway's store-and-forward log: on, off or both
+	logFsync         bool   // its storeAndForward.fsync
 }
 
 const usage = `Usage: gateway bench [flags]
@@ -65,7 +67,10 @@ prints one line:
   bridge=gateway notifications_per_s=… gateway_cpu_us_per_notification=… p50_ms=…
     p99_ms=… lost=… rss_mb=… bytes_per_item=… (then details)
 
-and with -bridge both a last line ratio_cpu=<baseline/gateway>.
+and with -bridge both a last line ratio_cpu=<baseline/gateway>. With -log
+both the gateway runs twice, with its store-and-forward log (bridge=gateway)
+and without it (bridge=gateway-nolog), and a last line gives the ratios
+log_notifications_ratio, log_cpu_ratio and log_p99_ratio (with / without).
 
   notifications_per_s    new counter values the subscriber received per second
                          in the window (duplicates not counted)
@@ -121,6 +126,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time between the arrival of every item and the window")
 	fs.DurationVar(&o.setupTimeout, "setup-timeout", 3*time.Minute, "bound on the start of the processes and the arrival of every item")
 	bridge := fs.String("bridge", "both", "bridge under test: gateway, baseline or both")
+	fs.StringVar(&o.log, "log", "on", "the gateway's store-and-forward log (storeAndForward.enabled): on, off, or both (two runs)")
+	fs.BoolVar(&o.logFsync, "log-fsync", true, "the log's storeAndForward.fsync: one fdatasync per commit")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server `URL` (default: start nats-server on a free loopback port)")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary for the sim, the bridge and the subscriber (default: this one)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "gopcuabridge binary (default: go build it)")
@@ -190,9 +197,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "gateway bench: warning: the subscriber used %.2f cores: it may have been the bottleneck\n", c)
 		}
 	}
-	if g, ok := results["gateway"]; ok {
+	g, ok := results["gateway"]
+	if !ok {
+		g, ok = results["gateway-nolog"]
+	}
+	if ok {
 		if b, ok := results["baseline"]; ok && g.cpuPerNotification() > 0 {
 			fmt.Fprintf(stdout, "ratio_cpu=%.1f\n", b.cpuPerNotification()/g.cpuPerNotification())
+		}
+	}
+	if on, ok := results["gateway"]; ok {
+		if off, ok := results["gateway-nolog"]; ok && off.notifications() > 0 && off.cpuPerNotification() > 0 && off.b.P99ms > 0 {
+			fmt.Fprintf(stdout, "log_notifications_ratio=%.2f log_cpu_ratio=%.2f log_p99_ratio=%.2f\n",
+				float64(on.notifications())/on.window.Seconds()/(float64(off.notifications())/off.window.Seconds()),
+				on.cpuPerNotification()/off.cpuPerNotification(), on.b.P99ms/off.b.P99ms)
 		}
 	}
 	return nil
@@ -208,10 +226,23 @@ func contains(list []string, s string) bool {
 }
 
 func (o *options) resolve(bridge string) error {
+	var gateways []string
+	switch o.log {
+	case "on", "":
+		gateways = []string{"gateway"}
+	case "off":
+		gateways = []string{"gateway-nolog"}
+	case "both":
+		gateways = []string{"gateway", "gateway-nolog"}
+	default:
+		return fmt.Errorf("%w: -log: %q is not on, off or both", ErrUsage, o.log)
+	}
 	switch bridge {
 	case "both":
-		o.bridges = []string{"gateway", "baseline"}
-	case "gateway", "baseline":
+		o.bridges = append(gateways, "baseline")
+	case "gateway":
+		o.bridges = gateways
+	case "baseline":
 		o.bridges = []string{bridge}
 	default:
 		return fmt.Errorf("%w: -bridge: %q is not gateway, baseline or both", ErrUsage, bridge)
@@ -303,13 +334,15 @@ func subscriberCommand(o *options) []string {
 // One endpoint, the simulation server; a writer group per foldersPerGroup
 // folders, a writer (DataSetWriterId f+1, name Fnnn) per folder with
 // DataValue fields named Vnnnnn (found by browsing the folder, or listed);
-// one NATS sink, at most once (the default); nothing embedded, no HTTP.
-func gatewayConfig(o *options, simURL, stateDir string) []byte {
+// one NATS sink, at most once (the default); nothing embedded, no HTTP; the
+// store-and-forward log as log says.
+func gatewayConfig(o *options, simURL, stateDir string, log bool) []byte {
 	off := false
 	c := config.Config{
-		Gateway:  config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
-		Embedded: config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
-		HTTP:     config.HTTP{Disabled: true},
+		StoreAndForward: config.StoreAndForward{Enabled: &log, Fsync: &o.logFsync},
+		Gateway:         config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
+		Embedded:        config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
+		HTTP:            config.HTTP{Disabled: true},
 		Endpoints: []config.Endpoint{{Name: "sim", URL: simURL,
 			SecurityPolicy: "None", SecurityMode: "None", AutoAccept: true}},
 		Sinks: config.Sinks{NATS: []config.NATSSink{{Name: "bench", URL: o.natsURL}}},
@@ -472,9 +505,9 @@ func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, s
 
 	var argv []string
 	switch bridge {
-	case "gateway":
+	case "gateway", "gateway-nolog":
 		cfg := filepath.Join(dir, "gateway.yaml")
-		if err := os.WriteFile(cfg, gatewayConfig(o, simURL, filepath.Join(dir, "state")), 0o600); err != nil {
+		if err := os.WriteFile(cfg, gatewayConfig(o, simURL, filepath.Join(dir, "state"), bridge == "gateway"), 0o600); err != nil {
 			return r, err
 		}
 		argv = gatewayCommand(o, cfg)

@@ -28,6 +28,8 @@ type NATSOptions struct {
 	// VerifyClients a client must present a certificate of TLS.CA.
 	TLS           *TLSFiles
 	VerifyClients bool
+	// MaxPayload, when positive, is the server's max_payload (default 1 MiB).
+	MaxPayload int
 }
 
 // Operator is the trust of a server in operator mode.
@@ -69,6 +71,9 @@ func (n *NATS) writeConf(t testing.TB) {
 	n.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: \"127.0.0.1:%d\"\n", n.port)
+	if o.MaxPayload > 0 {
+		fmt.Fprintf(&b, "max_payload: %d\n", o.MaxPayload)
+	}
 	if o.JetStream {
 		fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n}\n", strconv.Quote(filepath.Join(n.dir, "js")))
 	}

@@ -192,15 +192,36 @@ $("wg-body").addEventListener("click", (ev) => {
 });
 
 // ---- sinks -----------------------------------------------------------------
+// backlogOf sums a sink's backlog over the store-and-forward log's streams:
+// records, payload bytes, the oldest record's append time.
+function backlogOf(name) {
+  const out = { messages: 0, bytes: 0, since: "" };
+  for (const st of status?.store?.streams || []) {
+    for (const r of st.readers || []) {
+      if (r.consumer !== name) continue;
+      out.messages += r.backlogMessages || 0;
+      out.bytes += r.backlogBytes || 0;
+      const since = r.backlogSince && !r.backlogSince.startsWith("0001") ? r.backlogSince : "";
+      if (since && (!out.since || since < out.since)) out.since = since;
+    }
+  }
+  return out;
+}
 function renderSinks(now) {
   const sinks = status?.sinks || [];
-  $("sink-count").textContent = sinks.length ? `${sinks.filter((s) => s.connected).length} of ${sinks.length} connected` : "";
-  if (!sinks.length) { $("sink-body").innerHTML = '<tr class="empty"><td colspan="5">No sinks.</td></tr>'; return; }
+  const store = status?.store;
+  const logNote = store ? ` · log ${bytes(store.bytes)[0]} ${bytes(store.bytes)[1].replace("/s", "")} of ${bytes(store.maxBytes)[0]} ${bytes(store.maxBytes)[1].replace("/s", "")}` : "";
+  $("sink-count").textContent = sinks.length ? `${sinks.filter((s) => s.connected).length} of ${sinks.length} connected${logNote}` : "";
+  if (!sinks.length) { $("sink-body").innerHTML = '<tr class="empty"><td colspan="6">No sinks.</td></tr>'; return; }
   $("sink-body").innerHTML = sinks.map((s) => {
     const sent = perSecond("s/" + s.name, s.sent, now);
+    const b = backlogOf(s.name), bb = bytes(b.bytes);
+    const backlog = !store || s.kind === "websocket" ? "—"
+      : `<span title="${esc(`${bb[0]} ${bb[1].replace("/s", "")} waiting in the log${b.since ? ", the oldest appended " + ago(b.since) : ""}`)}">${b.messages ? `<b>${b.messages.toLocaleString()}</b>` : "0"}</span>`;
     return `<tr><td><span class="name">${esc(s.name)}</span><span class="sub">${esc(s.kind || "")}</span></td>
       <td><span class="pill ${s.connected ? "good" : "bad"}">${s.connected ? "Connected" : "Down"}</span></td>
       <td class="num">${s.queued ? `<b>${s.queued.toLocaleString()}</b>` : "0"}</td>
+      <td class="num">${backlog}</td>
       <td class="num">${rate(sent)}</td>
       <td class="num" title="${esc(s.lastError ? "last error: " + s.lastError : "dropped · errors")}">${s.dropped ? `<span class="pill warn plain">${s.dropped.toLocaleString()}</span>` : 0} · ${s.errors ? `<span class="pill bad plain">${s.errors.toLocaleString()}</span>` : 0}</td></tr>`;
   }).join("");

@@ -1,6 +1,7 @@
 package natssink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -219,6 +220,18 @@ func (s *Sink) Connected() bool {
 	return c != nil && c.nc.IsConnected()
 }
 
+// MaxPayload is the largest payload the server takes (its max_payload, as
+// it announced it), 0 while not connected.
+func (s *Sink) MaxPayload() int64 {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c == nil || !c.nc.IsConnected() {
+		return 0
+	}
+	return c.nc.MaxPayload()
+}
+
 // Connect makes a new connection (closing the previous one) and, with
 // JetStream, checks or creates the stream.
 func (s *Sink) Connect(ctx context.Context) error {
@@ -377,13 +390,45 @@ func (s *Sink) Publish(m *sink.Message, ack sink.Acker) error {
 		ack.Confirmed(m, nil)
 		return nil
 	}
-	f, err := c.js.PublishAsync(subject, m.Payload())
+	var f jetstream.PubAckFuture
+	var err error
+	if id := msgID(m.Payload()); id != "" {
+		// The stream drops a message whose id it had within its duplicate
+		// window: a NetworkMessage sent again (after a restart, by the
+		// store-and-forward log) is stored once.
+		f, err = c.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Payload(), Header: nats.Header{jetstream.MsgIDHeader: []string{id}}})
+	} else {
+		f, err = c.js.PublishAsync(subject, m.Payload())
+	}
 	if err != nil {
 		return s.publishErr(err)
 	}
 	s.outstanding.Add(1)
 	s.pending <- entry{m: m, ack: ack, f: f, conn: c}
 	return nil
+}
+
+// messageIDStart is how a NetworkMessage begins; redeliveredPrefix marks
+// one sent again (bridge.RedeliveredPrefix, storelog.RedeliveredPrefix).
+const (
+	messageIDStart    = `{"MessageId":"`
+	redeliveredPrefix = "redelivered-"
+)
+
+// msgID is the NetworkMessage's MessageId without the redelivered mark,
+// the message's Nats-Msg-Id; "" when the payload starts otherwise (the
+// samples format, metadata of another shape).
+func msgID(p []byte) string {
+	if !bytes.HasPrefix(p, []byte(messageIDStart)) {
+		return ""
+	}
+	p = p[len(messageIDStart):]
+	p = bytes.TrimPrefix(p, []byte(redeliveredPrefix))
+	end := bytes.IndexByte(p, '"')
+	if end <= 0 || end > 128 {
+		return ""
+	}
+	return string(p[:end])
 }
 
 func (s *Sink) publishErr(err error) error {

@@ -405,3 +405,41 @@ func TestNATSCreds(t *testing.T) {
 	}
 	_ = s.Close(context.Background())
 }
+
+func TestMsgID(t *testing.T) {
+	for _, c := range []struct{ payload, want string }{
+		{`{"MessageId":"a1-b2","MessageType":"ua-data"}`, "a1-b2"},
+		{`{"MessageId":"redelivered-a1-b2","MessageType":"ua-data"}`, "a1-b2"},
+		{`{"MessageId":"","MessageType":"ua-data"}`, ""},
+		{`[{"NodeId":"i=2258"}]`, ""},
+		{`{"MessageId":"unterminated`, ""},
+	} {
+		if got := msgID([]byte(c.payload)); got != c.want {
+			t.Errorf("msgID(%s) = %q, want %q", c.payload, got, c.want)
+		}
+	}
+}
+
+// A NetworkMessage sent again, marked redelivered (a restart's resend from
+// the store-and-forward log), is stored once: its Nats-Msg-Id is the first
+// one's.
+func TestJetStreamDropsRedelivered(t *testing.T) {
+	b := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	_, o := newOutput(t, Config{URL: b.URL(), JetStream: &JetStream{Stream: stream, Create: true, AckTimeout: 2 * time.Second}},
+		sink.OutputOptions{Guarantee: config.AtLeastOnce})
+	tr := sinktest.NewTracker()
+	for i, p := range []string{
+		`{"MessageId":"m1","MessageType":"ua-data","Messages":[{"counter":1}]}`,
+		`{"MessageId":"redelivered-m1","MessageType":"ua-data","Messages":[{"counter":1}]}`,
+		`{"MessageId":"m2","MessageType":"ua-data","Messages":[{"counter":2}]}`,
+	} {
+		m := sinktest.Message(tr, i, sink.KindData, addr)
+		m.SetPayload([]byte(p))
+		o.Enqueue(m)
+	}
+	testutil.WaitFor(t, sinktest.Timeout, "three confirmed", func() bool { return tr.Count() == 3 })
+	got := streamReceiver{connect(t, b.URL())}.Received()
+	if len(got) != 2 || !strings.Contains(string(got[0]), `"m1"`) || !strings.Contains(string(got[1]), `"m2"`) {
+		t.Fatalf("the stream holds %q, want m1 and m2 once each", got)
+	}
+}

@@ -1,0 +1,446 @@
+package storelog
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/sink"
+)
+
+// The committer: the one goroutine that writes the file. Each round takes
+// what every stream has pending, the cursor moves the readers asked for,
+// the head deletions they allow and those the bounds force, writes them in
+// one transaction, commits it (one fdatasync), and only then settles the
+// messages (their writer groups acknowledge upstream) and publishes the new
+// state to the streams and readers. A failed commit stops the log: what it
+// held is settled undelivered and every later Enqueue too, so nothing is
+// acknowledged upstream that is not in the file.
+
+// expireEvery paces the MaxAge scan of the streams' heads.
+const expireEvery = time.Second
+
+// round is one stream's part of a commit.
+type round struct {
+	s         *Stream
+	batch     []*sink.Message
+	tails     []tailRec
+	last      uint64 // after the commit
+	cum       uint64
+	added     int64  // bytes written
+	first     uint64 // first record kept after the commit
+	deleted   int64  // bytes deleted
+	ndeleted  int64
+	dropped   uint64 // by drop-oldest, before every consumer had them
+	expired   uint64
+	cursors   []cursorMove
+	head      uint64 // records up to it every reader settled
+	upTo      uint32 // the stream's upTo after the commit
+	upKnown   bool
+	upChanged bool // upTo is to be saved
+}
+
+type cursorMove struct {
+	r     *Reader
+	state cursorState
+}
+
+func (l *Log) committer() {
+	defer close(l.done)
+	tick := time.NewTicker(idleSave)
+	defer tick.Stop()
+	var rounds []round
+	var lastExpire time.Time
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-l.wake:
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		closing := l.closing
+		l.mu.Unlock()
+		for {
+			now := time.Now()
+			expire := l.opts.MaxAge > 0 && now.Sub(lastExpire) >= expireEvery
+			if expire {
+				lastExpire = now
+			}
+			var did bool
+			var err error
+			rounds, did, err = l.commitOnce(rounds[:0], now, expire, closing)
+			if err != nil {
+				l.fail(err)
+				return
+			}
+			if !did {
+				break
+			}
+			// Group commit: what arrives during the interval goes in one
+			// transaction (one fdatasync) with what arrived during the commit.
+			if wait := l.opts.CommitInterval - time.Since(now); wait > 0 && !closing {
+				timer.Reset(wait)
+				<-timer.C
+			}
+		}
+		if closing {
+			return
+		}
+	}
+}
+
+// fail stops the log after a failed commit.
+func (l *Log) fail(err error) {
+	l.commitErrors.Add(1)
+	l.log.Error("storelog: commit failed; the log stopped (messages are no longer acknowledged upstream)", "err", err)
+	l.broken.Store(true)
+	l.mu.Lock()
+	l.failed = fmt.Errorf("storelog: commit: %w", err)
+	l.room.Broadcast()
+	l.mu.Unlock()
+	// What waits for a commit gets none: nothing is acknowledged upstream
+	// that is not in the file.
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		pend := s.pending
+		s.pending, s.pendingBytes = nil, 0
+		s.mu.Unlock()
+		for _, m := range pend {
+			s.stats.undelivered.Add(1)
+			m.Done(false)
+		}
+	}
+}
+
+// commitOnce commits one round; did is false when there was nothing to do.
+// What the producers handed over whole is saved with the next commit, and
+// at the last one (closing).
+func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([]round, bool, error) {
+	budget := maxCommitBytes
+	work := false
+	var gone []*Stream
+	var taken int64 // pending bytes taken, in l.used already
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		removed := s.removed
+		s.mu.Unlock()
+		if removed {
+			gone = append(gone, s)
+			work = true
+			continue
+		}
+		batch, n, whole, wholeOK := s.take(budget)
+		budget -= n
+		taken += int64(n)
+		rd := round{s: s, batch: batch}
+		s.mu.Lock()
+		rd.last, rd.cum, rd.first = s.last, s.cum, s.first
+		rd.upTo, rd.upKnown = s.upTo, s.upKnown
+		savedUp, savedOK := s.upTo, s.upSaved
+		readers := s.readers
+		s.mu.Unlock()
+		// The newest token in the batch may have more messages to come:
+		// every one before it is whole, and so is the one the producer said
+		// it handed over entirely (its messages were all pending).
+		for i := len(batch) - 1; i >= 0; i-- {
+			if tok := uint32(batch[i].Token); tok != 0 {
+				rd.upTo, rd.upKnown = tok-1, true
+				break
+			}
+		}
+		if wholeOK && (!rd.upKnown || int32(whole-rd.upTo) > 0) {
+			rd.upTo, rd.upKnown = whole, true
+		}
+		rd.upChanged = rd.upKnown && (!savedOK || rd.upTo != savedUp)
+		if closing && rd.upChanged {
+			work = true
+		}
+		floor := rd.last + uint64(len(batch))
+		for _, r := range readers {
+			st, changed := r.cursorMove()
+			// The records appended now are claimed for their readers in the
+			// same transaction: a reader then hands them out without
+			// waiting for a commit of its own.
+			if want := min(floor, st.acked+uint64(len(r.flight))); len(batch) > 0 && want > st.claimed {
+				st.claimed, changed = want, true
+			}
+			if changed {
+				rd.cursors = append(rd.cursors, cursorMove{r, st})
+			}
+			floor = min(floor, st.acked)
+		}
+		if len(batch) > 0 || len(rd.cursors) > 0 || floor >= rd.first && rd.first <= rd.last+uint64(len(batch)) {
+			work = true
+		}
+		rd.head = floor // records up to floor may go
+		rounds = append(rounds, rd)
+	}
+	if !work && !expire && !(l.opts.Policy == config.DropOldest && l.overBytes()) {
+		return rounds, false, nil
+	}
+	start := time.Now()
+	nowNano := now.UnixNano()
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		sb, st, cb := tx.Bucket(bucketStreams), tx.Bucket(bucketState), tx.Bucket(bucketCursors)
+		var total int64
+		for _, s := range gone {
+			if err := removeStream(tx, s.name); err != nil {
+				return err
+			}
+		}
+		for i := range rounds {
+			rd := &rounds[i]
+			name := []byte(rd.s.name)
+			b, err := sb.CreateBucketIfNotExists(name)
+			if err != nil {
+				return err
+			}
+			b.FillPercent = fillPercent
+			for _, m := range rd.batch {
+				rd.last++
+				t := newTailMessage(m)
+				l.hdr = appendHeader(l.hdr[:0], m, nowNano, rd.cum)
+				t.SetPayload2(l.hdr, m.Payload())
+				rd.cum += uint64(m.Len())
+				rec := t.Payload()
+				ps := l.partSize
+				for off, part := 0, 0; off < len(rec); off, part = off+ps, part+1 {
+					k := key(rd.last, part)
+					if err := b.Put(k[:], rec[off:min(off+ps, len(rec))]); err != nil {
+						t.Done(true)
+						return err
+					}
+				}
+				rd.tails = append(rd.tails, tailRec{seq: rd.last, appended: nowNano, m: t})
+				rd.added += int64(t.Len())
+			}
+			if len(rd.batch) > 0 || rd.upChanged {
+				if err := st.Put(name, streamState{last: rd.last, cum: rd.cum, upTo: rd.upTo, upKnown: rd.upKnown}.encode()); err != nil {
+					return err
+				}
+			}
+			// Records every consumer settled.
+			if err := rd.deleteThrough(b, min(rd.head, rd.last), nil); err != nil {
+				return err
+			}
+			if expire {
+				limit := nowNano - int64(l.opts.MaxAge)
+				if err := rd.deleteThrough(b, rd.last, func(v []byte) bool {
+					at, err := recordAppended(v)
+					return err != nil || at < limit
+				}); err != nil {
+					return err
+				}
+			}
+			for _, c := range rd.cursors {
+				if err := cb.Put(cursorKey(rd.s.name, c.r.consumer), c.state.encode()); err != nil {
+					return err
+				}
+			}
+			total += rd.added - rd.deleted
+		}
+		if l.opts.Policy == config.DropOldest {
+			return l.dropOldest(sb, rounds, total)
+		}
+		return nil
+	})
+	if err != nil {
+		l.used.Add(-taken)
+		for i := range rounds {
+			for _, t := range rounds[i].tails {
+				t.m.Done(true)
+			}
+			for _, m := range rounds[i].batch {
+				rounds[i].s.stats.undelivered.Add(1)
+				m.Done(false)
+			}
+		}
+		return rounds, false, err
+	}
+	l.commits.Add(1)
+	if !l.opts.NoSync {
+		l.syncs.Add(1)
+	}
+	l.commitNanos.Add(int64(time.Since(start)))
+	l.forget(gone)
+	l.applyRounds(rounds)
+	return rounds, true, nil
+}
+
+// deleteThrough deletes the stream's records from its head up to seq
+// through, while cond (when set) says so of each record's first part; b is
+// its bucket.
+func (rd *round) deleteThrough(b *bolt.Bucket, through uint64, cond func(first []byte) bool) error {
+	if rd.first > through {
+		return nil
+	}
+	c := b.Cursor()
+	var cur uint64 // the record being deleted, part by part
+	for k, v := c.First(); k != nil; k, v = c.First() {
+		seq := seqOf(k)
+		if seq != cur {
+			if seq > through || cond != nil && !cond(v) {
+				break
+			}
+			cur = seq
+			rd.ndeleted++
+			if cond != nil {
+				rd.expired++
+			}
+		}
+		rd.deleted += int64(len(v))
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		rd.first = seq + 1
+	}
+	if k, _ := c.First(); k == nil {
+		rd.first = rd.last + 1
+	}
+	return nil
+}
+
+// overBytes reports whether the log holds more than MaxBytes.
+func (l *Log) overBytes() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes > l.opts.MaxBytes
+}
+
+// dropOldest deletes the oldest records, whichever stream holds them, until
+// the log (with this round's change of total bytes) fits MaxBytes.
+func (l *Log) dropOldest(sb *bolt.Bucket, rounds []round, total int64) error {
+	l.mu.Lock()
+	size := l.bytes + total
+	l.mu.Unlock()
+	for size > l.opts.MaxBytes {
+		var oldest *round
+		var oldestAt int64
+		var ob *bolt.Bucket
+		for i := range rounds {
+			rd := &rounds[i]
+			b := sb.Bucket([]byte(rd.s.name))
+			if b == nil {
+				continue
+			}
+			k, v := b.Cursor().First()
+			if k == nil {
+				continue
+			}
+			// Never the record just appended alone: a log of one record
+			// takes it whatever its size.
+			if n, err := recordTotal(v); err == nil && seqOf(k) == rd.last && size-int64(n) <= 0 {
+				continue
+			}
+			at, err := recordAppended(v)
+			if err != nil {
+				at = 0
+			}
+			if oldest == nil || at < oldestAt {
+				oldest, oldestAt, ob = rd, at, b
+			}
+		}
+		if oldest == nil {
+			return nil
+		}
+		before := oldest.deleted
+		if err := oldest.deleteThrough(ob, oldest.first, nil); err != nil {
+			return err
+		}
+		oldest.dropped++
+		size -= oldest.deleted - before
+	}
+	return nil
+}
+
+// forget drops removed streams, now out of the file, from the log.
+func (l *Log) forget(gone []*Stream) {
+	if len(gone) == 0 {
+		return
+	}
+	var evicted []*sink.Message
+	l.mu.Lock()
+	for _, s := range gone {
+		l.order = slices.DeleteFunc(l.order, func(x *Stream) bool { return x == s })
+		s.mu.Lock()
+		l.bytes -= s.bytes
+		l.used.Add(-s.bytes)
+		for _, t := range s.tail {
+			evicted = append(evicted, t.m)
+		}
+		s.tail, s.records, s.bytes = nil, 0, 0
+		s.mu.Unlock()
+	}
+	l.room.Broadcast()
+	l.mu.Unlock()
+	for _, m := range evicted {
+		m.Done(true)
+	}
+}
+
+// applyRounds publishes a committed round to the streams and readers and
+// settles its messages.
+func (l *Log) applyRounds(rounds []round) {
+	var evicted []*sink.Message
+	var dropped uint64
+	var delta, deleted int64
+	room := false
+	for i := range rounds {
+		rd := &rounds[i]
+		s := rd.s
+		s.mu.Lock()
+		s.last, s.cum = rd.last, rd.cum
+		s.upTo, s.upKnown = rd.upTo, rd.upKnown
+		s.upSaved = s.upSaved || rd.upKnown
+		s.first = max(s.first, rd.first)
+		if s.first > s.last {
+			s.first = s.last + 1
+		}
+		s.records += int64(len(rd.batch)) - rd.ndeleted
+		s.bytes += rd.added - rd.deleted
+		for _, t := range rd.tails {
+			evicted = s.pushTailLocked(t, evicted)
+		}
+		evicted = s.trimTailLocked(evicted)
+		readers := s.readers
+		s.mu.Unlock()
+		for _, c := range rd.cursors {
+			c.r.committed(c.state)
+		}
+		for _, r := range readers {
+			r.signal()
+		}
+		s.stats.appended.Add(uint64(len(rd.batch)))
+		s.stats.appendedBytes.Add(uint64(rd.added))
+		s.stats.dropped.Add(rd.dropped)
+		s.stats.expired.Add(rd.expired)
+		dropped += rd.dropped
+		delta += rd.added - rd.deleted
+		deleted += rd.deleted
+		room = room || rd.deleted > 0 || len(rd.batch) > 0
+		for _, m := range rd.batch {
+			m.Done(true)
+		}
+		s.giveBack(rd.batch)
+		rd.batch, rd.tails, rd.cursors = nil, nil, nil
+	}
+	// The records' bytes were in l.used while pending; what was deleted
+	// leaves it.
+	l.used.Add(-deleted)
+	l.mu.Lock()
+	l.bytes += delta
+	if room {
+		l.room.Broadcast()
+	}
+	l.mu.Unlock()
+	if dropped > 0 {
+		l.logDrops(dropped)
+	}
+	for _, m := range evicted {
+		m.Done(true)
+	}
+}

@@ -1,0 +1,79 @@
+package storelog
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/sink"
+)
+
+// chanSettled counts settlements on a channel: the benchmark's producer
+// keeps a bounded number of messages unsettled.
+type chanSettled chan bool
+
+func (c chanSettled) Settled(_ uint64, delivered bool) { c <- delivered }
+
+// BenchmarkLog streams messages through the log: one op is a message
+// enqueued on a stream, committed (fdatasync per commit unless noSync),
+// settled upstream, read by one consumer from the stream's tail and
+// settled by it, its record deleted. Up to 64 messages are unsettled
+// upstream at a time (a writer group's maxUnacked).
+//
+// The layouts: the log's (pages of 32 KiB, records in parts of 7.5 KiB) and
+// whole records in 4 KiB pages (bbolt then allocates the pages of every
+// large record at each commit: the garbage the layout avoids).
+func BenchmarkLog(b *testing.B) {
+	for _, size := range []int{1 << 10, 100 << 10} {
+		for _, noSync := range []bool{false, true} {
+			for _, layout := range []struct {
+				name       string
+				page, part int
+			}{{"parts", 0, 0}, {"whole", 4 << 10, 1 << 30}} {
+				b.Run(fmt.Sprintf("%dKiB/noSync=%v/%s", size>>10, noSync, layout.name), func(b *testing.B) {
+					benchLog(b, size, noSync, layout.page, layout.part)
+				})
+			}
+		}
+	}
+}
+
+func benchLog(b *testing.B, size int, noSync bool, page, part int) {
+	l, err := Open(Options{Dir: b.TempDir(), NoSync: noSync, Publisher: "pub", pageSize: page, partSize: part})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	s, _ := l.Stream("g")
+	q := &testQueue{name: "q", guarantee: config.AtLeastOnce, auto: true, discard: true}
+	r, err := s.NewReader("q", q, ReaderOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Start()
+	payload := make([]byte, size)
+	up := make(chanSettled, 1024)
+	measure(b, size, func([]byte) {
+		out := 0
+		for i := range b.N {
+			m := sink.NewMessage(size)
+			m.SetPayload(payload)
+			m.Kind, m.Addr = sink.KindData, sink.Addr{Publisher: "pub", Group: "g", Writer: "w"}
+			m.Tracker, m.Token = up, uint64(i)
+			s.Enqueue(m)
+			out++
+			for out > 64 {
+				<-up
+				out--
+			}
+		}
+		for ; out > 0; out-- {
+			<-up
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for r.Stats().Acked < uint64(b.N) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
