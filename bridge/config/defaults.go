@@ -57,6 +57,11 @@ const (
 	// of in the gateway's memory. 32 MiB cost some 50 MB more at a million
 	// items with no gain in throughput.
 	DefaultSinkQueueBytes = 8 << 20
+	// DefaultSparkplugStoreBytes bounds what a Sparkplug node holds while it
+	// is not online.
+	DefaultSparkplugStoreBytes = 16 << 20
+	// MaxSparkplugStoreBytes is the largest sparkplug.storeBytes.
+	MaxSparkplugStoreBytes = 1 << 30
 	DefaultMQTTQoS        = 1
 	DefaultWebSocketPath  = "/ws"
 	DefaultWebSocketQueue = 256
@@ -99,6 +104,9 @@ const (
 
 	PayloadValue     = "value"
 	PayloadDataValue = "dataValue"
+
+	SparkplugDevicesWriter   = "writer"
+	SparkplugDevicesEndpoint = "endpoint"
 )
 
 // The simulation server's Demo variables the default configuration publishes.
@@ -385,6 +393,11 @@ func (m *MQTTSink) applyDefaults(i int, publisher string) {
 		setString(&p.Topic, DefaultPerFieldTopic)
 		setString(&p.Payload, PayloadValue)
 		setBool(&p.Retain, true)
+	}
+	if sp := m.Sparkplug; sp != nil {
+		setString(&sp.EdgeNodeID, publisher)
+		setString(&sp.Devices, SparkplugDevicesWriter)
+		setInt(&sp.StoreBytes, DefaultSparkplugStoreBytes)
 	}
 }
 
