@@ -62,12 +62,12 @@ const (
 	DefaultSparkplugStoreBytes = 16 << 20
 	// MaxSparkplugStoreBytes is the largest sparkplug.storeBytes.
 	MaxSparkplugStoreBytes = 1 << 30
-	DefaultMQTTQoS        = 1
-	DefaultWebSocketPath  = "/ws"
-	DefaultWebSocketQueue = 256
-	DefaultSimWriterGroup = "demo"
-	DefaultSimWriter      = "demo"
-	DefaultSimEndpoint    = "sim"
+	DefaultMQTTQoS         = 1
+	DefaultWebSocketPath   = "/ws"
+	DefaultWebSocketQueue  = 256
+	DefaultSimWriterGroup  = "demo"
+	DefaultSimWriter       = "demo"
+	DefaultSimEndpoint     = "sim"
 
 	DefaultMQTTDataTopic      = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
 	DefaultMQTTMetaDataTopic  = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"

@@ -357,7 +357,10 @@ func TestValidateSparkplug(t *testing.T) {
 			"sinks.mqtt[0].delivery.guarantee: Sparkplug B publishes its data with QoS 0: at-most-once (what the node cannot send is held in its store and sent after the next birth)"},
 		{"clean session", func(c *Config) { sparkplug(c); f := false; c.Sinks.MQTT[0].CleanSession = &f },
 			"sinks.mqtt[0].cleanSession: Sparkplug B needs a clean session (3.0 §5.2)"},
-		{"per field", func(c *Config) { sparkplug(c); c.Sinks.MQTT[0].PerField = &PerField{Topic: DefaultPerFieldTopic, Payload: PayloadValue} },
+		{"per field", func(c *Config) {
+			sparkplug(c)
+			c.Sinks.MQTT[0].PerField = &PerField{Topic: DefaultPerFieldTopic, Payload: PayloadValue}
+		},
 			"sinks.mqtt[0].perField: not with sparkplug: the metrics are the fields"},
 		{"device ids meet", func(c *Config) {
 			sparkplug(c)
