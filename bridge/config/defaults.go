@@ -57,17 +57,12 @@ const (
 	// of in the gateway's memory. 32 MiB cost some 50 MB more at a million
 	// items with no gain in throughput.
 	DefaultSinkQueueBytes = 8 << 20
-	// DefaultSparkplugStoreBytes bounds what a Sparkplug node holds while it
-	// is not online.
-	DefaultSparkplugStoreBytes = 16 << 20
-	// MaxSparkplugStoreBytes is the largest sparkplug.storeBytes.
-	MaxSparkplugStoreBytes = 1 << 30
-	DefaultMQTTQoS         = 1
-	DefaultWebSocketPath   = "/ws"
-	DefaultWebSocketQueue  = 256
-	DefaultSimWriterGroup  = "demo"
-	DefaultSimWriter       = "demo"
-	DefaultSimEndpoint     = "sim"
+	DefaultMQTTQoS        = 1
+	DefaultWebSocketPath  = "/ws"
+	DefaultWebSocketQueue = 256
+	DefaultSimWriterGroup = "demo"
+	DefaultSimWriter      = "demo"
+	DefaultSimEndpoint    = "sim"
 
 	DefaultMQTTDataTopic      = "opcua/json/data/{PublisherId}/{WriterGroup}/{DataSetWriter}"
 	DefaultMQTTMetaDataTopic  = "opcua/json/metadata/{PublisherId}/{WriterGroup}/{DataSetWriter}"
@@ -107,6 +102,14 @@ const (
 
 	SparkplugDevicesWriter   = "writer"
 	SparkplugDevicesEndpoint = "endpoint"
+)
+
+const (
+	// DefaultSparkplugStoreBytes bounds what a Sparkplug node holds while it
+	// is not online.
+	DefaultSparkplugStoreBytes = 16 << 20
+	// MaxSparkplugStoreBytes is the largest sparkplug.storeBytes.
+	MaxSparkplugStoreBytes = 1 << 30
 )
 
 // The simulation server's Demo variables the default configuration publishes.
