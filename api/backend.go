@@ -8,6 +8,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/pooling"
 	"github.com/uagate/gateway/uastack/client"
@@ -96,6 +97,9 @@ type Stats struct {
 	BufferPools []pooling.NamedBufferPoolStats
 	// ScaleOut is nil unless scale-out is enabled.
 	ScaleOut *ScaleOutStatus
+	// Sparkplug are the Sparkplug B nodes (MQTT sinks in sparkplug mode),
+	// whose queues are in Sinks as well.
+	Sparkplug []sparkplug.Stats
 }
 
 // ScaleOutStatus is this replica's view of the writer groups' leases.

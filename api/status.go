@@ -8,6 +8,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/pooling"
 )
@@ -33,6 +34,9 @@ type Status struct {
 	BufferPools []pooling.NamedBufferPoolStats `json:"bufferPools"`
 	// ScaleOut, with scale-out enabled: who holds which writer group.
 	ScaleOut *ScaleOutStatus `json:"scaleOut,omitempty"`
+	// Sparkplug are the Sparkplug B nodes: state, bdSeq, seq, the primary
+	// host's state and their counters.
+	Sparkplug []sparkplug.Stats `json:"sparkplug,omitempty"`
 }
 
 // EndpointSummary is an endpoint in the overview.
@@ -118,7 +122,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		out.Groups = append(out.Groups, groupStatus(&st.Groups[i]))
 	}
 	out.Sinks = append([]SinkStats{}, st.sinks()...)
-	out.WebSocket, out.ScaleOut = st.WebSocket, st.ScaleOut
+	out.WebSocket, out.ScaleOut, out.Sparkplug = st.WebSocket, st.ScaleOut, st.Sparkplug
 	out.Pools = append([]pooling.NamedPoolStats{}, st.Pools...)
 	out.BufferPools = append([]pooling.NamedBufferPoolStats{}, st.BufferPools...)
 	return writeJSON(w, http.StatusOK, out)

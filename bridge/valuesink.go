@@ -23,8 +23,8 @@ type ValueSink interface {
 // ValueBatch is what a ValueSink is given: changed values of one writer, in
 // field order.
 type ValueBatch struct {
-	Group  string // the writer group's name
-	Writer string // the dataset writer's name
+	Group  *WriterGroup // the writer group
+	Writer string       // the dataset writer's name
 	// WriterIndex tells the writer apart from another of its name (a reload
 	// that replaced it): WriterInfo.Index.
 	WriterIndex int
@@ -83,7 +83,7 @@ func (g *WriterGroup) sendValues(w *writer, ents []entry, rounds int, r int32, i
 		b.Fields = append(b.Fields, ents[k].slot-w.first)
 		b.Values = append(b.Values, &items[ents[k].item].Value)
 	}
-	b.Group, b.Writer, b.WriterIndex, b.Created = g.name, w.name, int(w.index), g.now
+	b.Group, b.Writer, b.WriterIndex, b.Created = g, w.name, int(w.index), g.now
 	for _, s := range g.vsinks {
 		s.Values(b)
 	}

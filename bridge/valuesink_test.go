@@ -43,7 +43,7 @@ func TestValueSink(t *testing.T) {
 		t.Fatalf("%d batches, want 1", len(rec.batches))
 	}
 	b := rec.batches[0]
-	if b.Group != "bench" || b.Writer != "w" || b.WriterIndex != 0 || b.Created == 0 ||
+	if b.Group != g || b.Writer != "w" || b.WriterIndex != 0 || b.Created == 0 ||
 		!slices.Equal(b.Fields, []int32{0, 1, 2, 3}) || !slices.Equal(rec.values[0], []float64{1, 1.5, 2, 2.5}) {
 		t.Fatalf("batch %+v values %v", b, rec.values[0])
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -121,8 +122,9 @@ type runGroup struct {
 // runOutput is a sink's Output and what the writer groups need to know of it.
 type runOutput struct {
 	*sink.Output
-	kind     string           // mqtt, nats, file (metrics)
+	kind     string           // mqtt, nats, file, sparkplug (metrics)
 	perField *config.PerField // MQTT per-field layout: receives KindField messages only
+	node     *sparkplug.Node  // Sparkplug B mode: fed by the groups' ValueSinks, no Part 14
 }
 
 // Options are what a caller adds to a configuration.
@@ -145,6 +147,9 @@ type Options struct {
 	// OnMemReleased, when set, is told after the setup memory was given
 	// back (memory.go).
 	OnMemReleased func(before, after goruntime.MemStats)
+	// SparkplugCommands authorises and carries out the writes of the
+	// Sparkplug nodes' DCMDs; nil refuses them all.
+	SparkplugCommands sparkplug.Commander
 }
 
 // Addrs are the addresses the gateway's parts listen on ("" for a part that
@@ -336,6 +341,7 @@ func listenError(what, addr, setting string, err error) error {
 func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	pub := cfg.Gateway.PublisherID
 	add := func(kind string, s sink.Sink, d config.Delivery, pf *config.PerField) error {
+		node, _ := s.(*sparkplug.Node)
 		opts, err := sink.OutputOptionsFromConfig(d)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name(), err)
@@ -350,10 +356,25 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			return err
 		}
 		o.Start()
-		gw.outputs = append(gw.outputs, &runOutput{Output: o, kind: kind, perField: pf})
+		gw.outputs = append(gw.outputs, &runOutput{Output: o, kind: kind, perField: pf, node: node})
 		return nil
 	}
 	for _, m := range cfg.Sinks.MQTT {
+		if m.Sparkplug != nil {
+			sc := sparkplug.FromConfig(m, m.Password.Reveal())
+			sc.URL = gw.url(sc.URL)
+			sc.Logger = gw.log
+			sc.Source = gw.runningGroups
+			sc.Commands = gw.opts.SparkplugCommands
+			n, err := sparkplug.New(sc)
+			if err != nil {
+				return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
+			}
+			if err := add("sparkplug", n, m.Delivery, nil); err != nil {
+				return err
+			}
+			continue
+		}
 		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
 		mc.URL = gw.url(mc.URL)
 		mc.Logger = gw.log

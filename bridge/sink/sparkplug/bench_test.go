@@ -54,7 +54,6 @@ func BenchmarkEncode(b *testing.B) {
 	now := uint64(time.Now().UnixMilli())
 	b.Run("sparkplug-ddata", func(b *testing.B) {
 		var e encoder
-		defer e.release()
 		buf := encodeDDATA(&e, nil, now, dvs)
 		b.SetBytes(int64(len(buf) - headerRoom))
 		b.ReportAllocs()

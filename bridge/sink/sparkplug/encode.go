@@ -162,7 +162,6 @@ func valueTime(dv *ua.DataValue, now uint64) uint64 {
 // text, and is used by one goroutine at a time.
 type encoder struct {
 	text []byte
-	json *jsonenc.Encoder // made at the first structure written as JSON
 }
 
 // metric is what a metric carries besides its value.
@@ -313,24 +312,13 @@ func (e *encoder) appendText(b []byte, v *ua.Variant) []byte {
 
 // appendJSON appends the OPC UA JSON of v (compact, without the type).
 func (e *encoder) appendJSON(b []byte, v *ua.Variant) []byte {
-	if e.json == nil {
-		e.json = jsonenc.NewEncoder(nil, jsonenc.Options{})
-	}
-	e.json.Truncate()
-	e.json.WriteVariantBody(v)
-	if e.json.Err() != nil {
-		e.json.Reset(nil, jsonenc.Options{})
+	j := jsonenc.NewEncoder(nil, jsonenc.Options{})
+	defer j.Release()
+	j.WriteVariantBody(v)
+	if j.Err() != nil {
 		return b
 	}
-	return append(b, e.json.Bytes()...)
-}
-
-// release gives back what the encoder borrowed from pools.
-func (e *encoder) release() {
-	if e.json != nil {
-		e.json.Release()
-		e.json = nil
-	}
+	return append(b, j.Bytes()...)
 }
 
 // appendArray appends the bytes of an array value (Sparkplug 3.0 §6.4.17:
@@ -478,36 +466,76 @@ func (e *encoder) appendArray(b []byte, v *ua.Variant) []byte {
 	return b
 }
 
-// appendHistorical appends payload body (without its room) to dst with
-// every metric marked is_historical, and returns it with the room in front:
-// data that was not sent in the session it was made in goes out after the
-// next birth as history, so that it does not overwrite the current values
-// the birth carried. A protobuf message may carry a field twice (the last
-// one wins), so the flag is appended to each metric as it is.
-func appendHistorical(dst, body []byte) ([]byte, error) {
+// appendRebirthed appends payload body (without its room) to dst, its
+// metrics for which hist(alias, timestamp) says so marked is_historical,
+// and returns it with the room in front, and whether any metric was
+// marked. Data that was not sent before a later birth goes out after it:
+// what is older than the values the birth carried is history, so that it
+// does not overwrite them at the host. A protobuf message may carry a field
+// twice (the last one wins), so the flag is appended to a metric as it is.
+func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
 	dst = append(dst[:0], 0, 0, 0)
+	marked := false
 	for len(body) > 0 {
 		num, typ, n := protowire.ConsumeTag(body)
 		if n < 0 {
-			return dst, protowire.ParseError(n)
+			return dst, marked, protowire.ParseError(n)
 		}
 		m := protowire.ConsumeFieldValue(num, typ, body[n:])
 		if m < 0 {
-			return dst, protowire.ParseError(m)
+			return dst, marked, protowire.ParseError(m)
 		}
 		switch {
 		case num == fPayloadMetrics && typ == protowire.BytesType:
 			v, _ := protowire.ConsumeBytes(body[n:])
+			alias, ts, err := metricKey(v)
+			if err != nil {
+				return dst, marked, err
+			}
+			if !hist(alias, ts) {
+				dst = append(dst, body[:n+m]...)
+				break
+			}
+			marked = true
 			dst = protowire.AppendTag(dst, fPayloadMetrics, protowire.BytesType)
 			dst = protowire.AppendVarint(dst, uint64(len(v)+2))
 			dst = append(dst, v...)
 			dst = appendVarintField(dst, fMetricHistorical, 1)
 		case num == fPayloadSeq:
-			// A stored payload has none; its seq is the new session's.
+			// The message's seq is the one it is sent with.
 		default:
 			dst = append(dst, body[:n+m]...)
 		}
 		body = body[n+m:]
 	}
-	return dst, nil
+	return dst, marked, nil
+}
+
+// metricKey returns the alias and timestamp of an encoded metric.
+func metricKey(b []byte) (alias, ts uint64, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, protowire.ParseError(n)
+		}
+		if typ == protowire.VarintType && (num == fMetricAlias || num == fMetricTimestamp) {
+			v, k := protowire.ConsumeVarint(b[n:])
+			if k < 0 {
+				return 0, 0, protowire.ParseError(k)
+			}
+			if num == fMetricAlias {
+				alias = v
+			} else {
+				ts = v
+			}
+			b = b[n+k:]
+			continue
+		}
+		k := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if k < 0 {
+			return 0, 0, protowire.ParseError(k)
+		}
+		b = b[n+k:]
+	}
+	return alias, ts, nil
 }

@@ -31,7 +31,6 @@ func decodeMetricPayload(t *testing.T, p []byte, seq uint8) *pb.Payload {
 func oneMetric(t *testing.T, dv *ua.DataValue, dt DataType) (birth, data *pb.Payload_Metric) {
 	t.Helper()
 	var e encoder
-	defer e.release()
 	ts := uint64(1714558530123)
 	p := beginPayload(nil, ts)
 	p, err := e.appendMetric(p, &metric{name: "Folder/Metric", alias: 7, hasAlias: true, dtype: dt, ts: ts, nodeID: "ns=2;s=M"}, dv, 0)
@@ -329,28 +328,28 @@ func TestLongMetric(t *testing.T) {
 	}
 }
 
-// TestHistorical: appendHistorical marks every metric is_historical and
-// keeps everything else of the payload.
-func TestHistorical(t *testing.T) {
+// TestRebirthed: appendRebirthed marks the metrics its predicate picks
+// is_historical and keeps everything else of the payload.
+func TestRebirthed(t *testing.T) {
 	var e encoder
 	p := beginPayload(nil, 99)
 	for i := range 3 {
 		p, _ = e.appendMetric(p, &metric{alias: uint64(i + 1), hasAlias: true, ts: uint64(90 + i)}, &ua.DataValue{Value: ua.NewDoubleVariant(float64(i))}, Double)
 	}
-	h, err := appendHistorical(nil, body(p))
-	if err != nil {
-		t.Fatal(err)
+	h, any, err := appendRebirthed(nil, body(p), func(alias, ts uint64) bool { return alias != 2 && ts >= 90 })
+	if err != nil || !any {
+		t.Fatal(err, any)
 	}
 	got := decodeMetricPayload(t, h, 17)
 	if got.GetTimestamp() != 99 || got.GetSeq() != 17 || len(got.Metrics) != 3 {
-		t.Fatalf("historical payload %v", got)
+		t.Fatalf("rebirthed payload %v", got)
 	}
 	for i, m := range got.Metrics {
-		if !m.GetIsHistorical() || m.GetAlias() != uint64(i+1) || m.GetTimestamp() != uint64(90+i) || m.GetDoubleValue() != float64(i) {
+		if m.GetIsHistorical() != (i != 1) || m.GetAlias() != uint64(i+1) || m.GetTimestamp() != uint64(90+i) || m.GetDoubleValue() != float64(i) {
 			t.Errorf("metric %d: %v", i, m)
 		}
 	}
-	if _, err := appendHistorical(nil, []byte{0x12, 0x05, 0x01}); err == nil {
+	if _, _, err := appendRebirthed(nil, []byte{0x12, 0x05, 0x01}, func(uint64, uint64) bool { return true }); err == nil {
 		t.Error("a truncated payload was taken")
 	}
 }
