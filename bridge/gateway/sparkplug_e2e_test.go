@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -152,4 +153,235 @@ func TestSparkplugBirthDataSeq(t *testing.T) {
 		st[0].NodeBirths != 2 || st[0].Rebirths != 1 || st[0].DataMessages < 250 || st[0].BdSeq != 0 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// counterValues returns the Counter values (alias) of a device's DDATA in
+// the order received, the historical ones marked.
+func counterValues(msgs []spMsg, device string, alias uint64) (vals []float64, hist []bool) {
+	for _, m := range msgs {
+		if m.kind != "DDATA" || m.device != device {
+			continue
+		}
+		for _, mt := range m.p.Metrics {
+			if mt.GetAlias() == alias {
+				vals = append(vals, mt.GetDoubleValue())
+				hist = append(hist, mt.GetIsHistorical())
+			}
+		}
+	}
+	return vals, hist
+}
+
+// checkCounterHistory checks a counter's values from the first historical
+// one on (the values held while the node was not online, then the live
+// ones): in order and none missing. Before it, the values written to the
+// broker's socket as the connection broke may be lost (QoS 0: 3.0 §6.4
+// makes data at-most-once); at most maxLost of them.
+func checkCounterHistory(t *testing.T, vals []float64, hist []bool, maxLost int) {
+	t.Helper()
+	first := slices.Index(hist, true)
+	if first < 0 {
+		t.Fatalf("no historical Counter value in %d", len(vals))
+	}
+	if first > 0 && vals[first]-vals[first-1]-1 > float64(maxLost) {
+		t.Errorf("Counter: %v values lost between %v (live) and %v (the first held)", vals[first]-vals[first-1]-1, vals[first-1], vals[first])
+	}
+	nh := 0
+	for i := first; i < len(vals); i++ {
+		if hist[i] {
+			nh++
+		}
+		if i > first && vals[i] != vals[i-1]+1 {
+			t.Errorf("Counter %v after %v (historical %v, %v)", vals[i], vals[i-1], hist[i-1], hist[i])
+		}
+	}
+	t.Logf("Counter %v..%v: %d historical, then %d live", vals[first], vals[len(vals)-1], nh, len(vals)-first-nh)
+}
+
+// TestSparkplugReconnect: a connection cut by the network makes the broker
+// publish the will, NDEATH with the connection's bdSeq (QoS 1); the node
+// connects again with the next bdSeq, and its births have the aliases of
+// before. While the broker is away the data is held and sent after the
+// next birth, older than the births' values marked historical: the Counter
+// misses no value.
+func TestSparkplugReconnect(t *testing.T) {
+	sim := startSim(t, 20*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	proxy := brokertest.StartProxy(t, mosq.Addr())
+	host := startSpHost(t, mosq.URL(), "plant")
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
+		WriterGroups: []config.WriterGroup{{
+			Name: "line", Endpoint: "sim", PublishingInterval: dur(20 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("demo", field("Counter", server.NodeCounter), field("Sine", server.NodeSine))},
+		}},
+		Sinks: sparkplugSink("tcp://"+proxy.Addr(), config.Sparkplug{}),
+	}))
+	host.waitFor(g, "DDATA", 0, 10, kind("DDATA", "line.demo"))
+
+	mark := len(host.all())
+	proxy.Cut()
+	death := host.waitFor(g, "the will NDEATH", mark, 1, kind("NDEATH", ""))[0]
+	if bd := metricByName(death.p, sparkplug.MetricBdSeq); death.qos != 1 || death.retained || bd.GetLongValue() != 0 {
+		t.Errorf("will NDEATH: qos %d retained %v bdSeq %d, want 1, false, 0", death.qos, death.retained, bd.GetLongValue())
+	}
+	nb := host.waitFor(g, "NBIRTH after the reconnect", mark, 1, kind("NBIRTH", ""))[0]
+	if bd := metricByName(nb.p, sparkplug.MetricBdSeq); bd.GetLongValue() != 1 {
+		t.Errorf("NBIRTH after the reconnect: bdSeq %d, want 1", bd.GetLongValue())
+	}
+
+	// A longer absence: the broker stopped until the node failed to connect.
+	host.waitFor(g, "DDATA after the reconnect", mark, 10, kind("DDATA", "line.demo"))
+	mark = len(host.all())
+	failures := g.gw.Stats().Sparkplug[0].ConnectFailures
+	mosq.Stop()
+	waitUntil(t, g, e2eWait, "a failed connection attempt", func() bool {
+		return g.gw.Stats().Sparkplug[0].ConnectFailures > failures && g.gw.Stats().Sparkplug[0].Store.Messages > 5
+	})
+	mosq.Start()
+	host.waitFor(g, "NBIRTH after the broker came back", mark, 1, kind("NBIRTH", ""))
+	host.waitFor(g, "live DDATA after the held data", mark, 10, func(m spMsg) bool {
+		return m.kind == "DDATA" && len(m.p.Metrics) > 0 && !m.p.Metrics[0].GetIsHistorical()
+	})
+	msgs := host.all()
+	s := checkSparkplug(t, msgs, "gw1")
+	if s.births != 3 {
+		t.Errorf("%d NBIRTHs, want 3", s.births)
+	}
+	alias := s.aliases["line.demo"]["Counter"]
+	firstAlias := uint64(0)
+	for _, m := range msgs {
+		if m.kind == "DBIRTH" && m.device == "line.demo" {
+			if a := metricByName(m.p, "Counter").GetAlias(); firstAlias == 0 {
+				firstAlias = a
+			} else if a != firstAlias {
+				t.Errorf("Counter's alias %d after a reconnect, %d before", a, firstAlias)
+			}
+		}
+	}
+	vals, hist := counterValues(msgs[mark:], "line.demo", alias)
+	checkCounterHistory(t, vals, hist, 10)
+	if st := g.gw.Stats().Sparkplug[0]; st.BdSeq < 2 || st.Historical == 0 || st.Store.Messages != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestSparkplugDeviceDeath: devices are endpoints here; when an endpoint's
+// session is lost its device dies (DDEATH), the other lives on; when the
+// server is back the device is born again.
+func TestSparkplugDeviceDeath(t *testing.T) {
+	sim1 := startSim(t, 20*time.Millisecond)
+	sim2 := startSim(t, 20*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	host := startSpHost(t, mosq.URL(), "plant")
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		Endpoints: []config.Endpoint{simEndpoint("plc1", sim1.url()), simEndpoint("plc2", sim2.url())},
+		WriterGroups: []config.WriterGroup{{
+			Name: "a", Endpoint: "plc1", PublishingInterval: dur(20 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("w", field("Counter", server.NodeCounter))},
+		}, {
+			Name: "b", Endpoint: "plc2", PublishingInterval: dur(20 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("w", field("Counter", server.NodeCounter)), writer("v", field("Step", server.NodeStep))},
+		}},
+		Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{Devices: config.SparkplugDevicesEndpoint}),
+	}))
+	for _, d := range []string{"plc1", "plc2"} {
+		host.waitFor(g, "DDATA of "+d, 0, 5, kind("DDATA", d))
+	}
+	db := host.find(kind("DBIRTH", "plc2"))
+	if len(db) == 0 || metricByName(db[len(db)-1].p, "b/w/Counter") == nil || metricByName(db[len(db)-1].p, "b/v/Step") == nil {
+		t.Fatalf("DBIRTH of plc2: %v", db)
+	}
+	mark := len(host.all())
+	sim2.stop()
+	host.waitFor(g, "DDEATH of plc2", mark, 1, kind("DDEATH", "plc2"))
+	after := len(host.all())
+	host.waitFor(g, "DDATA of plc1 after plc2's death", after, 5, kind("DDATA", "plc1"))
+	if n := len(host.find(kind("DDEATH", "plc1"))); n != 0 {
+		t.Errorf("plc1 died %d times", n)
+	}
+	st := g.gw.Stats().Sparkplug[0]
+	if st.Devices != 2 || st.DevicesOnline != 1 || st.DeviceDeaths != 1 {
+		t.Errorf("stats with plc2 down: %+v", st)
+	}
+	sim2.start()
+	host.waitFor(g, "DBIRTH of plc2 again", after, 1, kind("DBIRTH", "plc2"))
+	host.waitFor(g, "DDATA of plc2 again", after, 5, kind("DDATA", "plc2"))
+	checkSparkplug(t, host.all(), "gw1")
+}
+
+// TestSparkplugPrimaryHost: with primaryHostId the node waits for the
+// host's STATE to be online before its births, holding the data; it sends
+// what it held after the births as history, in order. An offline STATE
+// older than the last online one is ignored; a current one makes the node
+// send NDEATH, leave the broker and wait again (3.0 §5.5).
+func TestSparkplugPrimaryHost(t *testing.T) {
+	sim := startSim(t, 20*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	host := startSpHost(t, mosq.URL(), "plant")
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
+		WriterGroups: []config.WriterGroup{{
+			Name: "line", Endpoint: "sim", PublishingInterval: dur(20 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("demo", field("Counter", server.NodeCounter))},
+		}},
+		Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{PrimaryHostID: "scada"}),
+	}))
+	node := func() sparkplug.Stats { return g.gw.Stats().Sparkplug[0] }
+	waitUntil(t, g, e2eWait, "the node connected and holding data for the host", func() bool {
+		st := node()
+		return st.State == sparkplug.StateWaiting && st.Store.Messages >= 10
+	})
+	if n := len(host.find(func(m spMsg) bool { return m.node == "gw1" })); n != 0 {
+		t.Fatalf("%d messages before the host was online", n)
+	}
+	t1 := time.Now().UnixMilli()
+	host.state("scada", true, t1)
+	host.waitFor(g, "live DDATA after the held data", 0, 10, func(m spMsg) bool {
+		return m.kind == "DDATA" && len(m.p.Metrics) > 0 && !m.p.Metrics[0].GetIsHistorical()
+	})
+	msgs := host.all()
+	s := checkSparkplug(t, msgs, "gw1")
+	alias := s.aliases["line.demo"]["Counter"]
+	vals, hist := counterValues(msgs, "line.demo", alias)
+	checkCounterHistory(t, vals, hist, 0)
+	if st := node(); st.State != sparkplug.StateOnline || !st.HostOnline || st.HostTimestamp.UnixMilli() != t1 || st.Store.Messages != 0 {
+		t.Errorf("online: %+v", st)
+	}
+
+	// An old offline STATE (a late will of an earlier host session) is
+	// ignored.
+	mark := len(host.all())
+	host.state("scada", false, t1-1)
+	host.waitFor(g, "DDATA after an old offline STATE", mark, 20, kind("DDATA", "line.demo"))
+	if n := len(host.find(kind("NDEATH", ""))); n != 0 || node().State != sparkplug.StateOnline {
+		t.Fatalf("an old offline STATE took the node offline (%d NDEATHs)", n)
+	}
+	// A current one: NDEATH (published by the node before it disconnects),
+	// and a new connection that waits.
+	host.state("scada", false, t1+1)
+	death := host.waitFor(g, "NDEATH", mark, 1, kind("NDEATH", ""))[0]
+	if bd := metricByName(death.p, sparkplug.MetricBdSeq); bd.GetLongValue() != 0 {
+		t.Errorf("NDEATH bdSeq %d, want 0", bd.GetLongValue())
+	}
+	waitUntil(t, g, e2eWait, "the node waiting for the host again", func() bool {
+		st := node()
+		return st.State == sparkplug.StateWaiting && st.BdSeq == 1 && st.Store.Messages >= 5 && !st.HostOnline
+	})
+	mark = len(host.all())
+	host.state("scada", true, time.Now().UnixMilli())
+	nb := host.waitFor(g, "NBIRTH once the host is back", mark, 1, kind("NBIRTH", ""))[0]
+	if bd := metricByName(nb.p, sparkplug.MetricBdSeq); bd.GetLongValue() != 1 {
+		t.Errorf("NBIRTH bdSeq %d, want 1", bd.GetLongValue())
+	}
+	host.waitFor(g, "live DDATA after the held data", mark, 10, func(m spMsg) bool {
+		return m.kind == "DDATA" && len(m.p.Metrics) > 0 && !m.p.Metrics[0].GetIsHistorical()
+	})
+	msgs = host.all()
+	checkSparkplug(t, msgs, "gw1")
+	vals, hist = counterValues(msgs[mark:], "line.demo", alias)
+	checkCounterHistory(t, vals, hist, 0)
 }

@@ -50,7 +50,11 @@ func startSpHost(t *testing.T, url, group string) *spHost {
 	t.Helper()
 	h := &spHost{t: t, group: group}
 	o := mqtt.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprintf("sphost-%d", time.Now().UnixNano())).
-		SetCleanSession(true).SetAutoReconnect(true).SetOrderMatters(true)
+		SetCleanSession(true).SetOrderMatters(true).
+		// Back on a restarted broker well before the node (whose retries
+		// start at 1 s): a host that missed the births would have to ask
+		// for a rebirth, and the held data would have gone to nobody.
+		SetAutoReconnect(true).SetMaxReconnectInterval(100 * time.Millisecond)
 	o.SetOnConnectHandler(func(c mqtt.Client) {
 		c.Subscribe(sparkplug.Namespace+"/"+group+"/#", 1, h.receive)
 	})

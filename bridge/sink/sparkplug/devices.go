@@ -155,6 +155,13 @@ func (n *Node) refreshLocked() {
 		if !slices.Equal(d.parts, want[id]) {
 			d.parts, d.dirty = want[id], true
 		}
+		if d.dirty && !d.born || (!n.live && d.retype.Load()) {
+			// Metrics before the birth: the feeds encode, and the store
+			// holds, what the node is not online for.
+			dm, _ := n.makeMetrics(d)
+			d.metrics.Store(dm)
+			d.retype.Store(false)
+		}
 	}
 	if added {
 		ds := slices.Clone(n.devs)
@@ -211,7 +218,7 @@ func (n *Node) makeMetrics(d *device) (*devMetrics, []bridge.FieldValue) {
 				alias = n.aliases
 				d.aliases[name] = alias
 			}
-			t, array := fv.BuiltInType, false
+			t, array := fv.BuiltInType, fv.ValueRank >= 0
 			if v := &fv.Value.Value; fv.HasValue && !v.IsNull() {
 				t, array = v.Type(), v.IsArray()
 			}
