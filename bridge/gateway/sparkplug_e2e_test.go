@@ -1,14 +1,23 @@
 package gateway_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
+	pb "github.com/uagate/gateway/bridge/sink/sparkplug/sparkplugpb"
 	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -384,4 +393,155 @@ func TestSparkplugPrimaryHost(t *testing.T) {
 	checkSparkplug(t, msgs, "gw1")
 	vals, hist = counterValues(msgs[mark:], "line.demo", alias)
 	checkCounterHistory(t, vals, hist, 0)
+}
+
+// testCommander allows writes of the fields it lists and writes them with
+// OPC UA Write through the gateway's session of the endpoint.
+type testCommander struct {
+	gw       func() *gateway.Gateway
+	endpoint string
+	allowed  map[string]bool // field names
+}
+
+func (c *testCommander) WriteMetrics(ctx context.Context, req sparkplug.WriteRequest) []error {
+	out := make([]error, len(req.Writes))
+	for i, w := range req.Writes {
+		if !c.allowed[w.Field] || req.Caller != "sparkplug:scada" {
+			out[i] = fmt.Errorf("%w: %s may not write %s/%s/%s", sparkplug.ErrDenied, req.Caller, w.Group, w.Writer, w.Field)
+			continue
+		}
+		cl, err := c.gw().Session(ctx, c.endpoint)
+		if err == nil {
+			var id ua.NodeID
+			if id, err = ua.ParseNodeID(w.Node); err == nil {
+				err = cl.WriteValue(ctx, id, w.Value)
+			}
+		}
+		out[i] = err
+	}
+	return out
+}
+
+// readSetpoint reads the simulation server's Setpoint through the gateway.
+func readSetpoint(t *testing.T, g *e2eGateway) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	cl, err := g.gw.Session(ctx, "sim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cl.Read(ctx, &ua.ReadRequest{NodesToRead: []ua.ReadValueID{{NodeID: ua.MustParseNodeID(server.NodeSetpoint), AttributeID: client.AttributeValue}}})
+	if err != nil || len(resp.Results) != 1 {
+		t.Fatalf("read Setpoint: %v", err)
+	}
+	return resp.Results[0].Value.Double()
+}
+
+// TestSparkplugDCMD: a DCMD's metrics are writes to the fields behind them,
+// through the command handler, which decides what may be written. Without
+// one every write is refused (default deny) and nothing is written; with
+// one an allowed write takes effect (the next DDATA carries it), a field it
+// does not allow, a value of the wrong type and an unknown alias are
+// refused.
+func TestSparkplugDCMD(t *testing.T) {
+	sim := startSim(t, 50*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	host := startSpHost(t, mosq.URL(), "plant")
+	cfg := func(node string) string {
+		return marshalConfig(t, &config.Config{
+			Gateway:   config.Gateway{PublisherID: node},
+			Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
+			WriterGroups: []config.WriterGroup{{
+				Name: "line", Endpoint: "sim", PublishingInterval: dur(50 * time.Millisecond),
+				Writers: []config.DataSetWriter{writer("demo", field("Setpoint", server.NodeSetpoint), field("Counter", server.NodeCounter))},
+			}},
+			Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{EdgeNodeID: node}),
+		})
+	}
+	double := func(alias uint64, v float64) *pb.Payload_Metric {
+		return &pb.Payload_Metric{Alias: proto.Uint64(alias), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: v}}
+	}
+
+	// Default deny.
+	deny := startGateway(t, "deny.yaml", cfg("gw2"))
+	db := host.waitFor(deny, "DBIRTH of gw2", 0, 1, func(m spMsg) bool { return m.kind == "DBIRTH" && m.node == "gw2" })[0]
+	host.dcmd("gw2", "line.demo", double(metricByName(db.p, "Setpoint").GetAlias(), 42.5))
+	waitUntil(t, deny, e2eWait, "the DCMD refused", func() bool { return deny.gw.Stats().Sparkplug[0].CommandsDenied == 1 })
+	if v := readSetpoint(t, deny); v != 0 {
+		t.Fatalf("Setpoint %v after a refused DCMD", v)
+	}
+
+	var g *e2eGateway
+	cmd := &testCommander{gw: func() *gateway.Gateway { return g.gw }, endpoint: "sim", allowed: map[string]bool{"Setpoint": true}}
+	g = startGatewayWith(t, "allow.yaml", cfg("gw1"), func(o *gateway.Options) { o.SparkplugCommands = cmd })
+	db = host.waitFor(g, "DBIRTH of gw1", 0, 1, func(m spMsg) bool { return m.kind == "DBIRTH" && m.node == "gw1" })[0]
+	setpoint, counter := metricByName(db.p, "Setpoint").GetAlias(), metricByName(db.p, "Counter").GetAlias()
+	mark := len(host.all())
+	host.dcmd("gw1", "line.demo",
+		double(setpoint, 42.5),
+		double(counter, 7), // not allowed
+		&pb.Payload_Metric{Alias: proto.Uint64(setpoint), Value: &pb.Payload_Metric_StringValue{StringValue: "x"}}, // wrong type
+		double(999999, 1), // unknown alias
+	)
+	host.waitFor(g, "DDATA with Setpoint 42.5", mark, 1, func(m spMsg) bool {
+		if m.kind != "DDATA" || m.node != "gw1" {
+			return false
+		}
+		for _, mt := range m.p.Metrics {
+			if mt.GetAlias() == setpoint && mt.GetDoubleValue() == 42.5 {
+				return true
+			}
+		}
+		return false
+	})
+	waitUntil(t, g, e2eWait, "the DCMD counted", func() bool {
+		st := g.gw.Stats().Sparkplug[0]
+		return st.Commands == 4 && st.CommandsDenied == 3 && st.CommandsFailed == 0
+	})
+	if v := readSetpoint(t, g); v != 42.5 {
+		t.Errorf("Setpoint %v, want 42.5", v)
+	}
+	// A host that knows only names may write by name.
+	host.dcmd("gw1", "line.demo", &pb.Payload_Metric{Name: proto.String("Setpoint"), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 7.25}})
+	waitUntil(t, g, e2eWait, "Setpoint 7.25", func() bool { return readSetpoint(t, g) == 7.25 })
+	checkSparkplug(t, host.all(), "gw1")
+}
+
+// TestSparkplugKill9: a gateway process killed with SIGKILL says no
+// goodbye; the broker publishes its will: NDEATH with the bdSeq of the
+// NBIRTH it sent, QoS 1, not retained.
+func TestSparkplugKill9(t *testing.T) {
+	sim := startSim(t, 50*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	host := startSpHost(t, mosq.URL(), "plant")
+	isolate(t)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	c := &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		HTTP:      config.HTTP{Disabled: true},
+		Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
+		WriterGroups: []config.WriterGroup{{
+			Name: "line", Endpoint: "sim", PublishingInterval: dur(50 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("demo", field("Counter", server.NodeCounter))},
+		}},
+		Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{}),
+	}
+	if err := os.WriteFile(path, []byte(marshalConfig(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := startGatewayChild(t, path)
+	nb := host.waitFor(nil, "NBIRTH of the gateway process", 0, 1, kind("NBIRTH", ""))[0]
+	host.waitFor(nil, "DDATA of the gateway process", 0, 3, kind("DDATA", "line.demo"))
+	child.kill()
+	death := host.waitFor(nil, "the will NDEATH", 0, 1, kind("NDEATH", ""))[0]
+	bd := metricByName(death.p, sparkplug.MetricBdSeq)
+	if death.qos != 1 || death.retained || bd == nil || bd.GetLongValue() != metricByName(nb.p, sparkplug.MetricBdSeq).GetLongValue() || death.p.Seq != nil {
+		t.Errorf("will NDEATH: qos %d retained %v bdSeq %v seq %v; NBIRTH's bdSeq %d", death.qos, death.retained, bd, death.p.Seq,
+			metricByName(nb.p, sparkplug.MetricBdSeq).GetLongValue())
+	}
+	checkSparkplug(t, host.all(), "gw1")
+	if t.Failed() {
+		t.Logf("gateway process:\n%s", child.stderr.String())
+	}
 }
