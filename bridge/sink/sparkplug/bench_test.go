@@ -44,8 +44,10 @@ func encodeDDATA(e *encoder, b []byte, now uint64, values []ua.DataValue) []byte
 
 // BenchmarkEncode: one message of 1000 values of a writer, as Sparkplug B
 // DDATA (protowire, aliases, source timestamps, Quality and StatusCode
-// properties on the 30 non-Good values) and, in the same run, as the Part
-// 14 NetworkMessage jsonenc writes for them (compact, one DataSetMessage,
+// properties on the 30 non-Good values; sparkplug-feed: the node's
+// ValueSink, from the writer group's batch to the pooled message on the
+// queue) and, in the same run, as the Part 14 NetworkMessage jsonenc
+// writes for them (compact, one DataSetMessage,
 // fields as DataValues with status and timestamps, and as Variants, the
 // gateway's default). ns/op ÷ 1000 is the cost per metric; B/op and
 // allocs/op must be 0.
@@ -60,6 +62,16 @@ func BenchmarkEncode(b *testing.B) {
 		b.ResetTimer()
 		for range b.N {
 			buf = encodeDDATA(&e, buf, now, dvs)
+		}
+	})
+	b.Run("sparkplug-feed", func(b *testing.B) {
+		_, f, batch, q := feedFixture(b, 1000)
+		f.Values(batch)
+		b.SetBytes(int64(q.bytes))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			f.Values(batch)
 		}
 	})
 	for _, c := range []struct {

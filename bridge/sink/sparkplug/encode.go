@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -480,6 +481,9 @@ func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte
 		num, typ, n := protowire.ConsumeTag(body)
 		if n < 0 {
 			return dst, marked, protowire.ParseError(n)
+		}
+		if !num.IsValid() {
+			return dst, marked, fmt.Errorf("sparkplug: field number %d out of range", num)
 		}
 		m := protowire.ConsumeFieldValue(num, typ, body[n:])
 		if m < 0 {
