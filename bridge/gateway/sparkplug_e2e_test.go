@@ -1,5 +1,93 @@
 package gateway_test
 
+// The Sparkplug B 3.0 tests: the gateway as an Edge Node through mosquitto,
+// the simulation server upstream, a host of the test's own (spHost,
+// decoding with the code generated from sparkplug_b.proto) on the other
+// side. The Eclipse Sparkplug TCK is a HiveMQ broker extension driven from
+// a browser, which the package registries do not serve; these tests check
+// the specification's normative statements for an Edge Node instead (the
+// tck-id of each, Sparkplug 3.0.0, and the test that checks it; the
+// payload encoding itself, per datatype, is TestTypeTable's and
+// TestStatusAndNull's in bridge/sink/sparkplug):
+//
+// Topics (§4):
+//   - topic-structure, -namespace-a, -device-id-associated-message-types,
+//     -device-id-non-associated-message-types: every message checkSparkplug
+//     sees parses as spBv1.0/<group>/<type>/<node>[/<device>], a device id
+//     exactly on DBIRTH, DDATA, DDEATH (all tests).
+//   - topic-structure-namespace-valid-group-id, -valid-edge-node-id,
+//     -valid-device-id, -unique-device-id: TestValidateSparkplug (config).
+//   - topics-nbirth-topic, -mqtt (QoS 0, no retain), -seq-num (0),
+//     -timestamp, -bdseq-included, -rebirth-metric: checkSparkplug.
+//   - topics-nbirth-bdseq-increment (0 first, one more per CONNECT),
+//     -bdseq-matching (NBIRTH and will): TestSparkplugReconnect,
+//     TestSparkplugKill9, TestSparkplugPrimaryHost.
+//   - topics-nbirth-metrics, topics-dbirth-metrics, -metric-reqs (name,
+//     datatype, current value): TestSparkplugBirthDataSeq.
+//   - topics-dbirth-topic, -mqtt, -seq, -timestamp; topics-ddata-topic,
+//     -mqtt, -seq-num, -timestamp, -payload (changed metrics only: DDATA
+//     carries a publish's changes); topics-ddeath-topic, -mqtt, -seq-num:
+//     checkSparkplug, TestSparkplugDeviceDeath.
+//   - topics-ndeath-topic, -payload (bdSeq alone), -seq (none):
+//     checkSparkplug, TestSparkplugReconnect, TestSparkplugKill9.
+//
+// Operational behaviour (§5):
+//   - message-flow-edge-node-ncmd-subscribe, message-flow-device-dcmd-subscribe
+//     (QoS 1, before NBIRTH; DCMD by a wildcard over the devices):
+//     TestSparkplugBirthDataSeq (NCMD honoured), TestSparkplugDCMD.
+//   - message-flow-edge-node-birth-publish-connect, -will-message,
+//     -will-message-topic, -will-message-payload, -will-message-payload-bdSeq,
+//     -will-message-qos (1), -will-message-will-retained (false):
+//     TestSparkplugReconnect (cut connection), TestSparkplugKill9 (kill -9).
+//   - message-flow-edge-node-birth-publish-nbirth-topic, -nbirth-payload,
+//     -nbirth-payload-bdSeq, -nbirth-qos, -nbirth-retained,
+//     -nbirth-payload-seq: checkSparkplug.
+//   - message-flow-edge-node-birth-publish-phid-wait, -phid-wait-id,
+//     -phid-wait-online, -phid-wait-timestamp, -phid-offline;
+//     operational-behavior-edge-node-birth-sequence-wait,
+//     -edge-node-termination-host-offline, -host-offline-reconnect,
+//     -host-offline-timestamp (an older offline STATE ignored):
+//     TestSparkplugPrimaryHost.
+//   - message-flow-device-birth-publish-nbirth-wait, -dbirth-topic,
+//     -dbirth-match-edge-node-topic, -dbirth-payload, -dbirth-qos,
+//     -dbirth-retained, -dbirth-payload-seq: checkSparkplug.
+//   - operational-behavior-device-ddeath: TestSparkplugDeviceDeath.
+//   - operational-behavior-edge-node-intentional-disconnect-ndeath,
+//     payloads-ndeath-will-message-publisher-disconnect-mqtt311 (NDEATH
+//     published before a DISCONNECT): TestSparkplugPrimaryHost (leaving for
+//     an offline host), TestSparkplugDeviceDeath (a clean stop).
+//   - operational-behavior-data-publish-nbirth, -dbirth, -nbirth-values,
+//     -dbirth-values (current value, or is_null without one):
+//     TestSparkplugBirthDataSeq (Bad: is_null).
+//   - operational-behavior-data-publish-dbirth-order (values of a metric in
+//     chronological order, historical ones in order before live ones):
+//     TestSparkplugReconnect, TestSparkplugPrimaryHost (checkCounterHistory).
+//   - operational-behavior-data-commands-rebirth-name, -name-aliases (no
+//     alias), -datatype (Boolean), -value (false), -rebirth-action-1, -2,
+//     -3 (births again, same bdSeq): checkSparkplug, TestSparkplugBirthDataSeq.
+//   - operational-behavior-data-commands-dcmd-metric-name, -dcmd-metric-value
+//     (by alias or name; a value of another type refused):
+//     TestSparkplugDCMD.
+//
+// Payloads (§6):
+//   - payloads-sequence-num-always-included, -zero-nbirth, -incrementing
+//     (0 after 255): checkSparkplug, TestSparkplugBirthDataSeq (wraps).
+//   - payloads-nbirth-seq, -timestamp, -bdseq, -bdseq-repeat, -rebirth-req,
+//     -qos, -retain; payloads-dbirth-seq, -seq-inc, -timestamp, -qos,
+//     -retain; payloads-ddata-seq, -seq-inc, -timestamp, -qos, -retain;
+//     payloads-ddeath-seq, -seq-inc, -timestamp; payloads-ndeath-seq,
+//     -bdseq, -will-message, -will-message-qos, -will-message-retain:
+//     checkSparkplug.
+//   - payloads-name-requirement, -alias-uniqueness (across the node),
+//     -alias-birth-requirement, -alias-data-cmd-requirement (DDATA: alias,
+//     no name), -name-birth-data-requirement (a timestamp on every metric),
+//     -metric-datatype-req, -metric-datatype-not-req, -metric-datatype-value:
+//     checkSparkplug.
+//   - payloads-propertyset-keys-array-size, -values-array-size,
+//     -quality-value-type (Int32), -quality-value-value (0 for Bad, 192),
+//     -metric-propertyvalue-type-type, -type-value, -type-req:
+//     TestSparkplugBirthDataSeq, TestStatusAndNull.
+
 import (
 	"context"
 	"fmt"
@@ -318,6 +406,19 @@ func TestSparkplugDeviceDeath(t *testing.T) {
 	sim2.start()
 	host.waitFor(g, "DBIRTH of plc2 again", after, 1, kind("DBIRTH", "plc2"))
 	host.waitFor(g, "DDATA of plc2 again", after, 5, kind("DDATA", "plc2"))
+
+	// A clean stop publishes NDEATH before its DISCONNECT (which keeps the
+	// broker from publishing the will).
+	mark = len(host.all())
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	if err := g.gw.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	death := host.waitFor(nil, "NDEATH at the stop", mark, 1, kind("NDEATH", ""))[0]
+	if bd := metricByName(death.p, sparkplug.MetricBdSeq); bd.GetLongValue() != 0 || death.retained {
+		t.Errorf("NDEATH at the stop: bdSeq %d, retained %v", bd.GetLongValue(), death.retained)
+	}
 	checkSparkplug(t, host.all(), "gw1")
 }
 
