@@ -785,6 +785,11 @@ func (c *Config) validateSparkplug(v *validator, p string, m *MQTTSink, g Guaran
 	if m.PerField != nil {
 		v.errorf(base+".perField", "not with sparkplug: the metrics are the fields")
 	}
+	if c.ScaleOut.Enabled {
+		// Every replica would be the same Edge Node, each with a part of
+		// its devices.
+		v.errorf(p, "not with scaleOut: the replicas would share one edge node id")
+	}
 	if sp.Devices != SparkplugDevicesWriter {
 		return
 	}

@@ -157,10 +157,12 @@ func (n *Node) refreshLocked() {
 		}
 		if d.dirty && !d.born || (!n.live && d.retype.Load()) {
 			// Metrics before the birth: the feeds encode, and the store
-			// holds, what the node is not online for.
+			// holds, what the node is not online for. The birth makes them
+			// again from the values of then.
 			dm, _ := n.makeMetrics(d)
 			d.metrics.Store(dm)
 			d.retype.Store(false)
+			d.dirty = false
 		}
 	}
 	if added {
