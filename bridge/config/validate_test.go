@@ -363,7 +363,10 @@ func TestValidateSparkplug(t *testing.T) {
 			c.Sinks.MQTT[0].PerField = &PerField{Topic: DefaultPerFieldTopic, Payload: PayloadValue}
 		},
 			"sinks.mqtt[0].perField: not with sparkplug: the metrics are the fields"},
-		{"scale-out", func(c *Config) { sparkplug(c); c.ScaleOut = ScaleOut{Enabled: true, NATSURL: "nats://n:4222", Bucket: "b", LeaseTTL: Duration(10 * time.Second), ReplicaID: "r"} },
+		{"scale-out", func(c *Config) {
+			sparkplug(c)
+			c.ScaleOut = ScaleOut{Enabled: true, NATSURL: "nats://n:4222", Bucket: "b", LeaseTTL: Duration(10 * time.Second), ReplicaID: "r"}
+		},
 			"sinks.mqtt[0].sparkplug: not with scaleOut: the replicas would share one edge node id"},
 		{"device ids meet", func(c *Config) {
 			sparkplug(c)
