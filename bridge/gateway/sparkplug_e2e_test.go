@@ -1,7 +1,9 @@
 package gateway_test
 
 // The Sparkplug B 3.0 tests: the gateway as an Edge Node through mosquitto,
-// the simulation server upstream, a host of the test's own (spHost,
+// the simulation server upstream (and node-opcua in TestSparkplugNodeOPCUA:
+// births with its known values, a DCMD write, its device's death and
+// rebirth), a host of the test's own (spHost,
 // decoding with the code generated from sparkplug_b.proto) on the other
 // side. The Eclipse Sparkplug TCK is a HiveMQ broker extension driven from
 // a browser, which the package registries do not serve; these tests check
@@ -90,7 +92,9 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,6 +109,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	pb "github.com/uagate/gateway/bridge/sink/sparkplug/sparkplugpb"
 	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
@@ -645,4 +650,90 @@ func TestSparkplugKill9(t *testing.T) {
 	if t.Failed() {
 		t.Logf("gateway process:\n%s", child.stderr.String())
 	}
+}
+
+// TestSparkplugNodeOPCUA: the same promises with node-opcua upstream, an
+// independent server whose values are known: the births carry its String,
+// Boolean and Double array as they are; a DCMD writes its Setpoint; when it
+// stops its device dies, and when it is back the device is born again.
+func TestSparkplugNodeOPCUA(t *testing.T) {
+	peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1})
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	host := startSpHost(t, mosq.URL(), "plant")
+	var g *e2eGateway
+	cmd := &testCommander{gw: func() *gateway.Gateway { return g.gw }, endpoint: "peer", allowed: map[string]bool{"Setpoint": true}}
+	g = startGatewayWith(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		Endpoints: []config.Endpoint{simEndpoint("peer", peer.URL)},
+		WriterGroups: []config.WriterGroup{{
+			Name: "line", Endpoint: "peer", PublishingInterval: dur(100 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("peer",
+				field("Counter", nodeopcua.NodeCounter), field("String", nodeopcua.NodeString), field("Boolean", nodeopcua.NodeBoolean),
+				field("DoubleArray", nodeopcua.NodeDoubleArray), field("Setpoint", nodeopcua.NodeSetpoint))},
+		}},
+		Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{}),
+	}), func(o *gateway.Options) { o.SparkplugCommands = cmd })
+	host.waitFor(g, "DDATA of the peer's device", 0, 3, kind("DDATA", "line.peer"))
+	mark := len(host.all())
+	host.ncmdRebirth("gw1")
+	db := host.waitFor(g, "DBIRTH after the rebirth request", mark, 1, kind("DBIRTH", "line.peer"))[0]
+	for _, c := range []struct {
+		name string
+		dt   sparkplug.DataType
+		want any
+	}{
+		{"String", sparkplug.String, "Hello, gateway"},
+		{"Boolean", sparkplug.Boolean, true},
+		{"DoubleArray", sparkplug.DoubleArray, string(le64(1.5, 2.5, 3.5, 4.5))},
+		{"Setpoint", sparkplug.Double, 0.0},
+		{"Counter", sparkplug.Double, nil},
+	} {
+		mt := metricByName(db.p, c.name)
+		if mt == nil || sparkplug.DataType(mt.GetDatatype()) != c.dt || mt.GetIsNull() {
+			t.Errorf("DBIRTH: %s %v, want datatype %v with a value", c.name, mt, c.dt)
+			continue
+		}
+		var got any
+		switch c.dt {
+		case sparkplug.String:
+			got = mt.GetStringValue()
+		case sparkplug.Boolean:
+			got = mt.GetBooleanValue()
+		case sparkplug.DoubleArray:
+			got = string(mt.GetBytesValue())
+		default:
+			got = mt.GetDoubleValue()
+		}
+		if c.want != nil && got != c.want {
+			t.Errorf("DBIRTH: %s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	setpoint := metricByName(db.p, "Setpoint").GetAlias()
+	mark = len(host.all())
+	host.dcmd("gw1", "line.peer", &pb.Payload_Metric{Alias: proto.Uint64(setpoint), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 3.5}})
+	host.waitFor(g, "DDATA with Setpoint 3.5", mark, 1, func(m spMsg) bool {
+		for _, mt := range m.p.GetMetrics() {
+			if m.kind == "DDATA" && mt.GetAlias() == setpoint && mt.GetDoubleValue() == 3.5 {
+				return true
+			}
+		}
+		return false
+	})
+
+	mark = len(host.all())
+	peer.Stop()
+	host.waitFor(g, "DDEATH of the peer's device", mark, 1, kind("DDEATH", "line.peer"))
+	peer.Restart()
+	host.waitFor(g, "DBIRTH of the peer's device again", mark, 1, kind("DBIRTH", "line.peer"))
+	host.waitFor(g, "DDATA of the peer's device again", mark, 3, kind("DDATA", "line.peer"))
+	checkSparkplug(t, host.all(), "gw1")
+}
+
+// le64 packs float64s little-endian, as DoubleArray is.
+func le64(vs ...float64) []byte {
+	var b []byte
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b
 }
