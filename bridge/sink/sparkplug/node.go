@@ -300,10 +300,12 @@ func (n *Node) Close(ctx context.Context) error {
 	defer n.pubMu.Unlock()
 	var err error
 	if c := n.conn; c != nil {
-		if n.live {
-			if perr := n.publishWait(ctx, c, n.topics.ndeath, n.ndeath(), 1); perr != nil {
-				err = fmt.Errorf("sparkplug %s: NDEATH at close: %w", n.cfg.Name, perr)
-			}
+		// Before the DISCONNECT, which keeps the broker from publishing the
+		// will (3.0 §5.5); also when no NBIRTH went out on this connection
+		// (waiting for the host): a host ignores an NDEATH of a bdSeq it
+		// has not seen born.
+		if perr := n.publishWait(ctx, c, n.topics.ndeath, n.ndeath(), 1); perr != nil {
+			err = fmt.Errorf("sparkplug %s: NDEATH at close: %w", n.cfg.Name, perr)
 		}
 		c.client.Disconnect(250)
 		c.lost.Mark(fmt.Errorf("sparkplug %s: closed: %w", n.cfg.Name, sink.ErrNotConnected))

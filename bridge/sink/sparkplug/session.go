@@ -282,6 +282,9 @@ func (n *Node) publishLocked(topic string, payload []byte) error {
 		err = fmt.Errorf("sparkplug %s: not written in %v: %w", n.cfg.Name, n.cfg.WriteTimeout, sink.ErrNotConnected)
 		c.client.Disconnect(0)
 		c.lost.Mark(err)
+	case <-n.ctx.Done():
+		// Closing: Close, waiting for pubMu, is bounded by its context.
+		err = fmt.Errorf("sparkplug %s: closed: %w", n.cfg.Name, sink.ErrNotConnected)
 	}
 	n.tmr.Stop()
 	if err != nil {
