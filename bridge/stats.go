@@ -155,6 +155,9 @@ type FieldValue struct {
 	BuiltInType ua.TypeID
 	// ValueRank as published in the metadata: -1 a scalar, 1 an array, …
 	ValueRank int32
+	// Event: an event field (its events go out as ua-event messages; it
+	// has no value).
+	Event bool
 }
 
 // fieldValue fills a FieldValue for slot s of w; g.vmu held.
@@ -169,6 +172,7 @@ func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
 		HasValue:    f.flags&fieldHasValue != 0,
 		BuiltInType: ua.TypeID(f.builtin),
 		ValueRank:   -1,
+		Event:       f.flags&fieldEvent != 0,
 	}
 	if ti, ok := w.odd[s]; ok {
 		v.ValueRank = ti.valueRank

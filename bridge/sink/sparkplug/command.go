@@ -182,6 +182,9 @@ func (n *Node) dcmd(c command) {
 func findMetric(dm *devMetrics, m *pb.Payload_Metric) *metricDef {
 	for i := range dm.defs {
 		d := &dm.defs[i]
+		if d.event {
+			continue
+		}
 		if (m.Alias != nil && d.alias == m.GetAlias()) || (m.Alias == nil && d.name == m.GetName()) {
 			return d
 		}

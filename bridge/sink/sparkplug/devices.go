@@ -69,6 +69,7 @@ type metricDef struct {
 	dtype  DataType
 	uaType ua.TypeID // the built-in type its values have (for writes)
 	array  bool
+	event  bool // an event field: no metric of the device, its place kept
 	part   int
 	field  string
 	node   string
@@ -225,7 +226,7 @@ func (n *Node) makeMetrics(d *device) (*devMetrics, []bridge.FieldValue) {
 				t, array = v.Type(), v.IsArray()
 			}
 			dm.defs = append(dm.defs, metricDef{name: name, alias: alias, dtype: DataTypeOf(t, array),
-				uaType: t, array: array, part: pi, field: fv.Field, node: fv.Node})
+				uaType: t, array: array, event: fv.Event, part: pi, field: fv.Field, node: fv.Node})
 		}
 		values = append(values, fvs...)
 	}
@@ -253,6 +254,9 @@ func (n *Node) dbirthLocked(d *device) {
 	var e encoder
 	for i := range dm.defs {
 		md := &dm.defs[i]
+		if md.event {
+			continue // events are not Sparkplug metrics
+		}
 		var dv *ua.DataValue
 		ts := now
 		if fv := &values[i]; fv.HasValue {

@@ -441,7 +441,11 @@ func (n *Node) Stats() Stats {
 			s.DevicesOnline++
 		}
 		if dm := d.metrics.Load(); dm != nil {
-			s.Metrics += len(dm.defs)
+			for i := range dm.defs {
+				if !dm.defs[i].event {
+					s.Metrics++
+				}
+			}
 		}
 	}
 	n.mu.Lock()
