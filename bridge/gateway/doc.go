@@ -15,6 +15,11 @@
 //     MQTT broker and NATS server; one sink.Output per sink and the
 //     WebSocket hub; the HTTP listener (api.Server, with the Gateway as its
 //     api.Backend, backend.go); the client pool; the writer groups.
+//   - The Sparkplug B nodes (MQTT sinks in sparkplug mode): each is the sink
+//     of an Output like the others, but takes no Part 14 messages: every
+//     writer group gets a feed of it (bridge.Options.ValueSinks), and the
+//     node reads the running groups (runningGroups) for its devices and
+//     births; Options.SparkplugCommands authorises its DCMD writes.
 //   - The writer groups' lifecycle (groups.go) and the sessions they share
 //     (sessions.go: an endpoint's groups share its sessions, reference
 //     counted; under scale-out each group has its own).
