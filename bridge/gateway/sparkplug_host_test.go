@@ -195,7 +195,8 @@ type spSession struct {
 // sparkplug_e2e_test.go):
 //
 //   - payloads decode; NBIRTH, DBIRTH, DDATA, DDEATH have QoS 0, no retain,
-//     a payload timestamp and a seq; NDEATH no seq;
+//     a payload timestamp and a seq; NDEATH no seq, and only the bdSeq of
+//     the session's NBIRTH ends it;
 //   - NBIRTH has seq 0, bdSeq (Int64) and Node Control/Rebirth (Boolean,
 //     false, no alias); every later message of the session has the seq
 //     after the one before, 255 followed by 0;
@@ -208,7 +209,7 @@ type spSession struct {
 func checkSparkplug(t *testing.T, msgs []spMsg, node string) *spSession {
 	t.Helper()
 	s := &spSession{aliases: map[string]map[string]uint64{}, types: map[uint64]uint32{}, lastSeq: map[int]uint64{}}
-	var seq uint64
+	var seq, bdSeq uint64
 	inSession := false
 	born := map[string]bool{}
 	errs := 0
@@ -231,10 +232,15 @@ func checkSparkplug(t *testing.T, msgs []spMsg, node string) *spSession {
 			if p.Seq != nil {
 				fail("NDEATH %d carries seq %d", i, p.GetSeq())
 			}
-			if bd := metricByName(p, sparkplug.MetricBdSeq); bd == nil || bd.GetDatatype() != uint32(sparkplug.Int64) || len(p.Metrics) != 1 {
+			bd := metricByName(p, sparkplug.MetricBdSeq)
+			if bd == nil || bd.GetDatatype() != uint32(sparkplug.Int64) || len(p.Metrics) != 1 {
 				fail("NDEATH %d: metrics %v, want bdSeq alone (Int64)", i, p.Metrics)
 			}
-			inSession = false
+			// As a host does: a will of an earlier connection, delivered
+			// after the next NBIRTH, does not end the session.
+			if bd.GetLongValue() == bdSeq {
+				inSession = false
+			}
 			continue
 		}
 		if m.qos != 0 || m.retained {
@@ -257,6 +263,7 @@ func checkSparkplug(t *testing.T, msgs []spMsg, node string) *spSession {
 				fail("NBIRTH %d: %s %v, want Boolean false without alias", i, sparkplug.MetricRebirth, rb)
 			}
 			seq, inSession = 0, true
+			bdSeq = bd.GetLongValue()
 			clear(born)
 			continue
 		}
