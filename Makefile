@@ -4,10 +4,15 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION ?= v0.7.0
 FUZZTIME ?= 10s
 
-.PHONY: run build test vet staticcheck unit fuzz bench bench-e2e generate tools
+.PHONY: run run-commands build test vet staticcheck unit fuzz bench bench-e2e generate tools
 
 run:
 	$(GO) run ./cmd/gateway
+
+## run-commands: the demo with commands on (examples/commands.yaml): it prints how to
+## write Setpoint with mosquitto_pub and watch the value change.
+run-commands:
+	$(GO) run ./cmd/gateway run -config examples/commands.yaml
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway

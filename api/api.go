@@ -65,7 +65,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: "POST", path: v1 + "/endpoints/{endpoint}/read", id: "read", tag: "services", summary: "Read attributes",
 			role: RoleRead, request: ReadRequest{}, response: ReadResponse{}, problems: with(body, nf, upstream, unavailable), h: s.read},
 		{method: "POST", path: v1 + "/endpoints/{endpoint}/write", id: "write", tag: "services", summary: "Write attributes",
-			role: RoleAdmin, request: WriteRequest{}, response: WriteResponse{}, problems: with(body, nf, upstream, unavailable), h: s.write},
+			role: RoleAdmin, request: WriteRequest{}, response: WriteResponse{}, problems: with(body, nf, upstream, unavailable, http.StatusTooManyRequests), h: s.write},
 		{method: "POST", path: v1 + "/endpoints/{endpoint}/browse", id: "browse", tag: "services",
 			summary: "Browse a node's references, a page at a time", role: RoleRead, request: BrowseRequest{},
 			response: BrowseResponse{}, problems: with(body, nf, upstream, unavailable), h: s.browse},
@@ -76,7 +76,7 @@ func (s *Server) apiRoutes() []*route {
 			summary: "Translate browse paths to node ids", role: RoleRead, request: TranslateRequest{},
 			response: TranslateResponse{}, problems: with(body, nf, upstream, unavailable), h: s.translate},
 		{method: "POST", path: v1 + "/endpoints/{endpoint}/call", id: "call", tag: "services", summary: "Call methods",
-			role: RoleAdmin, request: CallRequest{}, response: CallResponse{}, problems: with(body, nf, upstream, unavailable), h: s.callMethods},
+			role: RoleAdmin, request: CallRequest{}, response: CallResponse{}, problems: with(body, nf, upstream, unavailable, http.StatusTooManyRequests), h: s.callMethods},
 
 		{method: "GET", path: v1 + "/writer-groups", id: "listWriterGroups", tag: "writer groups", summary: "Writer groups",
 			role: RoleRead, query: []param{pLimit, pCursor}, response: Page[WriterGroup]{}, problems: []int{bad}, h: s.listGroups},
@@ -144,6 +144,7 @@ func (s *Server) apiRoutes() []*route {
 			problems: []int{bad, nf}, h: s.removeTrusted},
 	}
 	rs = append(rs, s.publisherRoutes()...)
+	rs = append(rs, s.commandRoutes()...)
 	s.routes = rs
 	d, err := json.Marshal(s.openAPI())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
@@ -100,6 +101,8 @@ type Stats struct {
 	// Sparkplug are the Sparkplug B nodes (MQTT sinks in sparkplug mode),
 	// whose queues are in Sinks as well.
 	Sparkplug []sparkplug.Stats
+	// Commands are the command counters, per transport.
+	Commands []command.Stats
 }
 
 // ScaleOutStatus is this replica's view of the writer groups' leases.

@@ -20,6 +20,7 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/pki"
@@ -46,7 +47,8 @@ type testBackend struct {
 	values   map[string]valueSource // by writer group
 	meta     map[string]*ua.DataSetMetaDataType
 	stats    Stats
-	failNext error // ApplyConfig fails with it once (the runtime refusing a change)
+	failNext error           // ApplyConfig fails with it once (the runtime refusing a change)
+	cmd      *command.Engine // allowCommands
 }
 
 func newTestBackend(t *testing.T, cfg *config.Config) *testBackend {
@@ -396,3 +398,36 @@ var errTest = errors.New("test")
 func slogTo(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// Commands implements CommandBackend: nil (Write and Call refused) until
+// allowCommands.
+func (b *testBackend) Commands() *command.Engine {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd
+}
+
+// allowCommands gives the backend a command engine with rules.
+func (b *testBackend) allowCommands(t *testing.T, rules ...config.CommandRule) *command.Engine {
+	t.Helper()
+	cfg := &config.Config{Commands: config.Commands{Rules: rules}}
+	cfg.ApplyDefaults()
+	e, err := command.New(cfg, command.Options{Backend: cmdSessions{b}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	b.mu.Lock()
+	b.cmd = e
+	b.mu.Unlock()
+	return e
+}
+
+// cmdSessions is the command engine's Backend over the test backend.
+type cmdSessions struct{ b *testBackend }
+
+func (c cmdSessions) Session(ctx context.Context, endpoint string) (*client.Client, error) {
+	return c.b.Session(ctx, endpoint)
+}
+
+func (cmdSessions) BrowsedField(group, writer, field string) (string, bool) { return "", false }

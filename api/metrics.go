@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
@@ -52,6 +53,7 @@ type collector struct {
 	classes     []series[pooling.BufferStats]     // labels pool, class_bytes
 	bufferPools []series[pooling.BufferPoolStats] // label pool
 	sparkplug   []series[sparkplug.Stats]         // label sink
+	commands    []series[command.Stats]           // label transport
 }
 
 // series is one metric read from a stats value.
@@ -131,6 +133,7 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 		counter(c, "uagate_bufferpool_over_releases_total", "Releases of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.OverReleases }, p),
 		counter(c, "uagate_bufferpool_dead_retains_total", "Retains of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.DeadRetains }, p),
 	}
+	c.commands = commandSeries(c, "transport")
 	c.roundTrip = d("uagate_publish_round_trip_seconds", "Time from a Publish request sent to its response received.", ep)
 	c.sourceToSink = d("uagate_sink_latency_seconds", "Time from a value's source timestamp (or arrival) to the sink's acceptance.", k)
 	return c
@@ -275,6 +278,25 @@ func webSocketSeries(c *collector) []series[wssink.Stats] {
 	}
 }
 
+func commandSeries(c *collector, labels ...string) []series[command.Stats] {
+	type S = command.Stats
+	n := func(name, help string, v func(*S) uint64) series[S] {
+		return counter(c, "uagate_command_"+name, help, v, labels...)
+	}
+	return []series[S]{
+		n("requests_total", "Commands received (refused ones included).", func(s *S) uint64 { return s.Requests }),
+		n("good_total", "Commands done with a Good status.", func(s *S) uint64 { return s.Good }),
+		n("bad_total", "Commands the server was asked and answered with a status not Good, or failed.", func(s *S) uint64 { return s.Bad }),
+		n("denied_total", "Commands no rule allowed.", func(s *S) uint64 { return s.Denied }),
+		n("rate_limited_total", "Commands over their caller's rate.", func(s *S) uint64 { return s.RateLimited }),
+		n("busy_total", "Commands refused because the endpoint's command queue was full.", func(s *S) uint64 { return s.Busy }),
+		n("invalid_total", "Commands refused as malformed, too large, of an unknown target or of the wrong type.", func(s *S) uint64 { return s.Invalid }),
+		n("timeouts_total", "Commands not done within the endpoint's request timeout.", func(s *S) uint64 { return s.Timeouts }),
+		n("unavailable_total", "Commands refused because the endpoint was not connected or the gateway was stopping.", func(s *S) uint64 { return s.Unavailable }),
+		n("duplicates_total", "Commands answered from the idempotency window (not run again).", func(s *S) uint64 { return s.Duplicates }),
+	}
+}
+
 // poolSeries are the series of a pool's counters: prefix uagate_pool_ for
 // object pools, uagate_bufferpool_ for the size classes of buffer pools.
 func poolSeries(c *collector, prefix, unit string, labels ...string) []series[pooling.PoolStats] {
@@ -401,6 +423,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		collect(ch, c.bufferPools, &bp.BufferPoolStats, bp.Name)
 		// The pool of its Shared objects is an object pool of its own.
 		collect(ch, c.pools, &bp.Shared, bp.Name+".shared")
+	}
+	for i := range st.Commands {
+		collect(ch, c.commands, &st.Commands[i], st.Commands[i].Transport)
 	}
 	if c.h != nil {
 		hist := func(d *desc) func(string, *Histogram) {

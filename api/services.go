@@ -12,6 +12,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
@@ -270,6 +271,10 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request) error {
 	if err := checkCount("/nodes", len(req.Nodes)); err != nil {
 		return err
 	}
+	gate, err := s.gate(r)
+	if err != nil {
+		return err
+	}
 	k, err := s.session(r)
 	if err != nil {
 		return err
@@ -286,19 +291,46 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		if attr != client.AttributeValue {
+			return fieldProblemf(ErrForbidden, at+"/attribute", "only the Value attribute may be written (command rules grant values)")
+		}
+		if err := gate.check(at+"/node", command.OpWrite, id, ua.NodeID{}, k.ns); err != nil {
+			return err
+		}
 		v, err := k.variant(at+"/value", n.Value, n.Type, n.Array)
 		if err != nil {
 			return err
 		}
 		uw.NodesToWrite[i] = ua.WriteValue{NodeID: id, AttributeID: attr, IndexRange: n.IndexRange, Value: ua.DataValue{Value: v}}
 	}
+	// The values before, for the command log (best effort).
+	old := make([]json.RawMessage, len(uw.NodesToWrite))
+	rr := &ua.ReadRequest{TimestampsToReturn: ua.TimestampsToReturnNeither, NodesToRead: make([]ua.ReadValueID, len(uw.NodesToWrite))}
+	for i := range uw.NodesToWrite {
+		rr.NodesToRead[i] = ua.ReadValueID{NodeID: uw.NodesToWrite[i].NodeID, AttributeID: client.AttributeValue, IndexRange: uw.NodesToWrite[i].IndexRange}
+	}
+	if before, err := k.c.Read(k.ctx, rr); err == nil {
+		for i := range before.Results {
+			if before.Results[i].Status.IsGood() {
+				old[i] = variantJSON(&before.Results[i].Value, k.ns)
+			}
+		}
+	}
 	resp, err := k.c.Write(k.ctx, uw)
 	if err != nil {
+		for i := range uw.NodesToWrite {
+			wv := &uw.NodesToWrite[i]
+			gate.e.Record(gate.caller, command.OpWrite, command.Target{Endpoint: gate.endpoint, Node: wv.NodeID.String()}, old[i],
+				variantJSON(&wv.Value.Value, k.ns), ua.StatusGood, err, gate.start)
+		}
 		return upstreamError("Write", err)
 	}
 	out := WriteResponse{Results: make([]StatusCode, len(resp.Results))}
 	for i, sc := range resp.Results {
 		out.Results[i] = statusOf(sc)
+		wv := &uw.NodesToWrite[i]
+		gate.e.Record(gate.caller, command.OpWrite, command.Target{Endpoint: gate.endpoint, Node: wv.NodeID.String()}, old[i],
+			variantJSON(&wv.Value.Value, k.ns), sc, nil, gate.start)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -623,6 +655,10 @@ func (s *Server) callMethods(w http.ResponseWriter, r *http.Request) error {
 	if err := checkCount("/calls", len(req.Calls)); err != nil {
 		return err
 	}
+	gate, err := s.gate(r)
+	if err != nil {
+		return err
+	}
 	k, err := s.session(r)
 	if err != nil {
 		return err
@@ -639,6 +675,9 @@ func (s *Server) callMethods(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		if err := gate.check(at+"/method", command.OpCall, obj, m, k.ns); err != nil {
+			return err
+		}
 		args := make([]ua.Variant, len(c.Arguments))
 		for j, a := range c.Arguments {
 			if args[j], err = k.variant(fmt.Sprintf("%s/arguments/%d", at, j), a, "", false); err != nil {
@@ -648,8 +687,18 @@ func (s *Server) callMethods(w http.ResponseWriter, r *http.Request) error {
 		cr.MethodsToCall[i] = ua.CallMethodRequest{ObjectID: obj, MethodID: m, InputArguments: args}
 	}
 	resp, err := k.c.Call(k.ctx, cr)
+	target := func(i int) command.Target {
+		c := &cr.MethodsToCall[i]
+		return command.Target{Endpoint: gate.endpoint, Object: c.ObjectID.String(), Method: c.MethodID.String()}
+	}
 	if err != nil {
+		for i := range cr.MethodsToCall {
+			gate.e.Record(gate.caller, command.OpCall, target(i), nil, nil, ua.StatusGood, err, gate.start)
+		}
 		return upstreamError("Call", err)
+	}
+	for i := range resp.Results {
+		gate.e.Record(gate.caller, command.OpCall, target(i), nil, nil, resp.Results[i].StatusCode, nil, gate.start)
 	}
 	out := CallResponse{Results: make([]CallResult, len(resp.Results))}
 	for i := range resp.Results {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/uastack/server"
 )
 
@@ -18,6 +19,14 @@ func TestServicesAgainstSim(t *testing.T) {
 	b.addSession("sim", srv.URL(), m)
 	_, ts := newTestServer(t, b, Options{})
 	ep := "/api/v1/endpoints/sim"
+	// Write and Call are what the command rules allow: none yet.
+	r0 := do(t, ts, "POST", ep+"/write", "", `{"nodes":[{"node":"ns=1;s=Demo.Static.Int32","type":"Int32","value":1}]}`)
+	if p := r0.problem(t); p.Status != 403 || !strings.Contains(p.Detail, "commands.rules") {
+		t.Fatalf("write without a command engine: %+v", p)
+	}
+	b.allowCommands(t, config.CommandRule{Callers: []string{"api:*"},
+		Write: []config.CommandTarget{{Endpoint: "sim", Node: "ns=1;s=Demo.Static.*"}},
+		Call:  []config.CommandMethod{{Endpoint: "sim", Object: "ns=1;s=Demo.Methods", Method: "ns=1;s=Demo.Methods.*"}}})
 
 	// Status: connected, with the server's limits.
 	r := do(t, ts, "GET", ep, "", nil)
@@ -133,6 +142,42 @@ func TestServicesAgainstSim(t *testing.T) {
 	if len(cr.Results) != 2 || string(cr.Results[0].OutputArguments[0]) != `{"UaType":11,"Value":5.5}` ||
 		string(cr.Results[1].OutputArguments[0]) != `{"UaType":12,"Value":"hi"}` {
 		t.Fatalf("call: %s", r.body)
+	}
+
+	// What no rule lists is refused, and nothing is written; only Value
+	// attributes; every operation is in the command log.
+	r = do(t, ts, "POST", ep+"/write", "", `{"nodes":[{"node":"ns=1;s=Demo.Setpoint","type":"Double","value":5}]}`)
+	if p := r.problem(t); p.Status != 403 || p.Field != "/nodes/0/node" || !strings.Contains(p.Detail, "api:anonymous") {
+		t.Fatalf("write of a node no rule lists: %+v", p)
+	}
+	r = do(t, ts, "POST", ep+"/write", "", `{"nodes":[{"node":"ns=1;s=Demo.Static.Int32","attribute":"DisplayName","value":{"UaType":21,"Value":{"Text":"x"}}}]}`)
+	if p := r.problem(t); p.Status != 403 || p.Field != "/nodes/0/attribute" {
+		t.Fatalf("write of another attribute: %+v", p)
+	}
+	r = do(t, ts, "POST", ep+"/call", "", `{"calls":[{"object":"i=2253","method":"i=11492","arguments":[{"UaType":7,"Value":1}]}]}`)
+	if p := r.problem(t); p.Status != 403 || p.Field != "/calls/0/method" {
+		t.Fatalf("call of a method no rule lists: %+v", p)
+	}
+	var log CommandLog
+	do(t, ts, "GET", "/api/v1/commands/log?limit=50", "", nil).decode(t, &log)
+	var writes, denied, calls int
+	for _, e := range log.Entries {
+		switch {
+		case e.Error != "":
+			denied++
+		case e.Op == "write" && e.Caller == "api:anonymous" && len(e.Value) > 0 && e.Status.Symbol == "Good":
+			writes++
+		case e.Op == "call":
+			calls++
+		}
+	}
+	if writes != 5 || denied != 2 || calls != 2 {
+		t.Fatalf("command log: %d writes, %d denied, %d calls: %+v", writes, denied, calls, log.Entries)
+	}
+	var cv CommandsView
+	do(t, ts, "GET", "/api/v1/commands", "", nil).decode(t, &cv)
+	if len(cv.Rules) != 1 || cv.Rules[0].Callers[0] != "api:*" || len(cv.Stats) == 0 {
+		t.Fatalf("commands: %+v", cv)
 	}
 
 	// Unknown endpoint.

@@ -13,6 +13,7 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
@@ -92,7 +93,7 @@ func fillCounters(t *testing.T, v reflect.Value) []counterField {
 
 // TestMetricsCoverStats: every counter of the runtime's stats types —
 // bridge.GroupStats with its WriterStats, sink.OutputStats, wssink.Stats,
-// sparkplug.Stats, pooling.PoolStats and BufferPoolStats — is a series of /metrics and a
+// sparkplug.Stats, command.Stats, pooling.PoolStats and BufferPoolStats — is a series of /metrics and a
 // number of /api/v1/status. A field added to one of them and left out of
 // the collector or the status fails it.
 func TestMetricsCoverStats(t *testing.T) {
@@ -103,6 +104,7 @@ func TestMetricsCoverStats(t *testing.T) {
 		spb    = sparkplug.Stats{Name: "scada"}
 		pool   pooling.PoolStats
 		bufs   pooling.BufferPoolStats
+		cmds   = command.Stats{Transport: "mqtt"}
 	)
 	for _, c := range []struct {
 		name  string
@@ -114,6 +116,7 @@ func TestMetricsCoverStats(t *testing.T) {
 		{"websocket", &ws, func() Stats { return Stats{WebSocket: &ws} }},
 		{"sparkplug", &spb, func() Stats { return Stats{Sparkplug: []sparkplug.Stats{spb}} }},
 		{"pool", &pool, func() Stats { return Stats{Pools: []pooling.NamedPoolStats{{Name: "p", PoolStats: pool}}} }},
+		{"commands", &cmds, func() Stats { return Stats{Commands: []command.Stats{cmds}} }},
 		{"bufferpool", &bufs, func() Stats {
 			return Stats{BufferPools: []pooling.NamedBufferPoolStats{{Name: "b", BufferPoolStats: bufs}}}
 		}},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
@@ -37,6 +38,8 @@ type Status struct {
 	// Sparkplug are the Sparkplug B nodes: state, bdSeq, seq, the primary
 	// host's state and their counters.
 	Sparkplug []sparkplug.Stats `json:"sparkplug,omitempty"`
+	// Commands are the command counters, per transport.
+	Commands []command.Stats `json:"commands"`
 }
 
 // EndpointSummary is an endpoint in the overview.
@@ -125,5 +128,6 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	out.WebSocket, out.ScaleOut, out.Sparkplug = st.WebSocket, st.ScaleOut, st.Sparkplug
 	out.Pools = append([]pooling.NamedPoolStats{}, st.Pools...)
 	out.BufferPools = append([]pooling.NamedBufferPoolStats{}, st.BufferPools...)
+	out.Commands = append([]command.Stats{}, st.Commands...)
 	return writeJSON(w, http.StatusOK, out)
 }

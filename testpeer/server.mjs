@@ -36,6 +36,7 @@
 //     Boolean   Boolean  read-only, true                               ns=1;s=Demo.Boolean
 //     DoubleArray Double[] read-only, [1.5, 2.5, 3.5, 4.5]             ns=1;s=Demo.DoubleArray
 //     Setpoint  Double   read/write, 0                                 ns=1;s=Demo.Setpoint
+//     Level     Int16    read/write, 0                                 ns=1;s=Demo.Level
 //     Add(a Double, b Double) -> sum Double                            ns=1;s=Demo.Add
 //     Large/    folder                                                 ns=1;s=Demo.Large
 //       V00000 … V<N-1>  Int32 read-only, value = index                ns=1;s=Demo.Large.V00000
@@ -253,6 +254,7 @@ function buildAddressSpace() {
     scalar("String", "String", "Hello, gateway", ro);
     scalar("Boolean", "Boolean", true, ro);
     scalar("Setpoint", "Double", 0, rw);
+    scalar("Level", "Int16", 0, rw);
     ns.addVariable({
         componentOf: demo,
         browseName: "DoubleArray",

@@ -204,6 +204,8 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 
+	c.Commands.applyDefaults()
+
 	// The embedded parts run when something uses them, unless set explicitly.
 	uses := func(url string) bool {
 		for _, e := range c.Endpoints {

@@ -26,6 +26,10 @@ type Changes struct {
 	// Settings: gateway, embedded, http or scaleOut changed, which the running process
 	// cannot apply part by part (a restart does).
 	Settings bool
+	// Commands: the commands section changed; its rules and limits are
+	// applied while running (its transports' topics and sinks need a
+	// restart: Settings).
+	Commands bool
 	// Endpoints and Sinks by name; WriterGroups by name; Writers as
 	// "group/writer"; Fields as "group/writer/field".
 	Endpoints, WriterGroups, Writers, Fields, Sinks Change
@@ -33,7 +37,7 @@ type Changes struct {
 
 // Empty reports whether the configurations are the same.
 func (c Changes) Empty() bool {
-	return !c.Settings && c.Endpoints.Empty() && c.WriterGroups.Empty() && c.Writers.Empty() && c.Fields.Empty() && c.Sinks.Empty()
+	return !c.Settings && !c.Commands && c.Endpoints.Empty() && c.WriterGroups.Empty() && c.Writers.Empty() && c.Fields.Empty() && c.Sinks.Empty()
 }
 
 // String lists the changes, one kind per line ("writers: +line1/new ~line1/a -line1/old").
@@ -41,6 +45,9 @@ func (c Changes) String() string {
 	var b strings.Builder
 	if c.Settings {
 		b.WriteString("settings: changed\n")
+	}
+	if c.Commands {
+		b.WriteString("commands: changed\n")
 	}
 	for _, part := range []struct {
 		name string
@@ -75,7 +82,8 @@ func Diff(old, new *Config) Changes {
 	}
 	var ch Changes
 	ch.Settings = !reflect.DeepEqual(old.Gateway, new.Gateway) || !reflect.DeepEqual(old.Embedded, new.Embedded) || !reflect.DeepEqual(old.HTTP, new.HTTP) ||
-		!reflect.DeepEqual(old.ScaleOut, new.ScaleOut)
+		!reflect.DeepEqual(old.ScaleOut, new.ScaleOut) || commandTransportsChanged(&old.Commands, &new.Commands)
+	ch.Commands = !reflect.DeepEqual(old.Commands, new.Commands)
 	ch.Endpoints = diffNamed(old.Endpoints, new.Endpoints, func(e Endpoint) string { return e.Name }, deepEqual[Endpoint])
 
 	oldGroups, newGroups := old.WriterGroups, new.WriterGroups
@@ -199,3 +207,11 @@ func sinkList(c *Config) []namedSink {
 }
 
 func deepEqual[T any](a, b T) bool { return reflect.DeepEqual(a, b) }
+
+// commandTransportsChanged reports a change of what the command transports
+// listen on, which a restart applies.
+func commandTransportsChanged(a, b *Commands) bool {
+	return a.On() != b.On() || a.Topic != b.Topic || a.Subject != b.Subject ||
+		!reflect.DeepEqual(a.Sinks, b.Sinks) || !reflect.DeepEqual(a.WebSocket, b.WebSocket) ||
+		a.Workers != b.Workers || a.QueueSize != b.QueueSize
+}

@@ -17,6 +17,8 @@ type Config struct {
 	WriterGroups []WriterGroup `yaml:"writerGroups"`
 	Sinks        Sinks         `yaml:"sinks"`
 	ScaleOut     ScaleOut      `yaml:"scaleOut"`
+	// Commands from the messaging side (commands.go).
+	Commands Commands `yaml:"commands"`
 }
 
 // Gateway holds settings of the process as a whole.

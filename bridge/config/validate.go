@@ -99,6 +99,7 @@ func (c *Config) validate() (errs, warns []Issue) {
 	}
 	c.validateSinks(v)
 	c.ScaleOut.validate(v)
+	c.validateCommands(v)
 	return v.errs, v.warns
 }
 

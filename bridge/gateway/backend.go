@@ -277,6 +277,9 @@ func (gw *Gateway) Stats() api.Stats {
 		st.WebSocket = &hs
 	}
 	st.Pools, st.BufferPools = pooling.Registered(), pooling.RegisteredBuffers()
+	if gw.cmd != nil {
+		st.Commands = gw.cmd.Stats()
+	}
 	if gw.scale != nil {
 		so := &api.ScaleOutStatus{ReplicaID: gw.scale.ReplicaID(), Groups: []api.LeaseHolder{}}
 		for _, h := range gw.scale.Holders() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,6 +243,8 @@ func TestDashboard(t *testing.T) {
 			File:      []config.FileSink{{Name: "archive", Path: filepath.Join(t.TempDir(), "archive.jsonl")}},
 			MQTT:      []config.MQTTSink{{Name: "scada", URL: config.EmbeddedMQTTURL, Sparkplug: &config.Sparkplug{GroupID: "plant7"}}},
 		},
+		Commands: config.Commands{Rules: []config.CommandRule{{Name: "operators", Callers: []string{"api:*"},
+			Write: []config.CommandTarget{{Endpoint: "line1", Node: server.NodeSetpoint}}}}},
 	}))
 
 	ctx, consoleErrors := startChromium(t)
@@ -283,6 +286,19 @@ func TestDashboard(t *testing.T) {
 	eval[bool](p, `(v => (v.scrollTop = v.scrollHeight, true))(document.querySelector("#val-table .vt-viewport"))`)
 	p.wait(wait, "the last field drawn", `document.querySelector('.vt-rows [data-key="press/hydraulics/Strokes"]')`)
 	eval[bool](p, `(v => (v.scrollTop = 0, true))(document.querySelector("#val-table .vt-viewport"))`)
+
+	// The command log: a write of Setpoint and a refused one.
+	for _, body := range []string{
+		`{"nodes":[{"node":"` + server.NodeSetpoint + `","type":"Double","value":42.5}]}`,
+		`{"nodes":[{"node":"` + server.StaticNode(ua.TypeInt16, false) + `","type":"Int16","value":3}]}`,
+	} {
+		resp, err := http.Post(base+"/api/v1/endpoints/line1/write", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	p.wait(wait, "the command log", `(t => t.includes("api:anonymous") && t.includes("42.5") && t.includes("Good") && t.includes("denied"))(document.getElementById("cmd-body").textContent)`)
 
 	// Add Demo.Sine through the node browser: expand Objects › Demo, tick
 	// Sine, choose line1 › demo, Add.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge"
+	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/embedded"
 	"github.com/uagate/gateway/bridge/lease"
@@ -69,7 +70,12 @@ type Gateway struct {
 
 	pool *client.Pool
 	api  *api.Server
-	hist *api.Histograms // latency histograms the sinks and sessions feed
+
+	// cmd runs commands (commands.go): made by Start, its rules follow the
+	// running configuration (publishLocked); cmdTransports carry them.
+	cmd           *command.Engine
+	cmdTransports []cmdTransport
+	hist          *api.Histograms // latency histograms the sinks and sessions feed
 
 	storeMu sync.Mutex            // guards stores
 	stores  map[string]*pki.Store // certificate stores by directory, for the API
@@ -96,8 +102,10 @@ type Gateway struct {
 	// endpoint's sessions share.
 	sessions map[client.PoolKey]*sharedSession
 	clients  map[string]endpointClient
-	started  bool
-	stopped  bool
+	// cmdSessions are the endpoints' command sessions (commands.go).
+	cmdSessions map[string]cmdSession
+	started     bool
+	stopped     bool
 
 	view   atomic.Pointer[view] // what readers see (publishLocked)
 	starts sync.WaitGroup       // group starts in flight
@@ -228,6 +236,9 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	if err := gw.startSinks(cfg, gw.opts.ExtraSinks); err != nil {
 		return err
 	}
+	if err := gw.startCommands(cfg); err != nil {
+		return err
+	}
 	if err := gw.startHTTP(cfg); err != nil {
 		return err
 	}
@@ -256,6 +267,9 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 // publishLocked publishes the running state to the readers (gw.mu held).
 func (gw *Gateway) publishLocked() {
 	gw.view.Store(&view{cfg: gw.cfg, groups: maps.Clone(gw.groups)})
+	if gw.cmd != nil {
+		gw.cmd.SetConfig(gw.cfg)
+	}
 }
 
 // Addrs returns the addresses the gateway listens on (after Start).
@@ -413,12 +427,16 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		}
 	}
 	if ws := cfg.Sinks.WebSocket; ws != nil && !cfg.HTTP.Disabled {
-		gw.hub = wssink.New(wssink.Options{
+		o := wssink.Options{
 			AllowedOrigins: ws.AllowedOrigins,
 			Token:          ws.Token.Reveal(),
 			ClientQueue:    ws.ClientQueue,
 			Logger:         gw.log.With("sink", "websocket"),
-		})
+		}
+		if cfg.Commands.WebSocketOn() {
+			gw.wsCommands(&o, cfg)
+		}
+		gw.hub = wssink.New(o)
 	}
 	return nil
 }

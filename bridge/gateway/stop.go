@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/uagate/gateway/bridge/config"
 )
 
 // Stop stops everything in reverse order within ctx: the writer groups (no
@@ -37,6 +40,8 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 		}
 	}()
 	gw.cancel() // group starts, applies waiting for their turn, the memory releaser
+	// Commands end first: what waits is answered, what runs is cancelled.
+	waitCtx(ctx, func() { gw.stopCommands(ctx) })
 	if gw.scale != nil {
 		// The groups this replica holds stop keeping their subscriptions,
 		// and their leases are released: the others take them over at
@@ -179,4 +184,38 @@ func (gw *Gateway) Hints(w io.Writer) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
+	gw.commandHints(w)
+}
+
+// commandHints prints how to send a command to the embedded broker when
+// commands are on: a write of the first field a rule lets every MQTT
+// caller write.
+func (gw *Gateway) commandHints(w io.Writer) {
+	cfg := gw.view.Load().cfg
+	if gw.mqtt == nil || !cfg.Commands.On() {
+		return
+	}
+	var target *config.CommandTarget
+	for _, r := range cfg.Commands.Rules {
+		if slices.Contains(r.Callers, "mqtt:*") || slices.Contains(r.Callers, "*:*") {
+			for i := range r.Write {
+				if t := &r.Write[i]; t.Group != "" && !strings.Contains(t.Group+t.Writer+t.Field, "*") {
+					target = t
+					break
+				}
+			}
+		}
+		if target != nil {
+			break
+		}
+	}
+	if target == nil {
+		return
+	}
+	host, port, _ := net.SplitHostPort(gw.mqtt.Addr())
+	topic := strings.ReplaceAll(cfg.Commands.Topic, "{PublisherId}", cfg.Gateway.PublisherID) + "/me"
+	fmt.Fprintln(w, "gateway: commands are on; write a value and watch it change with")
+	fmt.Fprintf(w, "  mosquitto_sub -h %s -p %s -t '%s/reply' -v &\n", host, port, topic)
+	fmt.Fprintf(w, "  mosquitto_pub -h %s -p %s -t '%s' -m '{\"requestId\":\"1\",\"op\":\"write\",\"group\":\"%s\",\"writer\":\"%s\",\"field\":\"%s\",\"value\":42}'\n",
+		host, port, topic, target.Group, target.Writer, target.Field)
 }

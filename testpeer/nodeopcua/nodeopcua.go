@@ -37,6 +37,7 @@ const (
 	NodeBoolean     = "ns=1;s=Demo.Boolean"     // Boolean true
 	NodeDoubleArray = "ns=1;s=Demo.DoubleArray" // Double[] {1.5, 2.5, 3.5, 4.5}
 	NodeSetpoint    = "ns=1;s=Demo.Setpoint"    // Double, writable, initially 0
+	NodeLevel       = "ns=1;s=Demo.Level"       // Int16, writable, initially 0
 	NodeAdd         = "ns=1;s=Demo.Add"         // method Add(a Double, b Double) -> Double, on NodeDemo
 	NodeLarge       = "ns=1;s=Demo.Large"       // folder of LargeCount Int32 variables
 

@@ -223,6 +223,37 @@ function sparkplugLine(n) {
   return `<span class="sub sparkplug" title="${esc(`spBv1.0/${text.slice(10)}`)}${host}${held}">${esc(text)}${host}${held}</span>`;
 }
 
+// ---- commands ----------------------------------------------------------------
+// The command log (GET /api/v1/commands/log): who wrote, called or read
+// what, the value before and after, the result.
+let commandState = { enabled: false, rules: 0, log: [] };
+async function pollCommands() {
+  const [view, log] = await Promise.all([get("/api/v1/commands"), get("/api/v1/commands/log?limit=50")]);
+  commandState = { enabled: view.enabled, rules: (view.rules || []).length, log: log.entries || [] };
+  renderCommands();
+}
+function shortValue(v) {
+  if (v === undefined || v === null) return "";
+  const x = v && typeof v === "object" && "Value" in v ? v.Value : v;
+  const s = JSON.stringify(x);
+  return s.length > 40 ? s.slice(0, 40) + "…" : s;
+}
+function renderCommands() {
+  const { enabled, rules, log } = commandState;
+  $("cmd-count").textContent = `${enabled ? "enabled" : "transports off"} · ${rules} rule${rules === 1 ? "" : "s"}`;
+  if (!log.length) { $("cmd-body").innerHTML = '<tr class="empty"><td colspan="5">No commands yet.</td></tr>'; return; }
+  $("cmd-body").innerHTML = log.map((e) => {
+    const good = !e.error && e.status?.code === 0;
+    const result = e.error ? e.error : (e.status?.symbol || "") + (e.duplicate ? " (duplicate)" : "");
+    const change = e.op === "write" && (e.oldValue || e.value) ? `${esc(shortValue(e.oldValue))} → ${esc(shortValue(e.value))}` : "";
+    return `<tr data-request="${esc(e.requestId || "")}"><td>${esc(new Date(e.at).toLocaleTimeString())}</td>
+      <td><span class="name">${esc(e.caller)}</span></td>
+      <td>${esc(e.op)} <code>${esc(e.target || "")}</code></td>
+      <td><code>${change}</code></td>
+      <td><span class="pill ${good ? "good" : e.error ? "bad" : "warn"} plain" title="${esc(result)}">${esc(result.length > 60 ? result.slice(0, 60) + "…" : result)}</span></td></tr>`;
+  }).join("");
+}
+
 // ---- polling ---------------------------------------------------------------
 let polling = false;
 async function poll() {
@@ -385,7 +416,9 @@ async function start() {
     onState: (s, why) => pill($("f-stream"), s === "live" ? "good live" : s === "down" ? "bad" : "warn", s === "live" ? "Live" : s === "down" ? "Stream down" : "Connecting", why || "The live value stream (WebSocket /ws)"),
   });
   pollCerts().catch(() => {});
+  pollCommands().catch(() => {});
   setInterval(poll, POLL);
+  setInterval(() => pollCommands().catch(() => {}), POLL);
   setInterval(() => pollCerts().catch(() => {}), CERT_POLL);
   setInterval(() => values.load().catch(() => {}), VALUES_RELOAD);
 }

@@ -248,28 +248,11 @@ func (s *Sink) Connect(ctx context.Context) error {
 			c.lost.Mark(fmt.Errorf("natssink %s: connection closed: %w", s.cfg.Name, sink.ErrNotConnected))
 		}),
 	}
-	switch {
-	case s.cfg.Username != "":
-		opts = append(opts, nats.UserInfo(s.cfg.Username, s.cfg.Password))
-	case s.cfg.Token != "":
-		opts = append(opts, nats.Token(s.cfg.Token))
-	case s.cfg.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(s.cfg.CredsFile))
-	case s.cfg.NKeyFile != "":
-		o, err := nats.NkeyOptionFromSeed(s.cfg.NKeyFile)
-		if err != nil {
-			return fmt.Errorf("natssink %s: nkey file: %w", s.cfg.Name, err)
-		}
-		opts = append(opts, o)
+	auth, err := AuthOptions(&s.cfg)
+	if err != nil {
+		return err
 	}
-	if s.cfg.TLS != nil {
-		tc, err := s.cfg.TLS.Config()
-		if err != nil {
-			return fmt.Errorf("natssink %s: %w", s.cfg.Name, err)
-		}
-		opts = append(opts, nats.Secure(tc))
-	}
-	nc, err := nats.Connect(s.cfg.URL, opts...)
+	nc, err := nats.Connect(s.cfg.URL, append(opts, auth...)...)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
 			strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
@@ -293,6 +276,34 @@ func (s *Sink) Connect(ctx context.Context) error {
 	s.conn = c
 	s.mu.Unlock()
 	return nil
+}
+
+// AuthOptions are the nats.go options of c's credentials and TLS, for
+// another connection to the sink's server (the command transport's).
+func AuthOptions(c *Config) ([]nats.Option, error) {
+	var opts []nats.Option
+	switch {
+	case c.Username != "":
+		opts = append(opts, nats.UserInfo(c.Username, c.Password))
+	case c.Token != "":
+		opts = append(opts, nats.Token(c.Token))
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	case c.NKeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("natssink %s: nkey file: %w", c.Name, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.TLS != nil {
+		tc, err := c.TLS.Config()
+		if err != nil {
+			return nil, fmt.Errorf("natssink %s: %w", c.Name, err)
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
 }
 
 // who names the credentials for an error (never the secret).

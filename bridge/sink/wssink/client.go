@@ -1,6 +1,8 @@
 package wssink
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ type client struct {
 	hub    *Hub
 	conn   *websocket.Conn
 	remote string
+	caller string                    // who sends commands (Options.CallerOf)
 	sel    atomic.Pointer[selection] // nil: not subscribed yet
 
 	// mu orders offers with the client's end: once closed is set, nothing is
@@ -269,6 +272,10 @@ func (c *client) readLoop() {
 			c.stop(websocket.CloseUnsupportedData, "binary messages are not supported")
 			continue
 		}
+		if cmd, ok := commandOf(p); ok && c.hub.opts.Commands != nil {
+			c.hub.opts.Commands(c.caller, cmd, c.reply)
+			continue
+		}
 		sel, err := selectionFromMessage(p)
 		if err != nil {
 			c.stop(websocket.ClosePolicyViolation, truncate("bad subscribe message: "+err.Error(), 120))
@@ -288,4 +295,26 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// commandOf returns the request of a message {"command": {…}}.
+func commandOf(p []byte) (json.RawMessage, bool) {
+	var msg struct {
+		Command json.RawMessage `json:"command"`
+	}
+	if !bytes.Contains(p, []byte(`"command"`)) || json.Unmarshal(p, &msg) != nil || len(msg.Command) == 0 {
+		return nil, false
+	}
+	return msg.Command, true
+}
+
+// reply queues a command response for the client's writer.
+func (c *client) reply(resp []byte) {
+	const head, tail = `{"commandResponse":`, `}`
+	m := sink.NewMessage(len(head) + len(resp) + len(tail))
+	b := append(append(append(make([]byte, 0, len(head)+len(resp)+len(tail)), head...), resp...), tail...)
+	m.SetPayload(b)
+	m.Kind = sink.KindStatus
+	c.offer(m)
+	m.Done(true)
 }

@@ -79,6 +79,15 @@ type Options struct {
 	// written with one copy into it and one system call, a larger one
 	// straight from its payload after the first part. Default 16 KiB.
 	WriteBufferSize int
+	// Commands, when set, takes the text messages {"command": {…}} of
+	// every client: caller names the client (CallerOf), request is the
+	// inner object, and reply, called once, sends {"commandResponse": …}
+	// on the same connection (through the client's queue: a client that
+	// does not read its responses is closed as a slow consumer).
+	Commands func(caller string, request []byte, reply func(response []byte))
+	// CallerOf names the client of a handshake for Commands; default
+	// "anonymous".
+	CallerOf func(r *http.Request) string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -317,6 +326,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader answered (handshakeError) and counted it
 	}
 	c := newClient(h, conn)
+	c.caller = "anonymous"
+	if h.opts.CallerOf != nil {
+		c.caller = h.opts.CallerOf(r)
+	}
 	if code, reason := h.register(c); code != 0 {
 		h.rejected.Add(1)
 		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
