@@ -19,7 +19,8 @@
 //     of an Output like the others, but takes no Part 14 messages: every
 //     writer group gets a feed of it (bridge.Options.ValueSinks), and the
 //     node reads the running groups (runningGroups) for its devices and
-//     births; Options.SparkplugCommands authorises its DCMD writes.
+//     births; its DCMD writes go through the command engine
+//     (sparkplug.go), or Options.SparkplugCommands.
 //   - The writer groups' lifecycle (groups.go) and the sessions they share
 //     (sessions.go: an endpoint's groups share its sessions, reference
 //     counted; under scale-out each group has its own).

@@ -74,6 +74,7 @@ type Gateway struct {
 	// cmd runs commands (commands.go): made by Start, its rules follow the
 	// running configuration (publishLocked); cmdTransports carry them.
 	cmd           *command.Engine
+	spCommands    sparkplugCommander // the Sparkplug nodes' DCMD writes through cmd
 	cmdTransports []cmdTransport
 	hist          *api.Histograms // latency histograms the sinks and sessions feed
 
@@ -156,7 +157,8 @@ type Options struct {
 	// back (memory.go).
 	OnMemReleased func(before, after goruntime.MemStats)
 	// SparkplugCommands authorises and carries out the writes of the
-	// Sparkplug nodes' DCMDs; nil refuses them all.
+	// Sparkplug nodes' DCMDs; nil: the command engine, with the rules of
+	// the configuration's commands section (none: every write refused).
 	SparkplugCommands sparkplug.Commander
 }
 
@@ -239,6 +241,7 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	if err := gw.startCommands(cfg); err != nil {
 		return err
 	}
+	gw.spCommands.e.Store(gw.cmd)
 	if err := gw.startHTTP(cfg); err != nil {
 		return err
 	}
@@ -380,6 +383,9 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			sc.Logger = gw.log
 			sc.Source = gw.runningGroups
 			sc.Commands = gw.opts.SparkplugCommands
+			if sc.Commands == nil {
+				sc.Commands = &gw.spCommands
+			}
 			n, err := sparkplug.New(sc)
 			if err != nil {
 				return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)

@@ -99,6 +99,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -547,16 +548,16 @@ func readSetpoint(t *testing.T, g *e2eGateway) float64 {
 }
 
 // TestSparkplugDCMD: a DCMD's metrics are writes to the fields behind them,
-// through the command handler, which decides what may be written. Without
-// one every write is refused (default deny) and nothing is written; with
-// one an allowed write takes effect (the next DDATA carries it), a field it
-// does not allow, a value of the wrong type and an unknown alias are
-// refused.
+// through the command engine, whose rules decide (caller
+// sparkplug/<sink>:host). Without a rule every write is refused (default
+// deny) and nothing is written; with one an allowed write takes effect (the
+// next DDATA carries it, the command log has it), a field it does not
+// allow, a value of the wrong type and an unknown alias are refused.
 func TestSparkplugDCMD(t *testing.T) {
 	sim := startSim(t, 50*time.Millisecond)
 	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	host := startSpHost(t, mosq.URL(), "plant")
-	cfg := func(node string) string {
+	cfg := func(node string, rules ...config.CommandRule) string {
 		return marshalConfig(t, &config.Config{
 			Gateway:   config.Gateway{PublisherID: node},
 			Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
@@ -564,14 +565,16 @@ func TestSparkplugDCMD(t *testing.T) {
 				Name: "line", Endpoint: "sim", PublishingInterval: dur(50 * time.Millisecond),
 				Writers: []config.DataSetWriter{writer("demo", field("Setpoint", server.NodeSetpoint), field("Counter", server.NodeCounter))},
 			}},
-			Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{EdgeNodeID: node}),
+			// The rules without the JSON command transports.
+			Commands: config.Commands{Enabled: ptr(false), Rules: rules},
+			Sinks:    sparkplugSink(mosq.URL(), config.Sparkplug{EdgeNodeID: node}),
 		})
 	}
 	double := func(alias uint64, v float64) *pb.Payload_Metric {
 		return &pb.Payload_Metric{Alias: proto.Uint64(alias), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: v}}
 	}
 
-	// Default deny.
+	// Default deny: no rule.
 	deny := startGateway(t, "deny.yaml", cfg("gw2"))
 	db := host.waitFor(deny, "DBIRTH of gw2", 0, 1, func(m spMsg) bool { return m.kind == "DBIRTH" && m.node == "gw2" })[0]
 	host.dcmd("gw2", "line.demo", double(metricByName(db.p, "Setpoint").GetAlias(), 42.5))
@@ -580,15 +583,14 @@ func TestSparkplugDCMD(t *testing.T) {
 		t.Fatalf("Setpoint %v after a refused DCMD", v)
 	}
 
-	var g *e2eGateway
-	cmd := &testCommander{gw: func() *gateway.Gateway { return g.gw }, endpoint: "sim", allowed: map[string]bool{"Setpoint": true}}
-	g = startGatewayWith(t, "allow.yaml", cfg("gw1"), func(o *gateway.Options) { o.SparkplugCommands = cmd })
+	g := startGateway(t, "allow.yaml", cfg("gw1", config.CommandRule{Name: "scada", Callers: []string{"sparkplug/scada:host"},
+		Write: []config.CommandTarget{{Group: "line", Writer: "demo", Field: "Setpoint"}}}))
 	db = host.waitFor(g, "DBIRTH of gw1", 0, 1, func(m spMsg) bool { return m.kind == "DBIRTH" && m.node == "gw1" })[0]
 	setpoint, counter := metricByName(db.p, "Setpoint").GetAlias(), metricByName(db.p, "Counter").GetAlias()
 	mark := len(host.all())
 	host.dcmd("gw1", "line.demo",
 		double(setpoint, 42.5),
-		double(counter, 7), // not allowed
+		double(counter, 7), // no rule allows it
 		&pb.Payload_Metric{Alias: proto.Uint64(setpoint), Value: &pb.Payload_Metric_StringValue{StringValue: "x"}}, // wrong type
 		double(999999, 1), // unknown alias
 	)
@@ -609,6 +611,16 @@ func TestSparkplugDCMD(t *testing.T) {
 	})
 	if v := readSetpoint(t, g); v != 42.5 {
 		t.Errorf("Setpoint %v, want 42.5", v)
+	}
+	// The command engine logged the write, and the refusal of Counter.
+	log := g.gw.Commands().Log(100)
+	var written, denied bool
+	for _, e := range log {
+		written = written || (e.Caller == "sparkplug/scada:host" && strings.Contains(e.Target, server.NodeSetpoint) && e.Error == "")
+		denied = denied || (e.Caller == "sparkplug/scada:host" && strings.Contains(e.Error, "denied"))
+	}
+	if !written || !denied {
+		t.Errorf("command log (written %v, denied %v): %+v", written, denied, log)
 	}
 	// A host that knows only names may write by name.
 	host.dcmd("gw1", "line.demo", &pb.Payload_Metric{Name: proto.String("Setpoint"), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 7.25}})

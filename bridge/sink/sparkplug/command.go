@@ -38,8 +38,11 @@ type WriteRequest struct {
 	// Caller names who asks: "sparkplug:<sink>" (MQTT does not say which
 	// client published the DCMD; the broker's ACLs decide who may).
 	Caller string
-	Device string // the Sparkplug device id
-	Writes []MetricWrite
+	// Sink is the node's sink name; Host its primary host id ("" without
+	// one), the one host application that should command it.
+	Sink, Host string
+	Device     string // the Sparkplug device id
+	Writes     []MetricWrite
 }
 
 // MetricWrite is one metric of a DCMD: the field behind it and the value,
@@ -128,7 +131,7 @@ func (n *Node) dcmd(c command) {
 		n.log.Warn("sparkplug: DCMD for an unknown device", "device", c.device)
 		return
 	}
-	req := WriteRequest{Caller: "sparkplug:" + n.cfg.Name, Device: c.device}
+	req := WriteRequest{Caller: "sparkplug:" + n.cfg.Name, Sink: n.cfg.Name, Host: n.cfg.PrimaryHostID, Device: c.device}
 	for _, m := range p.Metrics {
 		n.st.commands.Add(1)
 		md := findMetric(dm, m)

@@ -20,8 +20,9 @@
 //     Store interface (MemStore: bounded by bytes, the oldest dropped and
 //     counted) that a durable log can implement.
 //   - Commands (command.go): NCMD's rebirth request; DCMD's metrics as
-//     writes a Commander authorises and carries out (none: every write
-//     refused); the primary host's STATE.
+//     writes a Commander authorises and carries out (the gateway's: the
+//     command engine of bridge/command; none: every write refused); the
+//     primary host's STATE.
 //   - The encoding (encode.go, datatype.go) and the generated code of
 //     sparkplug_b.proto (sparkplugpb), which decodes the commands.
 //
