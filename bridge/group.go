@@ -373,7 +373,9 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	// server kept at once, before the items are even added.
 	now := time.Now().UnixNano()
 	g.mu.Lock()
-	g.base = 1 // a new subscription's first client handle
+	g.vmu.Lock() // LastValues reads base (FieldValue.Handle)
+	g.base = 1   // a new subscription's first client handle
+	g.vmu.Unlock()
 	for _, w := range g.writers {
 		w.lastSent = now
 		g.sendMetaData(w)
