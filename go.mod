@@ -19,6 +19,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/valyala/bytebufferpool v1.0.0
 	go.etcd.io/bbolt v1.5.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -41,6 +42,5 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

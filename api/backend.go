@@ -9,6 +9,7 @@ import (
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
@@ -98,6 +99,9 @@ type Stats struct {
 	BufferPools []pooling.NamedBufferPoolStats
 	// ScaleOut is nil unless scale-out is enabled.
 	ScaleOut *ScaleOutStatus
+	// Sparkplug are the Sparkplug B nodes (MQTT sinks in sparkplug mode),
+	// whose queues are in Sinks as well.
+	Sparkplug []sparkplug.Stats
 	// Commands are the command counters, per transport.
 	Commands []command.Stats
 	// Store is the store-and-forward log; nil when it is off.

@@ -12,6 +12,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
@@ -52,6 +53,7 @@ type collector struct {
 	pools       []series[pooling.PoolStats]       // label pool
 	classes     []series[pooling.BufferStats]     // labels pool, class_bytes
 	bufferPools []series[pooling.BufferPoolStats] // label pool
+	sparkplug   []series[sparkplug.Stats]         // label sink
 	commands    []series[command.Stats]           // label transport
 	store       []series[storelog.Stats]          // no labels
 	streams     []series[storelog.StreamStats]    // label group
@@ -125,6 +127,7 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 	k, kind := "sink", "kind"
 	c.sinks = sinkSeries(c, k, kind)
 	c.webSocket = webSocketSeries(c)
+	c.sparkplug = sparkplugSeries(c, k)
 	p, cl := "pool", "class_bytes"
 	c.pools = poolSeries(c, "uagate_pool_", "objects", p)
 	c.classes = classSeries(c, p, cl)
@@ -281,6 +284,47 @@ func readerSeries(c *collector, labels ...string) []series[storelog.ReaderStats]
 	}
 }
 
+func sparkplugSeries(c *collector, labels ...string) []series[sparkplug.Stats] {
+	type S = sparkplug.Stats
+	n := func(name, help string, v func(*S) uint64) series[S] {
+		return counter(c, "uagate_sparkplug_"+name, help, v, labels...)
+	}
+	g := func(name, help string, v func(*S) float64) series[S] {
+		return gauge(c, "uagate_sparkplug_"+name, help, v, labels...)
+	}
+	return []series[S]{
+		g("connected", "1 while the Sparkplug node is connected to its broker.", func(s *S) float64 { return b2f(s.Connected) }),
+		g("online", "1 while the Sparkplug node is online (NBIRTH sent in this session).", func(s *S) float64 { return b2f(s.Online) }),
+		g("host_online", "1 while the primary host's last STATE said online (0 without a primary host).", func(s *S) float64 { return b2f(s.HostOnline) }),
+		g("host_timestamp_seconds", "Timestamp of the primary host's last STATE (0: none).", func(s *S) float64 { return unixSeconds(s.HostTimestamp) }),
+		g("bdseq", "Birth/death sequence number of the node's current connection.", func(s *S) float64 { return float64(s.BdSeq) }),
+		g("seq", "Sequence number of the last message the node sent.", func(s *S) float64 { return float64(s.Seq) }),
+		g("devices", "Devices of the node.", func(s *S) float64 { return float64(s.Devices) }),
+		g("devices_online", "Devices with a DBIRTH in the node's current session.", func(s *S) float64 { return float64(s.DevicesOnline) }),
+		g("metrics", "Metrics of the node's devices.", func(s *S) float64 { return float64(s.Metrics) }),
+		n("connects_total", "MQTT connections the node made.", func(s *S) uint64 { return s.Connects }),
+		n("connect_failures_total", "MQTT connection attempts that failed.", func(s *S) uint64 { return s.ConnectFailures }),
+		n("node_births_total", "NBIRTH messages sent.", func(s *S) uint64 { return s.NodeBirths }),
+		n("rebirths_total", "Rebirth requests (NCMD Node Control/Rebirth) honoured.", func(s *S) uint64 { return s.Rebirths }),
+		n("device_births_total", "DBIRTH messages sent.", func(s *S) uint64 { return s.DeviceBirths }),
+		n("device_deaths_total", "DDEATH messages sent.", func(s *S) uint64 { return s.DeviceDeaths }),
+		n("data_messages_total", "DDATA messages sent.", func(s *S) uint64 { return s.DataMessages }),
+		n("metrics_encoded_total", "Metric values the node's feeds encoded.", func(s *S) uint64 { return s.MetricsEncoded }),
+		n("historical_messages_total", "DDATA sent after a later birth, their older metrics marked historical.", func(s *S) uint64 { return s.Historical }),
+		n("type_mismatches_total", "Values whose type was not their metric's datatype (the device is born again).", func(s *S) uint64 { return s.TypeMismatches }),
+		n("unmapped_values_total", "Values of writers the node had no device for yet.", func(s *S) uint64 { return s.Unmapped }),
+		n("stale_messages_total", "Data messages left out because their device died or its metrics changed before they went.", func(s *S) uint64 { return s.Stale }),
+		g("store_messages", "Data messages held for the next birth.", func(s *S) float64 { return float64(s.Store.Messages) }),
+		g("store_bytes", "Bytes of the data messages held for the next birth.", func(s *S) float64 { return float64(s.Store.Bytes) }),
+		n("store_dropped_total", "Held data messages dropped to make room.", func(s *S) uint64 { return s.Store.Dropped }),
+		n("commands_total", "DCMD writes asked for.", func(s *S) uint64 { return s.Commands }),
+		n("commands_denied_total", "DCMD writes refused (not allowed, unknown metric, wrong type, no command handler).", func(s *S) uint64 { return s.CommandsDenied }),
+		n("commands_failed_total", "DCMD writes that failed.", func(s *S) uint64 { return s.CommandsFailed }),
+		n("commands_busy_total", "DCMDs dropped because the command queue was full.", func(s *S) uint64 { return s.CommandsBusy }),
+		n("state_messages_total", "STATE messages of the primary host received.", func(s *S) uint64 { return s.StateMessages }),
+	}
+}
+
 func webSocketSeries(c *collector) []series[wssink.Stats] {
 	type S = wssink.Stats
 	n := func(name, help string, v func(*S) uint64) series[S] {
@@ -428,6 +472,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.WebSocket != nil {
 		collect(ch, c.webSocket, st.WebSocket)
+	}
+	for i := range st.Sparkplug {
+		collect(ch, c.sparkplug, &st.Sparkplug[i], st.Sparkplug[i].Name)
 	}
 	for i := range st.Pools {
 		collect(ch, c.pools, &st.Pools[i].PoolStats, st.Pools[i].Name)

@@ -15,6 +15,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
@@ -94,8 +95,8 @@ func fillCounters(t *testing.T, v reflect.Value) []counterField {
 
 // TestMetricsCoverStats: every counter of the runtime's stats types —
 // bridge.GroupStats with its WriterStats, sink.OutputStats, wssink.Stats,
-// command.Stats, pooling.PoolStats and BufferPoolStats, storelog.Stats with
-// its streams and readers — is a series of /metrics and a
+// sparkplug.Stats, command.Stats, pooling.PoolStats and BufferPoolStats,
+// storelog.Stats with its streams and readers — is a series of /metrics and a
 // number of /api/v1/status. A field added to one of them and left out of
 // the collector or the status fails it.
 func TestMetricsCoverStats(t *testing.T) {
@@ -103,6 +104,7 @@ func TestMetricsCoverStats(t *testing.T) {
 		group  = bridge.GroupStats{Name: "line1", Endpoint: "sim"}
 		output = sink.OutputStats{Name: "broker"}
 		ws     wssink.Stats
+		spb    = sparkplug.Stats{Name: "scada"}
 		pool   pooling.PoolStats
 		bufs   pooling.BufferPoolStats
 		cmds   = command.Stats{Transport: "mqtt"}
@@ -116,6 +118,7 @@ func TestMetricsCoverStats(t *testing.T) {
 		{"group", &group, func() Stats { return Stats{Groups: []bridge.GroupStats{group}} }},
 		{"sink", &output, func() Stats { return Stats{Sinks: []SinkStats{{OutputStats: output, Kind: "mqtt"}}} }},
 		{"websocket", &ws, func() Stats { return Stats{WebSocket: &ws} }},
+		{"sparkplug", &spb, func() Stats { return Stats{Sparkplug: []sparkplug.Stats{spb}} }},
 		{"pool", &pool, func() Stats { return Stats{Pools: []pooling.NamedPoolStats{{Name: "p", PoolStats: pool}}} }},
 		{"commands", &cmds, func() Stats { return Stats{Commands: []command.Stats{cmds}} }},
 		{"bufferpool", &bufs, func() Stats {

@@ -9,6 +9,7 @@ import (
 	"github.com/uagate/gateway/bridge/command"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/pooling"
@@ -35,6 +36,9 @@ type Status struct {
 	BufferPools []pooling.NamedBufferPoolStats `json:"bufferPools"`
 	// ScaleOut, with scale-out enabled: who holds which writer group.
 	ScaleOut *ScaleOutStatus `json:"scaleOut,omitempty"`
+	// Sparkplug are the Sparkplug B nodes: state, bdSeq, seq, the primary
+	// host's state and their counters.
+	Sparkplug []sparkplug.Stats `json:"sparkplug,omitempty"`
 	// Commands are the command counters, per transport.
 	Commands []command.Stats `json:"commands"`
 	// Store is the store-and-forward log: its size and bound, and per writer
@@ -125,7 +129,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		out.Groups = append(out.Groups, groupStatus(&st.Groups[i]))
 	}
 	out.Sinks = append([]SinkStats{}, st.sinks()...)
-	out.WebSocket, out.ScaleOut, out.Store = st.WebSocket, st.ScaleOut, st.Store
+	out.WebSocket, out.ScaleOut, out.Store, out.Sparkplug = st.WebSocket, st.ScaleOut, st.Store, st.Sparkplug
 	out.Pools = append([]pooling.NamedPoolStats{}, st.Pools...)
 	out.BufferPools = append([]pooling.NamedBufferPoolStats{}, st.BufferPools...)
 	out.Commands = append([]command.Stats{}, st.Commands...)

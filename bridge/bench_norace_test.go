@@ -36,3 +36,26 @@ func TestWriterGroupHotPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterGroupValueSinkAllocs: handing the values to a ValueSink adds no
+// allocation to the hot path.
+func TestWriterGroupValueSinkAllocs(t *testing.T) {
+	q := &discardQueue{}
+	g, items := hotPathGroup(t, 100, q)
+	vs := &countingValues{}
+	g.vsinks = []ValueSink{vs}
+	seq := uint32(1)
+	for ; seq <= 20; seq++ {
+		step(g, items, seq)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		step(g, items, seq)
+		seq++
+	})
+	if per := allocs / float64(len(items)); per > 0.01 {
+		t.Errorf("%.2f allocations per message of %d notifications, want ≤ 0.01 per notification", allocs, len(items))
+	}
+	if vs.values < 200*len(items) {
+		t.Fatalf("the ValueSink got %d values in %d batches", vs.values, vs.batches)
+	}
+}

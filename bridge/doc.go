@@ -26,6 +26,12 @@
 //     groups share, borrowed per cycle (writerpool.go); Stats, LastValue and
 //     LastValues (a page of the cache from a slot cursor) serve the API
 //     (stats.go, values.go).
+//   - ValueSinks (valuesink.go): outputs that take a writer's changed
+//     values themselves, once per DataSetMessage's worth, after the cache
+//     took them, and write a format of their own (the Sparkplug B node of
+//     bridge/sink/sparkplug); WriterInfos, Endpoint and Connected tell them
+//     the writers and the session's state. They are at-most-once: the
+//     acknowledgement never waits for them.
 //   - The sink contract and the outputs live in bridge/sink and below; the
 //     configuration model, its defaults, validation and the expansion of
 //     browse selections in bridge/config.

@@ -36,6 +36,8 @@ type Options struct {
 	FieldPayload string
 	// FieldNoRetain publishes per-field messages without the retain flag.
 	FieldNoRetain bool
+	// ValueSinks receive the values themselves (valuesink.go).
+	ValueSinks []ValueSink
 	// PublisherID of every message; default config.DefaultPublisherID.
 	PublisherID string
 	// EndpointURL is written per value in the samples format; default the
@@ -60,6 +62,7 @@ type WriterGroup struct {
 	session *client.ManagedSession
 	queues  []sink.Queue
 	fqueues []sink.Queue
+	vsinks  []ValueSink
 	tr      *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
 	resume      resume.Store        // nil: none
@@ -87,19 +90,20 @@ type WriterGroup struct {
 	closed     bool
 	started    bool
 
-	w     *jsonenc.NetworkMessageWriter // borrowed for the cycle being written; nil between cycles
-	wopts jsonenc.WriterOptions         // what w is Reset for
-	wown  *writerOwner                  // the claim of wopts on the pool's writers
-	fenc  *jsonenc.Encoder
-	nmHdr jsonenc.NetworkMessageHeader
-	dv    ua.DataValue // scratch: a cached value being written; g.mu
-	ents  []entry
-	cur   *writer // the writer of the open message (single shape)
-	seq   uint32  // sequence number of the notification message being written
-	track bool    // messages of this cycle carry seq for the tracker
-	now   int64   // UnixNano of this cycle
-	nowDT ua.DateTime
-	skip  bool // an encoding error ended the open DataSetMessage
+	w      *jsonenc.NetworkMessageWriter // borrowed for the cycle being written; nil between cycles
+	wopts  jsonenc.WriterOptions         // what w is Reset for
+	wown   *writerOwner                  // the claim of wopts on the pool's writers
+	fenc   *jsonenc.Encoder
+	nmHdr  jsonenc.NetworkMessageHeader
+	dv     ua.DataValue // scratch: a cached value being written; g.mu
+	ents   []entry
+	vbatch ValueBatch // scratch of sendValues
+	cur    *writer    // the writer of the open message (single shape)
+	seq    uint32     // sequence number of the notification message being written
+	track  bool       // messages of this cycle carry seq for the tracker
+	now    int64      // UnixNano of this cycle
+	nowDT  ua.DateTime
+	skip   bool // an encoding error ended the open DataSetMessage
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
 	// nodeIdx is the index of the fields by node id (values.go), built at
@@ -138,6 +142,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		session: opts.Session,
 		queues:  slices.Clone(opts.Queues),
 		fqueues: slices.Clone(opts.FieldQueues),
+		vsinks:  slices.Clone(opts.ValueSinks),
 		resume:  opts.Resume,
 	}
 	for _, q := range append(slices.Clone(g.queues), g.fqueues...) {
@@ -368,7 +373,9 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 	// server kept at once, before the items are even added.
 	now := time.Now().UnixNano()
 	g.mu.Lock()
-	g.base = 1 // a new subscription's first client handle
+	g.vmu.Lock() // LastValues reads base (FieldValue.Handle)
+	g.base = 1   // a new subscription's first client handle
+	g.vmu.Unlock()
 	for _, w := range g.writers {
 		w.lastSent = now
 		g.sendMetaData(w)

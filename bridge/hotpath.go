@@ -175,6 +175,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 			}
 		}
 		g.endDSM(w)
+		if len(g.vsinks) > 0 {
+			g.sendValues(w, ents, rounds, r, items)
+		}
 		if len(g.fqueues) > 0 {
 			rk := int32(0)
 			for k := range ents {

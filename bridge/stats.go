@@ -153,6 +153,11 @@ type FieldValue struct {
 	Value    ua.DataValue // the last value; its strings and arrays must not be modified
 	// BuiltInType as published in the metadata (0: unknown or abstract).
 	BuiltInType ua.TypeID
+	// ValueRank as published in the metadata: -1 a scalar, 1 an array, …
+	ValueRank int32
+	// Event: an event field (its events go out as ua-event messages; it
+	// has no value).
+	Event bool
 }
 
 // fieldValue fills a FieldValue for slot s of w; g.vmu held.
@@ -166,6 +171,11 @@ func (g *WriterGroup) fieldValue(w *writer, s int32) FieldValue {
 		Status:      g.itemStatus(s),
 		HasValue:    f.flags&fieldHasValue != 0,
 		BuiltInType: ua.TypeID(f.builtin),
+		ValueRank:   -1,
+		Event:       f.flags&fieldEvent != 0,
+	}
+	if ti, ok := w.odd[s]; ok {
+		v.ValueRank = ti.valueRank
 	}
 	if v.HasValue {
 		g.loadValue(f, &v.Value)

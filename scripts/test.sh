@@ -10,11 +10,12 @@ step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "tools"
 make -s tools
-step "brokers for the sink tests (Debian's mosquitto and nats-server), chromium for the dashboard's"
+step "brokers for the sink tests (Debian's mosquitto and nats-server), chromium for the dashboard's, protoc for the Sparkplug B code's freshness"
 need=()
 command -v mosquitto >/dev/null || need+=(mosquitto)
 command -v nats-server >/dev/null || need+=(nats-server)
 command -v chromium >/dev/null || need+=(chromium)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo=sudo

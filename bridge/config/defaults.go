@@ -105,6 +105,17 @@ const (
 
 	PayloadValue     = "value"
 	PayloadDataValue = "dataValue"
+
+	SparkplugDevicesWriter   = "writer"
+	SparkplugDevicesEndpoint = "endpoint"
+)
+
+const (
+	// DefaultSparkplugStoreBytes bounds what a Sparkplug node holds while it
+	// is not online.
+	DefaultSparkplugStoreBytes = 16 << 20
+	// MaxSparkplugStoreBytes is the largest sparkplug.storeBytes.
+	MaxSparkplugStoreBytes = 1 << 30
 )
 
 // The simulation server's Demo variables the default configuration publishes.
@@ -407,6 +418,11 @@ func (m *MQTTSink) applyDefaults(i int, publisher string) {
 		setString(&p.Topic, DefaultPerFieldTopic)
 		setString(&p.Payload, PayloadValue)
 		setBool(&p.Retain, true)
+	}
+	if sp := m.Sparkplug; sp != nil {
+		setString(&sp.EdgeNodeID, publisher)
+		setString(&sp.Devices, SparkplugDevicesWriter)
+		setInt(&sp.StoreBytes, DefaultSparkplugStoreBytes)
 	}
 }
 

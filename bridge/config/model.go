@@ -376,6 +376,30 @@ type MQTTSink struct {
 	// gives a data message it holds for a subscriber (MQTT 5 Message
 	// Expiry Interval, whole seconds); 0: none.
 	MessageExpiry Duration `yaml:"messageExpiry"`
+	// Sparkplug, when set, makes the sink a Sparkplug B Edge Node: it
+	// publishes the values as Sparkplug B instead of Part 14 JSON, and the
+	// topic templates, qos and perField do not apply.
+	Sparkplug *Sparkplug `yaml:"sparkplug"`
+}
+
+// Sparkplug is the Sparkplug B 3.0 mode of an MQTT sink: the gateway is an
+// Edge Node, its writers (or endpoints) its Devices.
+type Sparkplug struct {
+	GroupID    string `yaml:"groupId"`    // required
+	EdgeNodeID string `yaml:"edgeNodeId"` // default gateway.publisherId
+	// Devices is what a Sparkplug Device is: SparkplugDevicesWriter (a
+	// dataset writer, device id <writerGroup>.<writer>, metrics named as its
+	// fields; the default) or SparkplugDevicesEndpoint (an endpoint, device
+	// id its name, metrics <writerGroup>/<writer>/<field>).
+	Devices string `yaml:"devices"`
+	// PrimaryHostID, when set, makes the node wait for that Primary Host
+	// Application's STATE to be online before its births, and hold its
+	// data while the host is offline.
+	PrimaryHostID string `yaml:"primaryHostId"`
+	// StoreBytes bounds the data held while the node is not online (the
+	// host offline, the broker away), sent after the next birth as
+	// historical metrics; beyond it the oldest is dropped (counted).
+	StoreBytes int `yaml:"storeBytes"`
 }
 
 // PerField publishes each field on a topic of its own (unified namespace).

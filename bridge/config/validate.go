@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
@@ -604,6 +605,9 @@ func (c *Config) validateSinks(v *validator) {
 			checkTemplate(v, p+".perField.topic", pf.Topic, true)
 			oneOf(v, p+".perField.payload", pf.Payload, PayloadValue, PayloadDataValue)
 		}
+		if m.Sparkplug != nil {
+			c.validateSparkplug(v, p, m, g)
+		}
 		checkTLS(v, p+".tls", m.TLS)
 	}
 	for i := range c.Sinks.NATS {
@@ -792,5 +796,63 @@ func (h *HTTP) validate(v *validator) {
 	}
 	if h.ShutdownDelay < 0 {
 		v.errorf("http.shutdownDelay", "%v: must not be negative", h.ShutdownDelay)
+	}
+}
+
+// validateSparkplug checks the Sparkplug B mode of MQTT sink m (at p) whose
+// delivery guarantee is g.
+func (c *Config) validateSparkplug(v *validator, p string, m *MQTTSink, g Guarantee) {
+	sp, base := m.Sparkplug, p
+	p += ".sparkplug"
+	checkSparkplugID(v, p+".groupId", sp.GroupID, true)
+	checkSparkplugID(v, p+".edgeNodeId", sp.EdgeNodeID, true)
+	checkSparkplugID(v, p+".primaryHostId", sp.PrimaryHostID, false)
+	oneOf(v, p+".devices", sp.Devices, SparkplugDevicesWriter, SparkplugDevicesEndpoint)
+	if sp.StoreBytes < 1024 || sp.StoreBytes > MaxSparkplugStoreBytes {
+		v.errorf(p+".storeBytes", "%d: want 1024 to %d", sp.StoreBytes, MaxSparkplugStoreBytes)
+	}
+	if g == AtLeastOnce {
+		v.errorf(base+".delivery.guarantee", "Sparkplug B publishes its data with QoS 0: at-most-once (what the node cannot send is held in its store and sent after the next birth)")
+	}
+	if m.CleanSession != nil && !*m.CleanSession {
+		v.errorf(base+".cleanSession", "Sparkplug B needs a clean session (3.0 §5.2)")
+	}
+	if m.PerField != nil {
+		v.errorf(base+".perField", "not with sparkplug: the metrics are the fields")
+	}
+	if m.ProtocolVersion == 5 {
+		v.errorf(base+".protocolVersion", "5: the Sparkplug B node speaks MQTT 3.1.1 (protocolVersion 4)")
+	}
+	if c.ScaleOut.Enabled {
+		// Every replica would be the same Edge Node, each with a part of
+		// its devices.
+		v.errorf(p, "not with scaleOut: the replicas would share one edge node id")
+	}
+	if sp.Devices != SparkplugDevicesWriter {
+		return
+	}
+	// Device ids are <writerGroup>.<writer>: they must not meet.
+	seen := map[string]string{}
+	for _, wg := range c.WriterGroups {
+		for _, w := range wg.Writers {
+			id := wg.Name + "." + w.Name
+			if other, dup := seen[id]; dup {
+				v.errorf(p+".devices", "writer %s of group %s and %s make the same device id %q", w.Name, wg.Name, other, id)
+			}
+			seen[id] = "writer " + w.Name + " of group " + wg.Name
+		}
+	}
+}
+
+// checkSparkplugID checks a Sparkplug id (group, edge node, host): UTF-8
+// without + / # (3.0 §4.1.1).
+func checkSparkplugID(v *validator, p, id string, required bool) {
+	switch {
+	case id == "" && required:
+		v.errorf(p, "missing")
+	case strings.ContainsAny(id, "+/#"):
+		v.errorf(p, "%q: + / and # are not allowed", id)
+	case !utf8.ValidString(id):
+		v.errorf(p, "not UTF-8")
 	}
 }

@@ -335,3 +335,76 @@ func TestUndefaulted(t *testing.T) {
 		t.Errorf("after ApplyDefaults: %q unset", unset)
 	}
 }
+
+// TestValidateSparkplug: the rules of an MQTT sink's Sparkplug B mode.
+func TestValidateSparkplug(t *testing.T) {
+	sparkplug := func(c *Config) *Sparkplug {
+		m := &c.Sinks.MQTT[0]
+		m.PerField = nil
+		m.Sparkplug = &Sparkplug{GroupID: "plant", EdgeNodeID: "gw1", Devices: SparkplugDevicesWriter, StoreBytes: 1 << 20}
+		return m.Sparkplug
+	}
+	c := validConfig(t)
+	sparkplug(c)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a valid sparkplug sink: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(c *Config)
+		want   string
+	}{
+		{"group id", func(c *Config) { sparkplug(c).GroupID = "" }, "sinks.mqtt[0].sparkplug.groupId: missing"},
+		{"group id wildcard", func(c *Config) { sparkplug(c).GroupID = "a/b" }, `sinks.mqtt[0].sparkplug.groupId: "a/b": + / and # are not allowed`},
+		{"edge node id", func(c *Config) { sparkplug(c).EdgeNodeID = "n+1" }, `sinks.mqtt[0].sparkplug.edgeNodeId: "n+1": + / and # are not allowed`},
+		{"primary host id", func(c *Config) { sparkplug(c).PrimaryHostID = "h#" }, `sinks.mqtt[0].sparkplug.primaryHostId: "h#": + / and # are not allowed`},
+		{"devices", func(c *Config) { sparkplug(c).Devices = "group" }, `sinks.mqtt[0].sparkplug.devices: "group": want writer or endpoint`},
+		{"store bytes", func(c *Config) { sparkplug(c).StoreBytes = 10 }, "sinks.mqtt[0].sparkplug.storeBytes: 10: want 1024 to 1073741824"},
+		{"at-least-once", func(c *Config) { sparkplug(c); c.Sinks.MQTT[0].Delivery.Guarantee = AtLeastOnce },
+			"sinks.mqtt[0].delivery.guarantee: Sparkplug B publishes its data with QoS 0: at-most-once (what the node cannot send is held in its store and sent after the next birth)"},
+		{"clean session", func(c *Config) { sparkplug(c); f := false; c.Sinks.MQTT[0].CleanSession = &f },
+			"sinks.mqtt[0].cleanSession: Sparkplug B needs a clean session (3.0 §5.2)"},
+		{"per field", func(c *Config) {
+			sparkplug(c)
+			c.Sinks.MQTT[0].PerField = &PerField{Topic: DefaultPerFieldTopic, Payload: PayloadValue}
+		},
+			"sinks.mqtt[0].perField: not with sparkplug: the metrics are the fields"},
+		{"mqtt 5", func(c *Config) { sparkplug(c); c.Sinks.MQTT[0].ProtocolVersion = 5 },
+			"sinks.mqtt[0].protocolVersion: 5: the Sparkplug B node speaks MQTT 3.1.1 (protocolVersion 4)"},
+		{"scale-out", func(c *Config) {
+			sparkplug(c)
+			c.ScaleOut = ScaleOut{Enabled: true, NATSURL: "nats://n:4222", Bucket: "b", LeaseTTL: Duration(10 * time.Second), ReplicaID: "r"}
+		},
+			"sinks.mqtt[0].sparkplug: not with scaleOut: the replicas would share one edge node id"},
+		{"device ids meet", func(c *Config) {
+			sparkplug(c)
+			g := c.WriterGroups[0]
+			g.Name, g.Writers = "g.w", nil
+			g.Writers = append(g.Writers, c.WriterGroups[0].Writers[0])
+			g.Writers[0].Name, g.Writers[0].ID = "x", 1
+			c.WriterGroups = append(c.WriterGroups, g)
+			c.WriterGroups[0].Writers[0].Name = "w.x"
+		}, `sinks.mqtt[0].sparkplug.devices: writer x of group g.w and writer w.x of group g make the same device id "g.w.x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig(t)
+			tc.mutate(c)
+			errs, _ := c.validate()
+			var got []string
+			for _, is := range errs {
+				got = append(got, is.String())
+			}
+			if len(got) != 1 || got[0] != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+	// Defaults: the edge node id is the publisher id, devices are writers.
+	d, _, err := parseWith(t, "sinks:\n  mqtt:\n    - {url: tcp://b:1883, sparkplug: {groupId: plant}}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp := d.Sinks.MQTT[0].Sparkplug; sp.EdgeNodeID != d.Gateway.PublisherID || sp.Devices != SparkplugDevicesWriter || sp.StoreBytes != DefaultSparkplugStoreBytes {
+		t.Errorf("defaults: %+v", sp)
+	}
+}

@@ -287,6 +287,7 @@ func (gw *Gateway) startGroup(cfg *config.Config, name string) error {
 // may take the DataSetWriterId, by default its position, of one removed).
 func (gw *Gateway) changeWriters(ctx context.Context, rg *runGroup, old, next *config.Config, gname string, writers []string) error {
 	g := rg.g.Load()
+	defer gw.refreshSparkplug()
 	slices.Sort(writers)
 	for pass := 0; pass < 3; pass++ {
 		for _, wname := range writers {

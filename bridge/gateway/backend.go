@@ -268,6 +268,9 @@ func (gw *Gateway) Stats() api.Stats {
 	}
 	for _, o := range gw.outputs {
 		st.Sinks = append(st.Sinks, api.SinkStats{OutputStats: o.Stats(), Kind: o.kind})
+		if o.node != nil {
+			st.Sparkplug = append(st.Sparkplug, o.node.Stats())
+		}
 	}
 	if gw.hub != nil {
 		hs := gw.hub.Stats()

@@ -241,6 +241,7 @@ func TestDashboard(t *testing.T) {
 		Sinks: config.Sinks{
 			WebSocket: &config.WebSocketSink{},
 			File:      []config.FileSink{{Name: "archive", Path: filepath.Join(t.TempDir(), "archive.jsonl")}},
+			MQTT:      []config.MQTTSink{{Name: "scada", URL: config.EmbeddedMQTTURL, Sparkplug: &config.Sparkplug{GroupID: "plant7"}}},
 		},
 		Commands: config.Commands{Rules: []config.CommandRule{{Name: "operators", Callers: []string{"api:*"},
 			Write: []config.CommandTarget{{Endpoint: "line1", Node: server.NodeSetpoint}}}}},
@@ -257,6 +258,14 @@ func TestDashboard(t *testing.T) {
 	p.wait(wait, "press's certificate problem", `/trust/i.test(document.querySelector('tr[data-endpoint="press"] .problem')?.textContent)`)
 	p.wait(wait, "both writer groups", `document.querySelectorAll('#wg-body tr[data-group]').length === 2`)
 	p.wait(wait, "the websocket and file sinks", `(t => t.includes("websocket") && t.includes("archive"))(document.getElementById("sink-body").textContent)`)
+	// The Sparkplug node on the embedded broker: online, its ids, bdSeq
+	// and seq, the devices of line1 born, press's not (its endpoint waits
+	// for its certificate to be trusted).
+	sparkplugState := func(devices string) string {
+		return `/sparkplug plant7\/plant7-gw · bdSeq 0 · seq \d+ · devices ` + devices + `\b/.test(document.querySelector('tr[data-sink="scada"] .sparkplug')?.textContent)`
+	}
+	p.wait(wait, "the Sparkplug node online", `document.querySelector('tr[data-sink="scada"] .pill')?.textContent === "Online"`)
+	p.wait(wait, "the Sparkplug node's state", sparkplugState(`2\/3`))
 	p.wait(wait, "the stream live", `document.getElementById("f-stream").textContent === "Live"`)
 	if got := eval[string](p, `document.getElementById("f-publisher").textContent`); got != "plant7-gw" {
 		t.Errorf("publisher shown %q", got)
@@ -316,6 +325,9 @@ func TestDashboard(t *testing.T) {
 	// its next attempt) and its group streams.
 	tp := pki.ThumbprintHex(press.Certificate())
 	p.wait(wait, "the rejected certificate", fmt.Sprintf(`document.querySelector('.cert.rejected[data-thumbprint=%q]')`, tp))
+	// From the top of the page: scrolled into view from below, the button
+	// would sit under the sticky header, which would take the click.
+	eval[bool](p, `(scrollTo(0, 0), true)`)
 	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`.cert.rejected[data-thumbprint=%q] button[data-trust]`, tp))))
 	p.wait(wait, "the trust dialog", `document.getElementById("dlg-trust").open`)
 	if info := eval[string](p, `document.getElementById("dlg-trust-info").textContent`); !strings.Contains(strings.ReplaceAll(info, ":", ""), tp) {
@@ -325,6 +337,7 @@ func TestDashboard(t *testing.T) {
 	p.wait(wait, "the rejected list empty", `!document.querySelector('.cert.rejected')`)
 	p.wait(45*time.Second, "press connected", `document.querySelector('tr[data-endpoint="press"] .pill')?.textContent === "Connected"`)
 	p.wait(wait, "press's security shown", `document.querySelector('tr[data-endpoint="press"]').textContent.includes("SignAndEncrypt")`)
+	p.wait(wait, "press's Sparkplug device born", sparkplugState(`3\/3`))
 	p.choose("val-group", "press")
 	pressure := "press/hydraulics/Pressure"
 	p.wait(wait, "press values", hasValue(pressure))

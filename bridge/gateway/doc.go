@@ -19,6 +19,12 @@
 //     group's stream is its at-least-once queue, every sink's Output is fed
 //     by a reader per stream with the sink's cursor; streams outlive their
 //     groups and drain. The dead-letter file takes what brokers refuse.
+//   - The Sparkplug B nodes (MQTT sinks in sparkplug mode): each is the sink
+//     of an Output like the others, but takes no Part 14 messages: every
+//     writer group gets a feed of it (bridge.Options.ValueSinks), and the
+//     node reads the running groups (runningGroups) for its devices and
+//     births; its DCMD writes go through the command engine
+//     (sparkplug.go), or Options.SparkplugCommands.
 //   - The writer groups' lifecycle (groups.go) and the sessions they share
 //     (sessions.go: an endpoint's groups share its sessions, reference
 //     counted; under scale-out each group has its own).

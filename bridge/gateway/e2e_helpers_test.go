@@ -102,6 +102,12 @@ type e2eGateway struct {
 // HTTP listener get ports of their own (isolate).
 func startGateway(t *testing.T, name, text string) *e2eGateway {
 	t.Helper()
+	return startGatewayWith(t, name, text, nil)
+}
+
+// startGatewayWith is startGateway with options set by opts (nil: none).
+func startGatewayWith(t *testing.T, name, text string, opts func(*gateway.Options)) *e2eGateway {
+	t.Helper()
 	isolate(t)
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -113,13 +119,16 @@ func startGateway(t *testing.T, name, text string) *e2eGateway {
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
 	}
-	opts := gateway.Options{Logger: logger}
+	o := gateway.Options{Logger: logger}
 	if !strings.HasSuffix(name, ".json") {
-		opts.SavePath = path
+		o.SavePath = path
 	} else {
-		opts.SavePath = filepath.Join(cfg.Gateway.StateDir, "gateway.yaml")
+		o.SavePath = filepath.Join(cfg.Gateway.StateDir, "gateway.yaml")
 	}
-	gw, err := gateway.New(cfg, opts)
+	if opts != nil {
+		opts(&o)
+	}
+	gw, err := gateway.New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink/mqtt5sink"
 	"github.com/uagate/gateway/bridge/sink/mqttsink"
 	"github.com/uagate/gateway/bridge/sink/natssink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/sink/wssink"
 	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/uastack/client"
@@ -75,6 +76,7 @@ type Gateway struct {
 	// cmd runs commands (commands.go): made by Start, its rules follow the
 	// running configuration (publishLocked); cmdTransports carry them.
 	cmd           *command.Engine
+	spCommands    sparkplugCommander // the Sparkplug nodes' DCMD writes through cmd
 	cmdTransports []cmdTransport
 	hist          *api.Histograms // latency histograms the sinks and sessions feed
 
@@ -142,8 +144,9 @@ type runGroup struct {
 // runOutput is a sink's Output and what the writer groups need to know of it.
 type runOutput struct {
 	*sink.Output
-	kind     string           // mqtt, nats, file (metrics)
+	kind     string           // mqtt, nats, file, sparkplug (metrics)
 	perField *config.PerField // MQTT per-field layout: receives KindField messages only
+	node     *sparkplug.Node  // Sparkplug B mode: fed by the groups' ValueSinks, no Part 14
 }
 
 // Options are what a caller adds to a configuration.
@@ -166,6 +169,10 @@ type Options struct {
 	// OnMemReleased, when set, is told after the setup memory was given
 	// back (memory.go).
 	OnMemReleased func(before, after goruntime.MemStats)
+	// SparkplugCommands authorises and carries out the writes of the
+	// Sparkplug nodes' DCMDs; nil: the command engine, with the rules of
+	// the configuration's commands section (none: every write refused).
+	SparkplugCommands sparkplug.Commander
 }
 
 // Addrs are the addresses the gateway's parts listen on ("" for a part that
@@ -261,6 +268,7 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	if err := gw.startCommands(cfg); err != nil {
 		return err
 	}
+	gw.spCommands.e.Store(gw.cmd)
 	if err := gw.startHTTP(cfg); err != nil {
 		return err
 	}
@@ -377,6 +385,7 @@ func listenError(what, addr, setting string, err error) error {
 func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	pub := cfg.Gateway.PublisherID
 	add := func(kind string, s sink.Sink, d config.Delivery, pf *config.PerField) error {
+		node, _ := s.(*sparkplug.Node)
 		opts, err := sink.OutputOptionsFromConfig(d)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name(), err)
@@ -394,10 +403,28 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			return err
 		}
 		o.Start()
-		gw.outputs = append(gw.outputs, &runOutput{Output: o, kind: kind, perField: pf})
+		gw.outputs = append(gw.outputs, &runOutput{Output: o, kind: kind, perField: pf, node: node})
 		return nil
 	}
 	for _, m := range cfg.Sinks.MQTT {
+		if m.Sparkplug != nil {
+			sc := sparkplug.FromConfig(m, m.Password.Reveal())
+			sc.URL = gw.url(sc.URL)
+			sc.Logger = gw.log
+			sc.Source = gw.runningGroups
+			sc.Commands = gw.opts.SparkplugCommands
+			if sc.Commands == nil {
+				sc.Commands = &gw.spCommands
+			}
+			n, err := sparkplug.New(sc)
+			if err != nil {
+				return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
+			}
+			if err := add("sparkplug", n, m.Delivery, nil); err != nil {
+				return err
+			}
+			continue
+		}
 		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
 		mc.URL = gw.url(mc.URL)
 		mc.Logger = gw.log

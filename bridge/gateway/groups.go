@@ -40,6 +40,9 @@ func (gw *Gateway) queues(name string) (data, fields []sink.Queue, pf *config.Pe
 		return data, fields, pf, nil
 	}
 	for _, o := range gw.outputs {
+		if o.node != nil {
+			continue // fed by the groups' ValueSinks (valueSinks)
+		}
 		if o.perField != nil {
 			fields = append(fields, o)
 			if pf == nil {
@@ -145,6 +148,7 @@ func (gw *Gateway) addGroup(cfg *config.Config, wg *config.WriterGroup, ccfg *cl
 		if err := g.Start(gctx); err != nil && gctx.Err() == nil {
 			gw.log.Error("writer group did not start", "group", wcfg.Name, "err", err)
 		}
+		gw.refreshSparkplug()
 		gw.mem.started()
 	}()
 	return nil
@@ -169,6 +173,7 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		Session:     m,
 		Queues:      data,
 		FieldQueues: fields,
+		ValueSinks:  gw.valueSinks(),
 		PublisherID: gw.view.Load().cfg.Gateway.PublisherID, // a gateway setting: the same in every configuration applied
 		EndpointURL: url,
 		Logger:      gw.log,
@@ -259,6 +264,7 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 	if rg == nil {
 		return
 	}
+	gw.refreshSparkplug()
 	rg.cancel()
 	if g := rg.g.Load(); g != nil {
 		if err := g.Stop(ctx); err != nil {
@@ -325,4 +331,41 @@ func (gw *Gateway) keepResumeState(name string, final *client.ResumeState) {
 	}
 	gw.log.Info("writer group stopped; subscription kept at the server for a restart", "group", name,
 		"subscription", final.SubscriptionID, "lastAcked", final.LastAcked)
+}
+
+// valueSinks are the Sparkplug nodes' feeds for a new writer group: one
+// each, since a feed keeps what it learnt of one group's writers.
+func (gw *Gateway) valueSinks() []bridge.ValueSink {
+	var out []bridge.ValueSink
+	for _, o := range gw.outputs {
+		if o.node != nil {
+			out = append(out, o.node.Feed(o))
+		}
+	}
+	return out
+}
+
+// refreshSparkplug tells the Sparkplug nodes that the writer groups
+// changed.
+func (gw *Gateway) refreshSparkplug() {
+	for _, o := range gw.outputs {
+		if o.node != nil {
+			o.node.Refresh()
+		}
+	}
+}
+
+// runningGroups are the writer groups that run here, in configuration
+// order (the Sparkplug nodes' source).
+func (gw *Gateway) runningGroups() []*bridge.WriterGroup {
+	v := gw.view.Load()
+	out := make([]*bridge.WriterGroup, 0, len(v.groups))
+	for _, wg := range v.cfg.WriterGroups {
+		if rg := v.groups[wg.Name]; rg != nil {
+			if g := rg.g.Load(); g != nil {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }

@@ -28,6 +28,7 @@ import (
 type runStream struct {
 	s       *storelog.Stream
 	readers []*storelog.Reader
+	outputs []*runOutput // readers[i] feeds outputs[i]
 }
 
 // openStore opens the log under <stateDir>/log when the configuration
@@ -127,6 +128,9 @@ func (gw *Gateway) stream(name string) (*storelog.Stream, error) {
 	}
 	rs := &runStream{s: s}
 	for _, o := range gw.outputs {
+		if o.node != nil {
+			continue // a Sparkplug B node takes the groups' values, not their messages
+		}
 		accept := notField
 		if o.perField != nil {
 			accept = onlyField
@@ -136,6 +140,7 @@ func (gw *Gateway) stream(name string) (*storelog.Stream, error) {
 			return nil, err
 		}
 		rs.readers = append(rs.readers, r)
+		rs.outputs = append(rs.outputs, o)
 	}
 	for _, r := range rs.readers {
 		r.Start()
@@ -167,7 +172,7 @@ func (gw *Gateway) drainStream(ctx context.Context, name string) {
 	drained := func() bool {
 		st := rs.s.Stats()
 		for i, r := range st.Readers {
-			if r.BacklogMessages > 0 && i < len(gw.outputs) && gw.outputs[i].Stats().Connected {
+			if r.BacklogMessages > 0 && i < len(rs.outputs) && rs.outputs[i].Stats().Connected {
 				return false
 			}
 		}

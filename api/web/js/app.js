@@ -213,18 +213,35 @@ function renderSinks(now) {
   const logNote = store ? ` · log ${bytes(store.bytes)[0]} ${bytes(store.bytes)[1].replace("/s", "")} of ${bytes(store.maxBytes)[0]} ${bytes(store.maxBytes)[1].replace("/s", "")}` : "";
   $("sink-count").textContent = sinks.length ? `${sinks.filter((s) => s.connected).length} of ${sinks.length} connected${logNote}` : "";
   if (!sinks.length) { $("sink-body").innerHTML = '<tr class="empty"><td colspan="6">No sinks.</td></tr>'; return; }
+  const nodes = new Map((status?.sparkplug || []).map((n) => [n.name, n]));
   $("sink-body").innerHTML = sinks.map((s) => {
     const sent = perSecond("s/" + s.name, s.sent, now);
+    const sp = nodes.get(s.name);
     const b = backlogOf(s.name), bb = bytes(b.bytes);
-    const backlog = !store || s.kind === "websocket" ? "—"
+    const backlog = !store || s.kind === "websocket" || sp ? "—"
       : `<span title="${esc(`${bb[0]} ${bb[1].replace("/s", "")} waiting in the log${b.since ? ", the oldest appended " + ago(b.since) : ""}`)}">${b.messages ? `<b>${b.messages.toLocaleString()}</b>` : "0"}</span>`;
-    return `<tr><td><span class="name">${esc(s.name)}</span><span class="sub">${esc(s.kind || "")}</span></td>
-      <td><span class="pill ${s.connected ? "good" : "bad"}">${s.connected ? "Connected" : "Down"}</span></td>
+    return `<tr data-sink="${esc(s.name)}"><td><span class="name">${esc(s.name)}</span>${sp ? sparkplugLine(sp) : `<span class="sub">${esc(s.kind || "")}</span>`}</td>
+      <td>${sp ? sparkplugPill(sp) : `<span class="pill ${s.connected ? "good" : "bad"}">${s.connected ? "Connected" : "Down"}</span>`}</td>
       <td class="num">${s.queued ? `<b>${s.queued.toLocaleString()}</b>` : "0"}</td>
       <td class="num">${backlog}</td>
       <td class="num">${rate(sent)}</td>
       <td class="num" title="${esc(s.lastError ? "last error: " + s.lastError : "dropped · errors")}">${s.dropped ? `<span class="pill warn plain">${s.dropped.toLocaleString()}</span>` : 0} · ${s.errors ? `<span class="pill bad plain">${s.errors.toLocaleString()}</span>` : 0}</td></tr>`;
   }).join("");
+}
+
+// A Sparkplug B node: its state, and under its name (one line, the rest in
+// its title) the group and edge node ids, bdSeq, seq, the devices born, and
+// the primary host's state.
+function sparkplugPill(n) {
+  const [level, text] = n.state === "online" ? ["good", "Online"] : n.state === "waiting" ? ["warn", "Waiting"] : ["bad", "Offline"];
+  const why = n.state === "waiting" ? `connected; waiting for the primary host ${n.primaryHostId || ""} to be online` : n.lastError || "";
+  return `<span class="pill ${level}" title="${esc(why)}">${text}</span>`;
+}
+function sparkplugLine(n) {
+  const host = n.primaryHostId ? ` · host ${esc(n.primaryHostId)} ${n.hostOnline ? "online" : "offline"}` : "";
+  const held = n.store?.messages ? ` · ${n.store.messages.toLocaleString()} held` : "";
+  const text = `sparkplug ${n.groupId}/${n.edgeNodeId} · bdSeq ${n.bdSeq} · seq ${n.seq} · devices ${n.devicesOnline}/${n.devices}`;
+  return `<span class="sub sparkplug" title="${esc(`spBv1.0/${text.slice(10)}`)}${host}${held}">${esc(text)}${host}${held}</span>`;
 }
 
 // ---- commands ----------------------------------------------------------------

@@ -1,0 +1,129 @@
+package sparkplug
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/uagate/gateway/bridge/sink/sparkplug/sparkplugpb"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// TestFeed: a batch becomes DDATA with the device's aliases in field order,
+// split at MaxMessageSize; a value of another type is left out and asks
+// for a rebirth; a writer the node has no device for is counted.
+func TestFeed(t *testing.T) {
+	node, f, b, q := feedFixture(t, 100)
+	q.keep = true
+	f.Values(b)
+	if q.messages != 1 {
+		t.Fatalf("%d messages, want 1", q.messages)
+	}
+	var p pb.Payload
+	if err := proto.Unmarshal(withSeq(q.last, 9), &p); err != nil {
+		t.Fatal(err)
+	}
+	dm := node.devs[0].metrics.Load()
+	if len(p.Metrics) != 100 || p.GetSeq() != 9 {
+		t.Fatalf("%d metrics, seq %d", len(p.Metrics), p.GetSeq())
+	}
+	for i, m := range p.Metrics {
+		if m.GetAlias() != dm.defs[i].alias || m.Name != nil || m.Datatype != nil {
+			t.Fatalf("metric %d: %v, want alias %d only", i, m, dm.defs[i].alias)
+		}
+	}
+
+	node.cfg.MaxMessageSize = 1000
+	q.messages = 0
+	f.Values(b)
+	if q.messages < 3 {
+		t.Errorf("%d messages at MaxMessageSize 1000", q.messages)
+	}
+
+	b.Values[5].Value.SetInt32(5)
+	defer b.Values[5].Value.SetDouble(5)
+	q.messages = 0
+	node.cfg.MaxMessageSize = DefaultMaxMessageSize
+	f.Values(b)
+	if err := proto.Unmarshal(withSeq(q.last, 0), &p); err != nil || len(p.Metrics) != 99 {
+		t.Fatalf("%v, %d metrics, want 99", err, len(p.Metrics))
+	}
+	if !node.devs[0].retype.Load() || node.st.typeMismatches.Load() != 1 {
+		t.Errorf("a mismatch did not ask for a rebirth")
+	}
+
+	b.WriterIndex = 7
+	f.Values(b)
+	if node.st.unmapped.Load() != uint64(len(b.Values)) {
+		t.Errorf("unmapped %d", node.st.unmapped.Load())
+	}
+}
+
+// TestMemStore: bounded by bytes, the oldest dropped and counted, Drain in
+// order, stopping where its function says.
+func TestMemStore(t *testing.T) {
+	s := NewMemStore(4096)
+	payload := make([]byte, 700)
+	for i := range 10 {
+		payload[0] = byte(i)
+		if !s.Put(uint64(i), int64(i), payload) {
+			t.Fatalf("put %d refused", i)
+		}
+	}
+	st := s.Stats()
+	if st.Messages != 4 || st.Bytes != 4*700 || st.Dropped != 6 {
+		t.Fatalf("stats %+v, want 4 held (1 KiB buffers in 4 KiB), 6 dropped", st)
+	}
+	if s.Put(99, 99, make([]byte, 5000)) || s.Stats().Dropped != 7 {
+		t.Error("a payload larger than the store was taken")
+	}
+	var got []uint64
+	s.Drain(func(tok uint64, created int64, b []byte) bool {
+		if int64(tok) != created || b[0] != byte(tok) {
+			t.Errorf("record %d: created %d, payload %d", tok, created, b[0])
+		}
+		got = append(got, tok)
+		return tok != 7
+	})
+	if len(got) != 2 || got[0] != 6 || got[1] != 7 || s.Stats().Messages != 3 {
+		t.Fatalf("drained %v, %d left; want 6, 7 (7 kept), 3 left", got, s.Stats().Messages)
+	}
+	got = got[:0]
+	s.Drain(func(tok uint64, _ int64, _ []byte) bool { got = append(got, tok); return true })
+	if len(got) != 3 || got[0] != 7 || s.Stats().Messages != 0 || s.Stats().Bytes != 0 {
+		t.Fatalf("drained %v, stats %+v", got, s.Stats())
+	}
+}
+
+// FuzzInbound: what the node takes from the broker or its store does not
+// panic it: a DCMD payload converted for metrics of every type, and a held
+// payload rewritten for a rebirth (which, when it parses, decodes).
+func FuzzInbound(f *testing.F) {
+	var e encoder
+	p := beginPayload(nil, 5)
+	p, _ = e.appendMetric(p, &metric{alias: 1, hasAlias: true, ts: 4}, &ua.DataValue{Value: ua.NewDoubleVariant(1)}, Double)
+	f.Add(body(p))
+	cmd, _ := proto.Marshal(&pb.Payload{Metrics: []*pb.Payload_Metric{{Alias: proto.Uint64(1), Value: &pb.Payload_Metric_IntValue{IntValue: 7}}}})
+	f.Add(cmd)
+	var defs []metricDef
+	for t := ua.TypeBoolean; t <= ua.TypeDiagnosticInfo; t++ {
+		defs = append(defs, metricDef{name: t.String(), alias: 1, uaType: t, dtype: DataTypeOf(t, false)})
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var p pb.Payload
+		if proto.Unmarshal(in, &p) == nil {
+			for _, m := range p.Metrics {
+				for i := range defs {
+					_, _ = variantOf(m, &defs[i])
+				}
+			}
+		}
+		out, _, err := appendRebirthed(nil, in, func(alias, ts uint64) bool { return alias%2 == 0 })
+		if err == nil {
+			var q pb.Payload
+			if err := proto.Unmarshal(withSeq(out, 1), &q); err != nil {
+				t.Fatalf("rewritten payload does not decode: %v", err)
+			}
+		}
+	})
+}
