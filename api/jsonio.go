@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"reflect"
 	"strings"
@@ -19,12 +18,14 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // readBody reads the request body whole, up to limit bytes (the caller's
 // MaxBytesReader enforces it); a larger body is refused before it is parsed.
+// The body must be declared JSON: a body without a Content-Type is what a
+// page of another site can send without a CORS preflight.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return nil, problemf(ErrMediaType, "Content-Type %q: want application/json", ct)
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		if ct == "" {
+			return nil, problemf(ErrMediaType, "the request body needs \"Content-Type: application/json\"")
 		}
+		return nil, problemf(ErrMediaType, "Content-Type %q: want application/json", ct)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {

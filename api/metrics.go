@@ -41,6 +41,10 @@ type collector struct {
 	subMessages, subKeepAlives, subDataChanges, subEvents, subRepublished, subLost, subDuplicates, subItems, subFailedItems,
 	leaseHeld, roundTrip, sourceToSink *desc
 
+	// The HTTP listener's own: keys and refusals (nil srv: none).
+	srv                                       *Server
+	keysInUse, keysStale, keysErrors, refused *desc
+
 	// The runtime's own counters, one series each (TestMetricsCoverStats
 	// checks that none is left out).
 	groups      []series[bridge.GroupStats]       // labels group, endpoint
@@ -128,6 +132,10 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 		counter(c, "uagate_bufferpool_over_releases_total", "Releases of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.OverReleases }, p),
 		counter(c, "uagate_bufferpool_dead_retains_total", "Retains of a shared buffer with no reference left, ignored.", func(s *pooling.BufferPoolStats) uint64 { return s.DeadRetains }, p),
 	}
+	c.keysInUse = d("uagate_api_keys", "API keys in use (inline and from the keys file).")
+	c.keysStale = d("uagate_api_keys_file_stale", "1 while the keys file cannot be used and the keys read before it stay in use.")
+	c.keysErrors = d("uagate_api_keys_file_errors_total", "Reads of the keys file that failed (unreadable, malformed, without a key).")
+	c.refused = d("uagate_api_refused_total", "Requests and connections the HTTP listener refused, by reason.", "reason")
 	c.roundTrip = d("uagate_publish_round_trip_seconds", "Time from a Publish request sent to its response received.", ep)
 	c.sourceToSink = d("uagate_sink_latency_seconds", "Time from a value's source timestamp (or arrival) to the sink's acceptance.", k)
 	return c
@@ -292,6 +300,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.buildInfo, 1)
+	if c.srv != nil {
+		ks := c.srv.auth.state()
+		gauge(c.keysInUse, float64(ks.Keys))
+		gauge(c.keysStale, b2f(ks.Stale != ""))
+		count(c.keysErrors, ks.Errors)
+		for r := range refusalReasons {
+			count(c.refused, c.srv.refused[r].Load(), refusalReasons[r])
+		}
+	}
 	for _, e := range c.b.Endpoints() {
 		for _, s := range sessionStates {
 			gauge(c.epState, b2f(e.State == s.String()), e.Name, s.String())

@@ -51,6 +51,13 @@ type Options struct {
 	// configured (for a scraper inside a trusted network).
 	PublicMetrics bool
 
+	// AllowedHosts are the names (the Host header) this listener answers
+	// besides IP addresses and loopback names: the names clients use to
+	// reach it (a Service's DNS name, an ingress host). ".example.com"
+	// allows the domain and its subdomains, "*" any name. Requests for any
+	// other name are refused, which stops DNS rebinding.
+	AllowedHosts []string
+
 	// CORSOrigins are the origins allowed to call the API from a browser
 	// ("*" any); empty: none (same-origin only).
 	CORSOrigins []string
@@ -89,9 +96,9 @@ type Mount struct {
 	Handler http.Handler
 	// Role needed to use it (RolePublic: none).
 	Role Role
-	// WebSocket applies the WebSocket origin allow-list, and accepts the
-	// token as the access_token query parameter too (browsers cannot set
-	// headers on a WebSocket).
+	// WebSocket applies the WebSocket origin allow-list. Browsers cannot
+	// set headers on a WebSocket: a page authenticates it with its session
+	// cookie (POST /api/v1/login).
 	WebSocket bool
 }
 
@@ -100,13 +107,14 @@ type Mount struct {
 // the mounted handlers and the dashboard. Its methods are safe for
 // concurrent use.
 type Server struct {
-	opts    Options
-	b       Backend
-	log     *slog.Logger
-	auth    *authenticator
-	handler http.Handler
-	routes  []*route
-	started time.Time
+	opts     Options
+	b        Backend
+	log      *slog.Logger
+	auth     *authenticator
+	sessions sessions
+	handler  http.Handler
+	routes   []*route
+	started  time.Time
 
 	mux      *http.ServeMux
 	pathMux  *http.ServeMux // the API's path patterns without methods, to tell 405 from 404
@@ -114,6 +122,7 @@ type Server struct {
 	paths    map[string]bool
 
 	shuttingDown atomic.Bool
+	refused      [numRefusals]atomic.Uint64
 
 	mu      sync.Mutex
 	srv     *http.Server
@@ -154,7 +163,7 @@ func New(opts Options) (*Server, error) {
 	if s.auth, err = newAuthenticator(opts.Keys, opts.KeysFile, s.log); err != nil {
 		return nil, err
 	}
-	if err := s.checkExposure(); err != nil {
+	if err := s.checkExposure(opts.Listen); err != nil {
 		return nil, err
 	}
 	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
@@ -216,18 +225,17 @@ func (s *Server) addPath(path string) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // checkExposure enforces the rule that an API without keys listens on
-// loopback only, unless explicitly opened.
-func (s *Server) checkExposure() error {
-	if s.auth.configured() {
-		return nil
-	}
-	if isLoopback(s.opts.Listen) {
+// loopback only, unless explicitly opened. It holds at every moment: keys
+// configured (inline or a keys file) never give way to anonymous access
+// (authenticator), and Serve checks the address it is given.
+func (s *Server) checkExposure(addr string) error {
+	if !s.auth.open || isLoopback(addr) {
 		return nil
 	}
 	if !s.opts.AllowUnauthenticated {
-		return fmt.Errorf("api: listening on %s without API keys would let anyone who reaches it change what is published; configure keys, listen on a loopback address, or allow unauthenticated access explicitly", s.opts.Listen)
+		return fmt.Errorf("api: listening on %s without API keys would let anyone who reaches it change what is published; configure keys, listen on a loopback address, or allow unauthenticated access explicitly", addr)
 	}
-	s.log.Warn("api: listening without API keys on a non-loopback address; anyone who reaches it has admin rights", "listen", s.opts.Listen)
+	s.log.Warn("api: listening without API keys on a non-loopback address; anyone who reaches it has admin rights", "listen", addr)
 	return nil
 }
 
@@ -265,6 +273,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.shuttingDown.Load() {
 		ln.Close()
 		return errors.New("api: Server shut down")
+	}
+	if a := ln.Addr().String(); s.auth.open && !s.opts.AllowUnauthenticated && !isLoopback(a) {
+		ln.Close()
+		return s.checkExposure(a)
 	}
 	srv := &http.Server{
 		Handler:           s.handler,

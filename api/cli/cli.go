@@ -57,7 +57,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return fmt.Errorf("gateway URL %q: %w", c.BaseURL, err)
 	}
-	if body != nil {
+	if body != nil || method != http.MethodGet {
+		// The gateway takes a change only declared JSON (its defence
+		// against pages of other sites).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")

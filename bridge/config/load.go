@@ -26,6 +26,7 @@ const MaxFileSize = 16 << 20
 //	UAGATE_HTTP_LISTEN               http.listen
 //	UAGATE_API_KEYS_FILE             http.keysFile
 //	UAGATE_HTTP_ALLOW_UNAUTHENTICATED http.allowUnauthenticated (true or false)
+//	UAGATE_HTTP_ALLOWED_HOSTS        http.allowedHosts (comma-separated)
 //	UAGATE_SIM_LISTEN                embedded.sim.listen
 //	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
 //	UAGATE_NATS_LISTEN               embedded.nats.listen
@@ -194,6 +195,15 @@ func (d *decoder) applyEnv(c *Config, lookup func(string) (string, bool), enviro
 			d.errs = append(d.errs, Issue{File: "$" + EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED", Path: "http.allowUnauthenticated",
 				Message: fmt.Sprintf("%q: want true or false", v)})
 		}
+	}
+	if v, ok := get(EnvPrefix + "HTTP_ALLOWED_HOSTS"); ok {
+		c.HTTP.AllowedHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.HTTP.AllowedHosts = append(c.HTTP.AllowedHosts, h)
+			}
+		}
+		d.pos["http.allowedHosts"] = origin{file: "$" + EnvPrefix + "HTTP_ALLOWED_HOSTS"}
 	}
 	if v, ok := get("UAGATE_SCALEOUT_ENABLED"); ok {
 		const name = "UAGATE_SCALEOUT_ENABLED"

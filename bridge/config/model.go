@@ -74,6 +74,11 @@ type HTTP struct {
 	PublicMetrics bool `yaml:"publicMetrics"`
 	// TLS switches the listener to HTTPS (files read again when they change).
 	TLS *ServerTLS `yaml:"tls"`
+	// AllowedHosts are the names clients reach the listener by (the Host
+	// header) besides IP addresses and loopback names; ".example.com"
+	// allows the domain and its subdomains, "*" any. Requests naming
+	// another host are refused (DNS rebinding).
+	AllowedHosts []string `yaml:"allowedHosts"`
 	// CORSOrigins may call the API from a browser ("*": any).
 	CORSOrigins []string `yaml:"corsOrigins"`
 	// Ready says what /readyz waits for: all (default), any or none of the

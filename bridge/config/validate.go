@@ -758,4 +758,9 @@ func (h *HTTP) validate(v *validator) {
 	if h.ShutdownDelay < 0 {
 		v.errorf("http.shutdownDelay", "%v: must not be negative", h.ShutdownDelay)
 	}
+	for i, host := range h.AllowedHosts {
+		if host == "" || strings.ContainsAny(host, "/:@ \t") || (strings.Contains(host, "*") && host != "*") {
+			v.errorf("http.allowedHosts["+strconv.Itoa(i)+"]", "%q: want a host name (no scheme, port or path), \".domain\" for its subdomains, or \"*\"", host)
+		}
+	}
 }

@@ -416,6 +416,7 @@ func (gw *Gateway) startHTTP(cfg *config.Config) error {
 		KeysFile:             h.KeysFile,
 		AllowUnauthenticated: h.AllowUnauthenticated,
 		PublicMetrics:        h.PublicMetrics,
+		AllowedHosts:         h.AllowedHosts,
 		CORSOrigins:          h.CORSOrigins,
 		Ready:                api.ReadyPolicy{Endpoints: api.Require(h.Ready.Endpoints), Sinks: api.Require(h.Ready.Sinks)},
 		ShutdownDelay:        h.ShutdownDelay.D(),
