@@ -80,6 +80,9 @@ type Gateway struct {
 	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
 	scaleConn *nats.Conn
+	// fatal receives the error that ends serving (a duplicate replica id);
+	// room for one.
+	fatal chan error
 
 	// applySem serialises Apply, ApplyConfig and Retry.
 	applySem chan struct{}
@@ -181,6 +184,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		groups:   map[string]*runGroup{},
 		applySem: make(chan struct{}, 1),
 		hist:     api.NewHistograms(),
+		fatal:    make(chan error, 1),
 	}
 	gw.ctx, gw.cancel = context.WithCancel(context.Background())
 	gw.mem = newMemReleaser(os.Getenv)
@@ -453,6 +457,11 @@ func (gw *Gateway) startHTTP(cfg *config.Config) error {
 	gw.httpLn = ln
 	return nil
 }
+
+// Fatal delivers the error, if one comes, after which this gateway serves
+// nothing: another running replica has its scaleOut.replicaId. The caller
+// should Stop and report it.
+func (gw *Gateway) Fatal() <-chan error { return gw.fatal }
 
 // HTTPAddr is the address the HTTP listener got ("" without one).
 func (gw *Gateway) HTTPAddr() string {

@@ -75,6 +75,12 @@ func (gw *Gateway) startScaleOut(cfg *config.Config) error {
 	kv, err := lease.NewKV(lease.KVConfig{
 		Conn: nc, Bucket: so.Bucket, Replicas: so.Replicas, TTL: so.LeaseTTL.D(), ReplicaID: so.ReplicaID,
 		Logger: gw.log.With("part", "scale-out"),
+		OnRefused: func(err error) {
+			select {
+			case gw.fatal <- err:
+			default:
+			}
+		},
 	}, scaleHandler{gw})
 	if err != nil {
 		nc.Close()

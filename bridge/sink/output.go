@@ -98,6 +98,9 @@ type OutputStats struct {
 	// Undelivered counts messages settled as undelivered (at close, or
 	// refused by the sink, in at-least-once mode).
 	Undelivered uint64 `json:"undelivered"`
+	// Fenced counts messages not published because their writer group's
+	// lease deadline had passed (Message.Fence; scale-out).
+	Fenced uint64 `json:"fenced"`
 	// Reconnects counts successful connections after the first; ConnectFailures
 	// counts failed attempts.
 	Reconnects      uint64    `json:"reconnects"`
@@ -584,11 +587,22 @@ func (o *Output) nextFailedLocked() int {
 	return -1
 }
 
-// publish hands m, already in the window as slotSent, to the sink.
+// publish hands m, already in the window as slotSent, to the sink; a
+// message past its fence is settled instead (undelivered at least once: the
+// next holder of its group gets the data again).
 func (o *Output) publish(m *Message) {
 	n := uint64(m.Len()) // m may be settled and gone once Publish returns
-	err := o.sink.Publish(m, o)
+	var err error
+	fenced := m.Fence != nil && !m.Fence.Open(time.Now())
+	if !fenced {
+		err = o.sink.Publish(m, o)
+	}
 	o.mu.Lock()
+	if fenced {
+		o.stats.Fenced++
+		o.settleSentLocked(m)
+		return
+	}
 	if err == nil {
 		o.stats.Sent++
 		o.stats.SentBytes += n
@@ -596,11 +610,10 @@ func (o *Output) publish(m *Message) {
 		return
 	}
 	// Publish failed, so the sink will not confirm m: the slot is still ours.
-	i := o.findSentLocked(m)
-	s := o.window.at(i)
-	o.sentN--
 	o.setErrLocked(err)
 	if errors.Is(err, ErrNotConnected) {
+		s := o.window.at(o.findSentLocked(m))
+		o.sentN--
 		s.state = slotFailed
 		o.failedN++
 		o.connected = false
@@ -611,6 +624,16 @@ func (o *Output) publish(m *Message) {
 		return
 	}
 	o.stats.Errors++
+	o.settleSentLocked(m)
+	o.log.Warn("sink refused a message", "err", err, "bytes", n)
+}
+
+// settleSentLocked settles m, in the window as slotSent and not handed to
+// the sink, as undelivered (at-most-once outputs: as done); o.mu held,
+// released.
+func (o *Output) settleSentLocked(m *Message) {
+	s := o.window.at(o.findSentLocked(m))
+	o.sentN--
 	outcome := o.closedOutcome()
 	if !outcome {
 		o.stats.Undelivered++
@@ -618,7 +641,6 @@ func (o *Output) publish(m *Message) {
 	s.state, s.m = slotDone, nil
 	o.compactLocked()
 	o.mu.Unlock()
-	o.log.Warn("sink refused a message", "err", err, "bytes", m.Len())
 	m.Done(outcome)
 }
 

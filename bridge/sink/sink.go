@@ -48,6 +48,7 @@ import (
 	"sync/atomic"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/pooling"
 )
 
@@ -117,6 +118,9 @@ type Message struct {
 	// Created is the UnixNano when the pipeline encoded the message, for the
 	// source-to-sink latency.
 	Created int64
+	// Fence, when set, is the lease deadline of the writer group that made
+	// the message (scale-out): an Output does not publish it once passed.
+	Fence *fence.Fence
 
 	buf    *pooling.Buffer
 	refs   atomic.Int32
