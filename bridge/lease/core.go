@@ -225,7 +225,6 @@ type core struct {
 	released   time.Time // the last release for balance
 	presence   time.Time // the last presence write decided
 	firstPres  uint64    // revision of this process's first presence write (0: none yet)
-	firstAt    time.Time // when that write was decided
 	dup        string    // instance of another process writing with this replica id
 	refused    bool      // dup was there first: serve nothing
 	refuseSent bool      // actRefuse was sent

@@ -554,10 +554,10 @@ type simEntry struct {
 }
 
 type simNode struct {
-	c      *core
-	name   string
-	up     bool // its writes reach the bucket, the bucket's changes reach it
-	start  time.Time
+	c       *core
+	name    string
+	up      bool // its writes reach the bucket, the bucket's changes reach it
+	start   time.Time
 	halts   []pendingHalt // slow halts, each ends at its deadline
 	dups    int
 	refused int
