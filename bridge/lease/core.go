@@ -164,9 +164,6 @@ const (
 	// actDuplicate: another process (instance) writes with this replica's
 	// id: warn.
 	actDuplicate
-	// actRefuse: another process with this replica's id was there first:
-	// this one gives everything up and serves nothing (reported once).
-	actRefuse
 )
 
 type action struct {
@@ -596,10 +593,6 @@ func (c *core) value(u *unit, now time.Time) leaseValue {
 // duplicate replica id.
 func (c *core) presenceAction(now time.Time, out []action) []action {
 	if c.refused {
-		if !c.refuseSent {
-			c.refuseSent = true
-			out = append(out, action{kind: actRefuse, instance: c.dup})
-		}
 		return out
 	}
 	if now.Sub(c.presence) < renewEvery(c.ttl) {
@@ -878,6 +871,17 @@ func (c *core) saveResume(name string, rec resume.Record) (ok, due bool) {
 	u.rec = &rec // kept as it is: a writer group saves only when its state changed (client.ResumeMark)
 	u.recGen++
 	return true, u.phase == unitHeld
+}
+
+// refusal reports, once, that another process with this replica id was
+// there first (its instance): this one gives everything up and serves
+// nothing.
+func (c *core) refusal() (string, bool) {
+	if !c.refused || c.refuseSent {
+		return "", false
+	}
+	c.refuseSent = true
+	return c.dup, true
 }
 
 // fenceOf is the fence of a unit's holding; a closed one when this replica

@@ -78,8 +78,6 @@ func describe(acts []action, kinds ...actionKind) []string {
 			out = append(out, "presence")
 		case actDuplicate:
 			out = append(out, "duplicate "+a.instance)
-		case actRefuse:
-			out = append(out, "refuse")
 		}
 	}
 	return out
@@ -472,8 +470,11 @@ func TestCoreDuplicateReplicaID(t *testing.T) {
 	k.show(obs{key: "replica.a", rev: 12, val: presence("a", "i2", now), seen: seen}, obs{key: "group.u1", rev: 13, val: lease("a", "i2", false), seen: seen})
 	now = now.Add(T / 3)
 	acts = k.decide(now, true)
-	if got := describe(acts, actDuplicate, actRefuse); !slices.Equal(got, []string{"duplicate i2"}) {
+	if got := describe(acts, actDuplicate); !slices.Equal(got, []string{"duplicate i2"}) {
 		t.Fatalf("duplicate not reported: %v", describe(acts))
+	}
+	if _, refused := k.refusal(); refused {
+		t.Fatal("the process that was there first refused")
 	}
 	// Its leases are anyone else's: taken once expired only (the earlier
 	// life's expired already).
@@ -500,8 +501,14 @@ func TestCoreDuplicateRefused(t *testing.T) {
 	k.show(obs{key: "replica.a", rev: 21, val: first, seen: T / 2})
 	now := t0.Add(T / 2)
 	acts := k.decide(now, true)
-	if got := describe(acts, actRefuse, actHalt, actAcquire, actPresence); !slices.Equal(got, []string{"halt u0 refused", "refuse"}) {
+	if got := describe(acts, actHalt, actAcquire, actPresence); !slices.Equal(got, []string{"halt u0 refused"}) {
 		t.Fatalf("refusal: %v", got)
+	}
+	if other, ok := k.refusal(); !ok || other != "i0" {
+		t.Fatalf("refusal reported: %q %v", other, ok)
+	}
+	if _, again := k.refusal(); again {
+		t.Error("the refusal reported twice")
 	}
 	k.halted("u0", nil, now)
 	if k.fenceOf("u0").Open(now) {
@@ -511,7 +518,7 @@ func TestCoreDuplicateRefused(t *testing.T) {
 	if got := describe(acts, actRelease); !slices.Equal(got, []string{"release u0 @20"}) {
 		t.Fatalf("after the halt: %v", describe(acts))
 	}
-	if got := describe(acts, actAcquire, actPresence, actRefuse); len(got) != 0 {
+	if got := describe(acts, actAcquire, actPresence); len(got) != 0 {
 		t.Errorf("a refused process went on: %v", got)
 	}
 }
@@ -665,6 +672,9 @@ func (s *sim) run(d time.Duration) {
 				s.stopServing(n, h.unit)
 				return true
 			})
+			if _, ok := n.c.refusal(); ok {
+				n.refused++
+			}
 			for _, a := range n.c.decide(s.now, true) {
 				switch a.kind {
 				case actServe:
@@ -681,8 +691,6 @@ func (s *sim) run(d time.Duration) {
 					}
 				case actDuplicate:
 					n.dups++
-				case actRefuse:
-					n.refused++
 				default:
 					o, rev := s.write(n, a)
 					n.c.result(a, o, rev, s.now)

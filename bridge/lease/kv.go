@@ -430,7 +430,16 @@ func (l *KV) step() (done bool) {
 	l.mu.Lock()
 	kv, closing := l.kv, l.c.closing
 	idle := l.c.idle()
+	other, refused := l.c.refusal()
 	l.mu.Unlock()
+	if refused {
+		err := fmt.Errorf("%w (%q, the other instance %s was there first): refusing to serve; give every replica its own scaleOut.replicaId",
+			ErrDuplicateReplica, l.cfg.ReplicaID, other)
+		l.log.Error("lease: "+err.Error(), "instance", l.instance)
+		if l.cfg.OnRefused != nil {
+			l.cfg.OnRefused(err)
+		}
+	}
 	if closing && (idle || kv == nil) {
 		return true
 	}
@@ -467,7 +476,7 @@ func (l *KV) step() (done bool) {
 		switch a.kind {
 		case actServe, actHalt:
 			l.dispatchLocked(a)
-		case actDuplicate, actRefuse:
+		case actDuplicate:
 		default:
 			writes = append(writes, a)
 		}
@@ -479,13 +488,6 @@ func (l *KV) step() (done bool) {
 			l.logHalt(a)
 		case actDuplicate:
 			l.warn("dup", "lease: another process writes with this replica id; replica ids must be unique", "instance", a.instance)
-		case actRefuse:
-			err := fmt.Errorf("%w (%q, the other instance %s was there first): refusing to serve; give every replica its own scaleOut.replicaId",
-				ErrDuplicateReplica, l.cfg.ReplicaID, a.instance)
-			l.log.Error("lease: "+err.Error(), "instance", l.instance)
-			if l.cfg.OnRefused != nil {
-				l.cfg.OnRefused(err)
-			}
 		}
 	}
 	l.write(kv, writes)
