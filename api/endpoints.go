@@ -10,8 +10,11 @@ import (
 )
 
 // EndpointConfig is the configuration of an upstream endpoint. Secrets are
-// write-only: a password is accepted, never returned; a PUT without one
-// keeps the password configured before for the same user.
+// write-only: a password is accepted, never returned. A PUT without one
+// keeps the password configured before only while it goes where it went:
+// a PUT that changes the URL, the security policy or mode, the identity's
+// type or user, or trusts unknown certificates (autoAccept) must give the
+// password again (a stored password is never sent to another server).
 type EndpointConfig struct {
 	Name            string    `json:"name"`
 	URL             string    `json:"url" doc:"opc.tcp://host:port/path"`
@@ -60,7 +63,7 @@ func endpointConfigOf(e *config.Endpoint) *EndpointConfig {
 	return out
 }
 
-func (e *EndpointConfig) config(old *config.Endpoint) config.Endpoint {
+func (e *EndpointConfig) config(old *config.Endpoint) (config.Endpoint, error) {
 	out := config.Endpoint{Name: e.Name, URL: e.URL, SecurityPolicy: e.SecurityPolicy, SecurityMode: e.SecurityMode,
 		PKI: e.PKI, AutoAccept: e.AutoAccept, AllowDeprecated: e.AllowDeprecated,
 		RequestTimeout: cfgDur(e.RequestTimeout), SessionTimeout: cfgDur(e.SessionTimeout), MaxMessageSize: e.MaxMessageSize,
@@ -68,11 +71,32 @@ func (e *EndpointConfig) config(old *config.Endpoint) config.Endpoint {
 	if id := e.Identity; id != nil {
 		out.Identity = config.Identity{Type: id.Type, Username: id.Username, CertFile: id.CertFile, KeyFile: id.KeyFile,
 			Password: config.Secret{Value: id.Password, File: id.PasswordFile, Env: id.PasswordEnv}}
-		if out.Identity.Password == (config.Secret{}) && old != nil && old.Identity.Username == id.Username && old.Identity.Type == id.Type {
+		if out.Identity.Password == (config.Secret{}) && old != nil && old.Identity.Password.IsSet() &&
+			old.Identity.Username == id.Username && old.Identity.Type == id.Type {
+			if what := rebound(old, &out); what != "" {
+				return out, fieldProblemf(ErrInvalid, "/identity/password",
+					"the endpoint's %s changed: give the password again (a stored password is not sent elsewhere)", what)
+			}
 			out.Identity.Password = old.Identity.Password
 		}
 	}
-	return out
+	return out, nil
+}
+
+// rebound names what of where a password goes differs between old and new
+// ("" when nothing does).
+func rebound(old, new *config.Endpoint) string {
+	switch {
+	case !strings.EqualFold(strings.TrimRight(old.URL, "/"), strings.TrimRight(new.URL, "/")):
+		return "URL"
+	case !strings.EqualFold(old.SecurityPolicy, new.SecurityPolicy) && new.SecurityPolicy != "":
+		return "security policy"
+	case !strings.EqualFold(old.SecurityMode, new.SecurityMode) && new.SecurityMode != "":
+		return "security mode"
+	case new.AutoAccept && !old.AutoAccept:
+		return "certificate trust (autoAccept)"
+	}
+	return ""
 }
 
 func checkEndpointConfig(e *EndpointConfig) error {
@@ -188,7 +212,11 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) error {
 		if findEndpoint(c, e.Name) >= 0 || known[e.Name] {
 			return fieldProblemf(ErrConflict, "/name", "endpoint %q exists already", e.Name)
 		}
-		c.Endpoints = append(c.Endpoints, e.config(nil))
+		ep, err := e.config(nil)
+		if err != nil {
+			return err
+		}
+		c.Endpoints = append(c.Endpoints, ep)
 		return nil
 	})
 	if err != nil {
@@ -218,7 +246,11 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) error {
 		if i < 0 {
 			return errEndpointNotFound(name)
 		}
-		c.Endpoints[i] = e.config(&c.Endpoints[i])
+		ep, err := e.config(&c.Endpoints[i])
+		if err != nil {
+			return err
+		}
+		c.Endpoints[i] = ep
 		return nil
 	})
 	if err != nil {

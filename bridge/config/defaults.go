@@ -132,6 +132,7 @@ func (c *Config) ApplyDefaults() {
 	g := &c.Gateway
 	setString(&g.PublisherID, DefaultPublisherID)
 	setString(&g.StateDir, DefaultStateDir)
+	setString(&g.SecretsDir, filepath.Join(g.StateDir, "secrets"))
 	setDuration(&g.ShutdownTimeout, DefaultShutdownTimeout)
 	setString(&c.Embedded.Sim.Listen, DefaultSimListen)
 	setString(&c.Embedded.MQTT.Listen, DefaultMQTTListen)

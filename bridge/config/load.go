@@ -115,7 +115,11 @@ func parse(data []byte, filename string, lookup func(string) (string, bool), env
 	decodeErrs := d.errs
 	c.ApplyDefaults()
 	verrs, vwarns := c.validate()
+	dirs := c.SecretDirs()
 	for _, s := range c.secrets() {
+		if s.secret.File != "" && !inDirs(s.secret.File, dirs) {
+			continue // refused by validate, and not read
+		}
 		if err := s.secret.Resolve(lookup); err != nil {
 			verrs = append(verrs, Issue{Path: s.path, Message: err.Error(), Err: err})
 		}

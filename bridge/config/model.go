@@ -27,6 +27,11 @@ type Gateway struct {
 	// StateDir keeps what survives a restart (PKI default, subscription
 	// state); default "./state".
 	StateDir string `yaml:"stateDir"`
+	// SecretsDir is where secrets given to the API are saved, and, with
+	// SystemSecretDirs, the only place a secret's file may be read from
+	// (a password file elsewhere could send any file to a server of the
+	// caller's choosing); default <stateDir>/secrets.
+	SecretsDir string `yaml:"secretsDir"`
 	// ShutdownTimeout bounds the drain at shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
 	// DeleteSubscriptionsOnStop deletes the upstream subscriptions at a

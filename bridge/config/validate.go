@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -177,12 +178,57 @@ func (c *Config) validateGateway(v *validator) {
 			checkListen(v, p.path+".listen", p.part.Listen)
 		}
 	}
+	c.validateSecretFiles(v)
 	if !c.HTTP.Disabled {
 		checkListen(v, "http.listen", c.HTTP.Listen)
 		c.HTTP.validate(v)
 	} else if c.Sinks.WebSocket != nil {
 		v.errorf("sinks.websocket", "the WebSocket stream needs the HTTP listener, which http.disabled switches off")
 	}
+}
+
+// SystemSecretDirs are where secret files may be read from besides
+// gateway.secretsDir: Docker's and the Helm chart's mounts.
+var SystemSecretDirs = []string{"/run/secrets", "/etc/uagate/secrets"}
+
+// SecretDirs are the directories a secret file of c may be in.
+func (c *Config) SecretDirs() []string {
+	return append([]string{c.Gateway.SecretsDir}, SystemSecretDirs...)
+}
+
+// validateSecretFiles refuses a secret file outside the secret
+// directories: whoever may change the configuration (the API's admin role)
+// must not be able to have any readable file sent as a password.
+func (c *Config) validateSecretFiles(v *validator) {
+	dirs := c.SecretDirs()
+	for _, s := range c.secrets() {
+		if f := s.secret.File; f != "" && !inDirs(f, dirs) {
+			v.errorf(s.path, "secret file %s is outside the secret directories (%s); put it in one of them, or set gateway.secretsDir",
+				f, strings.Join(dirs, ", "))
+		}
+	}
+}
+
+// inDirs reports whether path names a file below one of dirs (lexically:
+// "..", relative paths and repeated separators resolved).
+func inDirs(path string, dirs []string) bool {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		ad, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(ad, p); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkName checks a name that becomes a topic level or subject token: MQTT
