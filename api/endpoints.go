@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -150,8 +151,9 @@ func (s *Server) endpointResource(st EndpointStatus, c *config.Config) Endpoint 
 }
 
 // endpointList is the runtime's endpoints, then configured ones it does not
-// report yet.
-func (s *Server) endpointList() []Endpoint {
+// report yet. Below the admin role the gateway's own file paths (its PKI
+// store, key and password files) are left out, from the errors too.
+func (s *Server) endpointList(r *http.Request) []Endpoint {
 	c := s.b.Config()
 	var out []Endpoint
 	seen := map[string]bool{}
@@ -165,11 +167,40 @@ func (s *Server) endpointList() []Endpoint {
 			out = append(out, Endpoint{EndpointStatus: NewEndpointStatus(e.Name, e.URL, nil), Config: endpointConfigOf(e)})
 		}
 	}
+	if roleOf(r) < RoleAdmin {
+		for i := range out {
+			out[i].LastError = redactPaths(out[i].LastError)
+			if cf := out[i].Config; cf != nil {
+				cf.PKI = ""
+				if id := cf.Identity; id != nil {
+					id.PasswordFile, id.CertFile, id.KeyFile = redactPaths(id.PasswordFile), redactPaths(id.CertFile), redactPaths(id.KeyFile)
+				}
+			}
+		}
+	}
 	return out
 }
 
+// localPath is a file path of two or more elements.
+var localPath = regexp.MustCompile(`(?:[A-Za-z]:)?(?:[/\\][^/\\\s:"'()]+){2,}`)
+
+// redactPaths replaces the directories of the file paths in s: "…/name".
+func redactPaths(s string) string {
+	return localPath.ReplaceAllStringFunc(s, func(p string) string {
+		return "…/" + p[strings.LastIndexAny(p, `/\`)+1:]
+	})
+}
+
+// roleOf is the role a request was authorized with.
+func roleOf(r *http.Request) Role {
+	if who, _ := r.Context().Value(ctxPrincipal).(*principal); who != nil {
+		return who.role
+	}
+	return RolePublic
+}
+
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) error {
-	p, err := paginate(r, s.endpointList(), func(e *Endpoint) string { return e.Name })
+	p, err := paginate(r, s.endpointList(r), func(e *Endpoint) string { return e.Name })
 	if err != nil {
 		return err
 	}
@@ -182,7 +213,7 @@ func errEndpointNotFound(name string) error {
 
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("endpoint")
-	for _, e := range s.endpointList() {
+	for _, e := range s.endpointList(r) {
 		if e.Name == name {
 			return writeJSON(w, http.StatusOK, e)
 		}
@@ -190,8 +221,8 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 	return errEndpointNotFound(name)
 }
 
-func (s *Server) answerEndpoint(w http.ResponseWriter, name string, status int) error {
-	for _, e := range s.endpointList() {
+func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, name string, status int) error {
+	for _, e := range s.endpointList(r) {
 		if e.Name == name {
 			return writeJSON(w, status, e)
 		}
@@ -223,7 +254,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/endpoints/"+url.PathEscape(e.Name))
-	return s.answerEndpoint(w, e.Name, http.StatusCreated)
+	return s.answerEndpoint(w, r, e.Name, http.StatusCreated)
 }
 
 func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) error {
@@ -256,7 +287,7 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answerEndpoint(w, name, http.StatusOK)
+	return s.answerEndpoint(w, r, name, http.StatusOK)
 }
 
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) error {

@@ -236,6 +236,7 @@ func webSocketSeries(c *collector) []series[wssink.Stats] {
 		n("sent_messages_total", "Messages written to WebSocket clients (one per client).", func(s *S) uint64 { return s.Sent }),
 		n("sent_bytes_total", "Payload bytes written to WebSocket clients.", func(s *S) uint64 { return s.Bytes }),
 		n("slow_closed_total", "WebSocket clients closed because their queue was full.", func(s *S) uint64 { return s.SlowClosed }),
+		n("idle_closed_total", "WebSocket clients closed because they did not subscribe in time.", func(s *S) uint64 { return s.IdleClosed }),
 		gauge(c, "uagate_websocket_metadata_cached", "Metadata messages cached for new clients.", func(s *S) float64 { return float64(s.MetaData) }),
 		n("metadata_refused_total", "Metadata messages not cached because the cache was full.", func(s *S) uint64 { return s.MetaFull }),
 	}

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/uagate/gateway/bridge/config"
 )
 
 // TestEndpointPasswordStaysBound: a stored password is kept by a PUT that
@@ -54,5 +57,32 @@ func TestEndpointPasswordStaysBound(t *testing.T) {
 	r = do(t, ts, "PUT", ep, "", `{"url":"opc.tcp://plc3:4840","identity":{"type":"username","username":"op","password":"s3cr3t-plc3"}}`)
 	if r.status != 200 || !hasPassword() {
 		t.Fatalf("a new URL with the password: %d %s", r.status, r.body)
+	}
+}
+
+// TestReadRoleSeesNoLocalPaths: the read role gets an endpoint's state
+// without the gateway's file paths (PKI store, key and password files), in
+// its last error too; the admin role gets them.
+func TestReadRoleSeesNoLocalPaths(t *testing.T) {
+	if got := redactPaths(`certificate not trusted: saved to /var/lib/uagate/pki/rejected/certs/plc [abc].der; see C:\ProgramData\uagate\pki`); got !=
+		`certificate not trusted: saved to …/plc [abc].der; see …/pki` {
+		t.Errorf("redacted: %q", got)
+	}
+	c := baseConfig()
+	c.Endpoints[0].PKI = "/var/lib/uagate/pki"
+	c.Endpoints[0].Identity = config.Identity{Type: "x509", CertFile: "/etc/uagate/user/cert.pem", KeyFile: "/etc/uagate/user/key.pem"}
+	b := newTestBackend(t, c)
+	_, ts := newTestServer(t, b, Options{Keys: []Key{{Name: "ops", Token: adminToken, Role: RoleAdmin}, {Name: "viewer", Token: readToken, Role: RoleRead}}})
+	for _, tc := range []struct {
+		token string
+		paths bool
+	}{{readToken, false}, {adminToken, true}} {
+		for _, path := range []string{"/api/v1/endpoints", "/api/v1/endpoints/plc1", "/api/v1/status"} {
+			r := do(t, ts, "GET", path, tc.token, nil)
+			has := strings.Contains(string(r.body), "/var/lib/uagate") || strings.Contains(string(r.body), "/etc/uagate/user")
+			if r.status != 200 || (path != "/api/v1/status" && has != tc.paths) {
+				t.Errorf("%s as %s: %d, paths shown %v: %s", path, map[bool]string{false: "read", true: "admin"}[tc.paths], r.status, has, r.body)
+			}
+		}
 	}
 }

@@ -19,6 +19,8 @@ import (
 const (
 	DefaultListen         = "127.0.0.1:8080"
 	DefaultRequestTimeout = 30 * time.Second
+	DefaultReadTimeout    = 30 * time.Second
+	DefaultMaxConnections = 2048
 )
 
 // Options configure a Server. Backend is required; the rest have defaults.
@@ -67,6 +69,13 @@ type Options struct {
 
 	// MaxBodyBytes bounds a request body; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadTimeout bounds reading a whole request, body included (a client
+	// that trickles its body holds a handler no longer); default
+	// DefaultReadTimeout. WebSockets are not bound by it once open.
+	ReadTimeout time.Duration
+	// MaxConnections bounds the open connections (WebSockets included);
+	// one more is answered 503 and closed. Default DefaultMaxConnections.
+	MaxConnections int
 	// RequestTimeout bounds an on-demand call to an upstream server (Read,
 	// Write, Browse, …); default DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -112,6 +121,7 @@ type Server struct {
 	log      *slog.Logger
 	auth     *authenticator
 	sessions sessions
+	cps      cpRegistry // browse continuation points (browsecp.go)
 	handler  http.Handler
 	routes   []*route
 	started  time.Time
@@ -148,6 +158,12 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -280,11 +296,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, s.opts.ReadTimeout),
+		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	ln = &limitListener{Listener: ln, s: s, max: int64(s.opts.MaxConnections), answer: s.certs == nil}
 	if s.certs != nil {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get}
 		ln = tls.NewListener(ln, srv.TLSConfig)

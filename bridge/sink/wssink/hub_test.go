@@ -589,3 +589,36 @@ func TestHubConcurrent(t *testing.T) {
 	tr.Wait(t, total, true)
 	t.Logf("stats %+v", h.Stats())
 }
+
+// TestHubSubscribeTimeout: a client that connects without a selection and
+// never subscribes is closed (1008) after SubscribeTimeout, so idle
+// connections cannot hold the MaxClients slots; one that subscribes in
+// time stays, as does one that selected in its URL.
+func TestHubSubscribeTimeout(t *testing.T) {
+	h, url := serve(t, Options{SubscribeTimeout: 300 * time.Millisecond, MaxClients: 3}, nil)
+	idle := dial(t, url, nil)
+	subscribed := dial(t, url, nil)
+	if err := subscribed.WriteMessage(websocket.TextMessage, []byte(`{"subscribe":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	byURL := dial(t, url+"?kind=data", nil)
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := idle.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "no subscription") {
+		t.Fatalf("the idle client: %v", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the idle client counted and gone", func() bool {
+		st := h.Stats()
+		return st.IdleClosed == 1 && st.Clients == 2
+	})
+	// The others stay past the timeout: a message reaches both.
+	h.Enqueue(msg(nil, 0, sink.KindData, "g", "w", `{"x":1}`))
+	for _, c := range []*websocket.Conn{subscribed, byURL} {
+		if got := readN(t, c, 1); len(got) != 1 {
+			t.Errorf("a subscribed client got %v", got)
+		}
+	}
+	// The freed slot takes a new client.
+	dial(t, url+"?kind=data", nil).Close()
+}
