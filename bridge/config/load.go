@@ -27,6 +27,12 @@ const MaxFileSize = 16 << 20
 //	UAGATE_API_KEYS_FILE             http.keysFile
 //	UAGATE_HTTP_ALLOW_UNAUTHENTICATED http.allowUnauthenticated (true or false)
 //	UAGATE_HTTP_ALLOWED_HOSTS        http.allowedHosts (comma-separated)
+//	UAGATE_HTTP_PUBLIC_METRICS       http.publicMetrics (true or false)
+//	UAGATE_HTTP_READY_ENDPOINTS      http.ready.endpoints (all, any, none)
+//	UAGATE_HTTP_READY_SINKS          http.ready.sinks (all, any, none)
+//	UAGATE_SECRETS_DIR               gateway.secretsDir
+//	UAGATE_APPLICATION_URI           gateway.applicationUri
+//	UAGATE_PKI_SEED                  gateway.pkiSeed
 //	UAGATE_SIM_LISTEN                embedded.sim.listen
 //	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
 //	UAGATE_NATS_LISTEN               embedded.nats.listen
@@ -54,6 +60,11 @@ var envSettings = []struct {
 	{"UAGATE_STATE_DIR", "gateway.stateDir", func(c *Config) *string { return &c.Gateway.StateDir }},
 	{"UAGATE_HTTP_LISTEN", "http.listen", func(c *Config) *string { return &c.HTTP.Listen }},
 	{"UAGATE_API_KEYS_FILE", "http.keysFile", func(c *Config) *string { return &c.HTTP.KeysFile }},
+	{"UAGATE_HTTP_READY_ENDPOINTS", "http.ready.endpoints", func(c *Config) *string { return &c.HTTP.Ready.Endpoints }},
+	{"UAGATE_HTTP_READY_SINKS", "http.ready.sinks", func(c *Config) *string { return &c.HTTP.Ready.Sinks }},
+	{"UAGATE_SECRETS_DIR", "gateway.secretsDir", func(c *Config) *string { return &c.Gateway.SecretsDir }},
+	{"UAGATE_APPLICATION_URI", "gateway.applicationUri", func(c *Config) *string { return &c.Gateway.ApplicationURI }},
+	{"UAGATE_PKI_SEED", "gateway.pkiSeed", func(c *Config) *string { return &c.Gateway.PKISeed }},
 	{"UAGATE_SIM_LISTEN", "embedded.sim.listen", func(c *Config) *string { return &c.Embedded.Sim.Listen }},
 	{"UAGATE_MQTT_LISTEN", "embedded.mqtt.listen", func(c *Config) *string { return &c.Embedded.MQTT.Listen }},
 	{"UAGATE_NATS_LISTEN", "embedded.nats.listen", func(c *Config) *string { return &c.Embedded.NATS.Listen }},
@@ -189,16 +200,27 @@ func (d *decoder) applyEnv(c *Config, lookup func(string) (string, bool), enviro
 			d.pos[s.path] = origin{file: "$" + s.name}
 		}
 	}
-	if v, ok := get(EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED"); ok {
+	for _, b := range []struct {
+		name, path string
+		field      *bool
+	}{
+		{"HTTP_ALLOW_UNAUTHENTICATED", "http.allowUnauthenticated", &c.HTTP.AllowUnauthenticated},
+		{"HTTP_PUBLIC_METRICS", "http.publicMetrics", &c.HTTP.PublicMetrics},
+	} {
+		v, ok := get(EnvPrefix + b.name)
+		if !ok {
+			continue
+		}
 		switch strings.ToLower(v) {
 		case "1", "true", "yes":
-			c.HTTP.AllowUnauthenticated = true
+			*b.field = true
 		case "0", "false", "no":
-			c.HTTP.AllowUnauthenticated = false
+			*b.field = false
 		default:
-			d.errs = append(d.errs, Issue{File: "$" + EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED", Path: "http.allowUnauthenticated",
-				Message: fmt.Sprintf("%q: want true or false", v)})
+			d.errs = append(d.errs, Issue{File: "$" + EnvPrefix + b.name, Path: b.path, Message: fmt.Sprintf("%q: want true or false", v)})
+			continue
 		}
+		d.pos[b.path] = origin{file: "$" + EnvPrefix + b.name}
 	}
 	if v, ok := get(EnvPrefix + "HTTP_ALLOWED_HOSTS"); ok {
 		c.HTTP.AllowedHosts = nil

@@ -32,6 +32,16 @@ type Gateway struct {
 	// (a password file elsewhere could send any file to a server of the
 	// caller's choosing); default <stateDir>/secrets.
 	SecretsDir string `yaml:"secretsDir"`
+	// ApplicationURI is the gateway's OPC UA application URI, the one its
+	// certificate names; default urn:<hostname>:uagate:gateway. Replicas
+	// that share one certificate (seeded into their PKI stores) set it to
+	// that certificate's URI.
+	ApplicationURI string `yaml:"applicationUri"`
+	// PKISeed is a directory copied into every endpoint's certificate store
+	// at start (pki.Store.Import): own/ (a certificate and its key, e.g. a
+	// TLS Secret), trusted/, issuers/, trusted-crl/, issuers-crl/. Replicas
+	// seeded alike share one application certificate and trust list.
+	PKISeed string `yaml:"pkiSeed"`
 	// ShutdownTimeout bounds the drain at shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
 	// DeleteSubscriptionsOnStop deletes the upstream subscriptions at a

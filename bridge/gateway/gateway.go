@@ -221,6 +221,9 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
 		return fmt.Errorf("gateway.stateDir: %w", err)
 	}
+	if err := gw.seedPKI(cfg); err != nil {
+		return err
+	}
 	if err := gw.startEmbedded(ctx, cfg); err != nil {
 		return err
 	}
@@ -250,6 +253,32 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// seedPKI imports gateway.pkiSeed into every endpoint's certificate store,
+// before any session opens one.
+func (gw *Gateway) seedPKI(cfg *config.Config) error {
+	seed := cfg.Gateway.PKISeed
+	if seed == "" {
+		return nil
+	}
+	done := map[string]bool{}
+	for _, e := range cfg.Endpoints {
+		if done[e.PKI] {
+			continue
+		}
+		done[e.PKI] = true
+		st, err := pki.Open(e.PKI, pki.Options{Logger: gw.log})
+		if err != nil {
+			return fmt.Errorf("endpoints %s: %w", e.Name, err)
+		}
+		res, err := st.Import(seed)
+		if err != nil {
+			return fmt.Errorf("gateway.pkiSeed: %w", err)
+		}
+		gw.log.Info("pki: seeded", "store", e.PKI, "seed", seed, "own", res.Own, "trusted", res.Trusted, "issuers", res.Issuers, "crls", res.CRLs)
+	}
+	return nil
 }
 
 // publishLocked publishes the running state to the readers (gw.mu held).
