@@ -93,6 +93,20 @@ func EndpointEnvName(endpoint string) string {
 // when not nil, is an *Error listing every problem with file, line, field and
 // reason; the warnings are worth showing either way.
 func Load(path string) (*Config, []Warning, error) {
+	return LoadWith(path, LoadOptions{})
+}
+
+// LoadOptions change what Load does.
+type LoadOptions struct {
+	// SkipSecrets leaves the secrets unresolved: their files and
+	// environment variables are not read, so a configuration can be
+	// checked where they do not exist (outside the pod that mounts them).
+	// Where they may come from is still checked.
+	SkipSecrets bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Config, []Warning, error) {
 	data, err := readLimited(path, MaxFileSize)
 	if err != nil {
 		var pe *os.PathError
@@ -102,7 +116,7 @@ func Load(path string) (*Config, []Warning, error) {
 		}
 		return nil, nil, &Error{Issues: []Issue{{File: path, Message: msg, Err: err}}}
 	}
-	return Parse(data, path)
+	return parseOpts(data, path, os.LookupEnv, os.Environ(), o)
 }
 
 // Parse is Load on the file's content; filename names it in issues.
@@ -111,6 +125,10 @@ func Parse(data []byte, filename string) (*Config, []Warning, error) {
 }
 
 func parse(data []byte, filename string, lookup func(string) (string, bool), environ []string) (*Config, []Warning, error) {
+	return parseOpts(data, filename, lookup, environ, LoadOptions{})
+}
+
+func parseOpts(data []byte, filename string, lookup func(string) (string, bool), environ []string, o LoadOptions) (*Config, []Warning, error) {
 	d := newDecoder(filename)
 	d.budget = nodeBudget(len(data))
 	c := new(Config)
@@ -128,6 +146,9 @@ func parse(data []byte, filename string, lookup func(string) (string, bool), env
 	verrs, vwarns := c.validate()
 	dirs := c.SecretDirs()
 	for _, s := range c.secrets() {
+		if o.SkipSecrets {
+			break
+		}
 		if s.secret.File != "" && !inDirs(s.secret.File, dirs) {
 			continue // refused by validate, and not read
 		}
