@@ -90,6 +90,15 @@ func TestRemoteCommands(t *testing.T) {
 	if out, code := remote("nodes", "add", "-group", "nope", "-writer", "x", "ns=1;s=X"); code != 1 || !strings.Contains(out, "404") {
 		t.Fatalf("nodes add to an unknown group: exit %d\n%s", code, out)
 	}
+	// A node the server does not have: taken by the gateway, refused by the
+	// server; the command says so and exits non-zero.
+	if out, code := remote("nodes", "add", "-group", "demo", "-writer", "demo", "Ghost=ns=1;s=No.Such.Node"); code != 1 ||
+		!strings.Contains(out, "refused by the server: Ghost (ns=1;s=No.Such.Node): BadNodeIdUnknown") {
+		t.Fatalf("nodes add of an unknown node: exit %d\n%s", code, out)
+	}
+	if out, code := remote("nodes", "remove", "-group", "demo", "-writer", "demo", "Ghost"); code != 0 {
+		t.Fatalf("nodes remove Ghost: exit %d\n%s", code, out)
+	}
 	logs := stop()
 	saved, err := os.ReadFile(filepath.Join(state, config.SavedName))
 	if err != nil || !strings.Contains(string(saved), "Load.F000.V00001") {
