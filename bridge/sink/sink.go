@@ -22,7 +22,8 @@
 //
 // Only an at-least-once output that could not get a broker's confirmation
 // (it is being closed with the message still unconfirmed, or the message can
-// never be delivered). An at-most-once output, and a drop-oldest queue that
+// never be delivered), or that did not publish a message because its
+// Fence had passed (its writer group's holding under scale-out ended). An at-most-once output, and a drop-oldest queue that
 // drops a message, pass true: they never hold an upstream acknowledgement
 // back.
 //

@@ -57,7 +57,18 @@ func TestRemoteCommands(t *testing.T) {
 		return out.String() + errOut.String(), code
 	}
 
+	healthcheck := func() (string, int) {
+		var out bytes.Buffer
+		code := run([]string{"healthcheck"}, nil, &out, &out) // the port from $UAGATE_HTTP_LISTEN
+		return out.String(), code
+	}
+	if out, code := healthcheck(); code != 1 || !strings.Contains(out, "not healthy") {
+		t.Fatalf("healthcheck without a gateway: exit %d\n%s", code, out)
+	}
 	stop := start()
+	if out, code := healthcheck(); code != 0 || !strings.Contains(out, `healthy: {"ready":true`) {
+		t.Fatalf("healthcheck: exit %d\n%s", code, out)
+	}
 	if out, code := remote("status"); code != 0 || !strings.Contains(out, "Connected") || !strings.Contains(out, "mqtt") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
