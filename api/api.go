@@ -19,6 +19,7 @@ func (s *Server) apiRoutes() []*route {
 		metricsRole = RolePublic
 	}
 	coll := newCollector(s.b, s.opts.Histograms, s.opts.Version)
+	coll.srv = s
 	metrics, err := newMetricsHandler(coll)
 	if err != nil { // a duplicate registration: a bug here, not a condition to handle
 		panic(err)
@@ -40,6 +41,11 @@ func (s *Server) apiRoutes() []*route {
 				_, _ = w.Write(doc)
 				return nil
 			}},
+		{method: "POST", path: v1 + "/login", id: "login", tag: "meta",
+			summary: "Sign a browser in with an API key: answers with a session cookie (HttpOnly, SameSite=Strict)",
+			role:    RolePublic, request: LoginRequest{}, response: Login{}, problems: body, h: s.login},
+		{method: "POST", path: v1 + "/logout", id: "logout", tag: "meta", summary: "End the browser's session",
+			role: RolePublic, status: http.StatusNoContent, h: s.logout},
 		{method: "GET", path: v1 + "/status", id: "getStatus", tag: "meta", summary: "Overview: version, readiness, endpoints, sinks",
 			role: RoleRead, response: Status{}, h: s.getStatus},
 		{method: "GET", path: v1 + "/config", id: "getConfig", tag: "meta",

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -84,15 +83,28 @@ type principal struct {
 // authenticator holds the keys: those of the options and those of the
 // secret file, which is read again when its modification time or size
 // changes (a rotated Kubernetes secret).
+//
+// The file can never turn authentication off: a file that becomes empty,
+// unreadable or malformed keeps the keys read last (stale), and the state is
+// reported loudly — an error in the log at each new problem, the metrics
+// (uagate_api_keys_file_stale, uagate_api_keys_file_errors_total) and
+// readiness — until a usable file comes. Anonymous access exists only when
+// neither keys nor a file are configured at all (open), which New allows on
+// loopback or with AllowUnauthenticated alone.
 type authenticator struct {
 	log    *slog.Logger
 	inline []storedKey
 	file   string
+	open   bool // no keys and no file configured: anonymous admin
 
 	mu       sync.Mutex
 	fromFile []storedKey
 	stamp    fileStamp
 	checked  time.Time
+	loaded   time.Time // when fromFile was read
+	stale    error     // why the file cannot be used now (nil: it is in use)
+	since    time.Time // when it became stale
+	failures uint64    // failed reads of the file
 }
 
 type fileStamp struct {
@@ -103,8 +115,11 @@ type fileStamp struct {
 // keysFileCheckInterval bounds how often the key file's stamp is checked.
 const keysFileCheckInterval = time.Second
 
+// errNoKeys: a keys file without a single key.
+var errNoKeys = errors.New("it holds no key")
+
 func newAuthenticator(keys []Key, file string, log *slog.Logger) (*authenticator, error) {
-	a := &authenticator{log: log, file: file}
+	a := &authenticator{log: log, file: file, open: len(keys) == 0 && file == ""}
 	for i, k := range keys {
 		sk, err := makeKey(k)
 		if err != nil {
@@ -113,9 +128,11 @@ func newAuthenticator(keys []Key, file string, log *slog.Logger) (*authenticator
 		a.inline = append(a.inline, sk)
 	}
 	if file != "" {
-		if err := a.reload(); err != nil {
+		keys, stamp, err := a.read()
+		if err != nil {
 			return nil, err
 		}
+		a.fromFile, a.stamp, a.checked, a.loaded = keys, stamp, time.Now(), time.Now()
 	}
 	return a, nil
 }
@@ -130,19 +147,23 @@ func makeKey(k Key) (storedKey, error) {
 	return storedKey{name: k.Name, digest: sha256.Sum256([]byte(k.Token)), role: k.Role}, nil
 }
 
-// reload reads the key file. Its errors never quote a line: it holds
-// secrets.
-func (a *authenticator) reload() error {
+// read reads the key file; a file without a key is an error. Its errors
+// never quote a line: it holds secrets.
+func (a *authenticator) read() ([]storedKey, fileStamp, error) {
 	fi, err := os.Stat(a.file)
 	if err != nil {
-		return fmt.Errorf("api: keys file: %w", err)
+		return nil, fileStamp{}, fmt.Errorf("api: keys file: %w", err)
+	}
+	stamp := fileStamp{fi.ModTime(), fi.Size()}
+	if !fi.Mode().IsRegular() {
+		return nil, stamp, fmt.Errorf("api: keys file %s is not a regular file", a.file)
 	}
 	if fi.Size() > 1<<20 {
-		return fmt.Errorf("api: keys file %s is larger than 1 MiB", a.file)
+		return nil, stamp, fmt.Errorf("api: keys file %s is larger than 1 MiB", a.file)
 	}
 	data, err := os.ReadFile(a.file)
 	if err != nil {
-		return fmt.Errorf("api: keys file: %w", err)
+		return nil, stamp, fmt.Errorf("api: keys file: %w", err)
 	}
 	defer clear(data)
 	var keys []storedKey
@@ -154,11 +175,11 @@ func (a *authenticator) reload() error {
 		}
 		f := strings.Fields(line)
 		if len(f) < 2 || len(f) > 3 {
-			return fmt.Errorf("api: keys file %s line %d: want \"<role> <token> [name]\"", a.file, n)
+			return nil, stamp, fmt.Errorf("api: keys file %s line %d: want \"<role> <token> [name]\"", a.file, n)
 		}
 		role, err := ParseRole(f[0])
 		if err != nil {
-			return fmt.Errorf("api: keys file %s line %d: %w", a.file, n, err)
+			return nil, stamp, fmt.Errorf("api: keys file %s line %d: %w", a.file, n, err)
 		}
 		k := Key{Token: f[1], Role: role, Name: fmt.Sprintf("%s:%d", a.file, n)}
 		if len(f) == 3 {
@@ -166,86 +187,140 @@ func (a *authenticator) reload() error {
 		}
 		sk, err := makeKey(k)
 		if err != nil {
-			return fmt.Errorf("api: keys file %s line %d: %w", a.file, n, err)
+			return nil, stamp, fmt.Errorf("api: keys file %s line %d: %w", a.file, n, err)
 		}
 		keys = append(keys, sk)
 	}
-	a.mu.Lock()
-	a.fromFile, a.stamp, a.checked = keys, fileStamp{fi.ModTime(), fi.Size()}, time.Now()
-	a.mu.Unlock()
-	return nil
+	if err := sc.Err(); err != nil {
+		return nil, stamp, fmt.Errorf("api: keys file %s: %w", a.file, err)
+	}
+	if len(keys) == 0 {
+		return nil, stamp, fmt.Errorf("api: keys file %s: %w", a.file, errNoKeys)
+	}
+	return keys, stamp, nil
 }
 
-// keys returns the current keys, reloading the file when it changed. A file
-// that became unreadable keeps the keys read last (logged).
+// check reads the file again when it changed, or while it is stale, at
+// most every keysFileCheckInterval. A file that cannot be used keeps the
+// keys read last.
+func (a *authenticator) check() {
+	if a.file == "" {
+		return
+	}
+	a.mu.Lock()
+	if time.Since(a.checked) < keysFileCheckInterval {
+		a.mu.Unlock()
+		return
+	}
+	a.checked = time.Now()
+	stamp, stale := a.stamp, a.stale != nil
+	a.mu.Unlock()
+	fi, err := os.Stat(a.file)
+	if err == nil && !stale && fi.ModTime().Equal(stamp.mod) && fi.Size() == stamp.size {
+		return
+	}
+	keys, st, err := a.read()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.failures++
+		if a.stale == nil || a.stale.Error() != err.Error() {
+			if a.stale == nil {
+				a.since = time.Now()
+			}
+			a.log.Error("api: the keys file cannot be used; authentication goes on with the keys read before, never without",
+				"err", err, "keys", len(a.inline)+len(a.fromFile), "readAt", a.loaded.Format(time.RFC3339))
+		}
+		a.stale, a.stamp = err, st
+		return
+	}
+	if a.stale != nil {
+		a.log.Warn("api: the keys file is usable again", "file", a.file, "keys", len(keys), "staleFor", time.Since(a.since).Round(time.Second))
+	} else {
+		a.log.Info("api: keys file reloaded", "file", a.file, "keys", len(keys))
+	}
+	a.fromFile, a.stamp, a.loaded, a.stale = keys, st, time.Now(), nil
+}
+
+// keys returns the current keys, reloading the file when it changed.
 func (a *authenticator) keys() ([]storedKey, []storedKey) {
 	if a.file == "" {
 		return a.inline, nil
 	}
-	a.mu.Lock()
-	due := time.Since(a.checked) >= keysFileCheckInterval
-	if due {
-		a.checked = time.Now()
-	}
-	stamp := a.stamp
-	a.mu.Unlock()
-	if due {
-		if fi, err := os.Stat(a.file); err == nil && (fi.ModTime() != stamp.mod || fi.Size() != stamp.size) {
-			if err := a.reload(); err != nil {
-				a.log.Warn("api: keys file changed but cannot be used; keeping the keys read before", "err", err)
-			} else {
-				a.log.Info("api: keys file reloaded", "file", a.file)
-			}
-		}
-	}
+	a.check()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.inline, a.fromFile
 }
 
-func (a *authenticator) configured() bool {
-	in, ff := a.keys()
-	return len(in)+len(ff) > 0
+// KeysState is the state of the API keys, for readiness and metrics.
+type KeysState struct {
+	// Keys in use.
+	Keys int
+	// File is the keys file ("" without one).
+	File string
+	// Stale says why the file cannot be used ("" while it is in use): the
+	// keys read at Loaded go on.
+	Stale  string
+	Since  time.Time // stale since
+	Loaded time.Time // when the keys in use were read from the file
+	// Errors counts the failed reads of the file.
+	Errors uint64
+}
+
+func (a *authenticator) state() KeysState {
+	a.check()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := KeysState{Keys: len(a.inline) + len(a.fromFile), File: a.file, Loaded: a.loaded, Errors: a.failures}
+	if a.stale != nil {
+		st.Stale, st.Since = a.stale.Error(), a.since
+	}
+	return st
 }
 
 // lookup finds the key of a token. Every key is compared, in constant time,
 // so the time taken does not say which one (or how much of one) matched.
 func (a *authenticator) lookup(token string) (storedKey, bool) {
-	d := sha256.Sum256([]byte(token))
-	var found storedKey
-	ok := 0
-	in, ff := a.keys()
-	for _, list := range [][]storedKey{in, ff} {
-		for _, k := range list {
-			if subtle.ConstantTimeCompare(d[:], k.digest[:]) == 1 && ok == 0 {
-				found, ok = k, 1
-			}
-		}
-	}
-	return found, ok == 1
+	return a.lookupDigest(sha256.Sum256([]byte(token)))
 }
 
-// tokenOf returns the credentials of a request: "Authorization: Bearer
-// <token>", "X-API-Key: <token>" or, for WebSockets, the access_token query
-// parameter.
-func tokenOf(r *http.Request, allowQuery bool) string {
+// tokenOf returns the API key a request carries: "Authorization: Bearer
+// <token>" or "X-API-Key: <token>". Never a query parameter: URLs end up
+// in logs and browser histories.
+func tokenOf(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(tok)
 		}
 		return "\x00invalid" // a scheme we do not take is wrong credentials, not none
 	}
-	if k := r.Header.Get("X-API-Key"); k != "" {
-		return k
+	return r.Header.Get("X-API-Key")
+}
+
+// credentials finds the key of a request: its API key, or its session
+// cookie's (session.go). ok is false with a problem when the request
+// carries none or a wrong one.
+func (s *Server) credentials(r *http.Request) (storedKey, error) {
+	if tok := tokenOf(r); tok != "" {
+		if k, ok := s.auth.lookup(tok); ok {
+			return k, nil
+		}
+		return storedKey{}, problemf(ErrUnauthorized, "the API key is not valid")
 	}
-	if allowQuery {
-		return r.URL.Query().Get("access_token")
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		if d, ok := s.sessions.key(c.Value, time.Now()); ok {
+			if k, ok := s.auth.lookupDigest(d); ok {
+				return k, nil
+			}
+		}
+		return storedKey{}, problemf(ErrUnauthorized, "the session has ended: sign in again")
 	}
-	return ""
+	return storedKey{}, problemf(ErrUnauthorized, "this route needs an API key: send \"Authorization: Bearer <key>\"")
 }
 
 // authorize checks a request's credentials against the role a route needs.
-func (s *Server) authorize(r *http.Request, need Role, allowQuery bool) error {
+func (s *Server) authorize(r *http.Request, need Role) error {
 	who, _ := r.Context().Value(ctxPrincipal).(*principal)
 	if who == nil {
 		who = &principal{}
@@ -253,21 +328,20 @@ func (s *Server) authorize(r *http.Request, need Role, allowQuery bool) error {
 	if need == RolePublic {
 		return nil
 	}
-	if !s.auth.configured() {
-		// No keys: the listener is on loopback (or opened on purpose).
+	if s.auth.open {
+		// No keys and no keys file: the listener is on loopback (or
+		// opened on purpose, New and Serve check which).
 		who.name, who.role = "anonymous", RoleAdmin
 		return nil
 	}
-	tok := tokenOf(r, allowQuery)
-	if tok == "" {
-		return problemf(ErrUnauthorized, "this route needs an API key: send \"Authorization: Bearer <key>\"")
-	}
-	k, ok := s.auth.lookup(tok)
-	if !ok {
-		return problemf(ErrUnauthorized, "the API key is not valid")
+	k, err := s.credentials(r)
+	if err != nil {
+		s.refuse(refusedUnauthorized)
+		return err
 	}
 	who.name, who.role = k.name, k.role
 	if k.role < need {
+		s.refuse(refusedForbidden)
 		return problemf(ErrForbidden, "%s %s needs the %s role; the key has %s", r.Method, r.URL.Path, need, k.role)
 	}
 	return nil

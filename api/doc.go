@@ -25,7 +25,18 @@
 //     (health.go), metrics (metrics.go, histogram.go).
 //   - Auth (auth.go): API keys as bearer tokens (or X-API-Key) with read and
 //     admin roles, from the options and a mounted secret file, compared in
-//     constant time; CORS and WebSocket origin allow-lists.
+//     constant time; a keys file that becomes unusable keeps the keys read
+//     before (stale, reported in the log, metrics and readiness), never
+//     none. Browser sessions (session.go): POST /api/v1/login sets an
+//     HttpOnly, SameSite=Strict cookie naming the key by its digest.
+//   - The browser defences (guard.go), on every request: the Host allow-list
+//     (DNS rebinding), cross-site requests without an allowed Origin,
+//     state-changing requests a browser would not preflight; the CSP,
+//     X-Frame-Options and nosniff headers. Refusals are counted by reason.
+//   - Bounds: ReadTimeout and MaxConnections on the listener (limit.go),
+//     browse continuation points held per caller (browsecp.go), cursors and
+//     bodies checked strictly (duplicate members refused, type errors named
+//     by JSON pointer).
 //   - cli/: the `gateway status` and `gateway nodes` commands, clients of a
 //     running gateway's API.
 //   - ServeDebug (debug.go): the Go profiler and the message buffer pools'
@@ -44,9 +55,10 @@
 // values a page at a time inside each group, so a page costs its size.
 //
 // Without API keys the listener must be on loopback, unless
-// Options.AllowUnauthenticated opens it (with a warning). Tokens are never
-// logged; the access log records the path without the query and the key's
-// name.
+// Options.AllowUnauthenticated opens it (with a warning); New checks
+// Options.Listen and Serve the listener it is given. Tokens are never
+// logged or taken from a URL; the access log records the path without the
+// query and the key's name. The read role sees no local file paths.
 //
 // Metrics are read from the Backend's snapshots at scrape time; the only
 // thing the hot path touches is Histogram.Observe (atomic adds).

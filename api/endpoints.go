@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -10,8 +11,11 @@ import (
 )
 
 // EndpointConfig is the configuration of an upstream endpoint. Secrets are
-// write-only: a password is accepted, never returned; a PUT without one
-// keeps the password configured before for the same user.
+// write-only: a password is accepted, never returned. A PUT without one
+// keeps the password configured before only while it goes where it went:
+// a PUT that changes the URL, the security policy or mode, the identity's
+// type or user, or trusts unknown certificates (autoAccept) must give the
+// password again (a stored password is never sent to another server).
 type EndpointConfig struct {
 	Name            string    `json:"name"`
 	URL             string    `json:"url" doc:"opc.tcp://host:port/path"`
@@ -60,7 +64,7 @@ func endpointConfigOf(e *config.Endpoint) *EndpointConfig {
 	return out
 }
 
-func (e *EndpointConfig) config(old *config.Endpoint) config.Endpoint {
+func (e *EndpointConfig) config(old *config.Endpoint) (config.Endpoint, error) {
 	out := config.Endpoint{Name: e.Name, URL: e.URL, SecurityPolicy: e.SecurityPolicy, SecurityMode: e.SecurityMode,
 		PKI: e.PKI, AutoAccept: e.AutoAccept, AllowDeprecated: e.AllowDeprecated,
 		RequestTimeout: cfgDur(e.RequestTimeout), SessionTimeout: cfgDur(e.SessionTimeout), MaxMessageSize: e.MaxMessageSize,
@@ -68,11 +72,32 @@ func (e *EndpointConfig) config(old *config.Endpoint) config.Endpoint {
 	if id := e.Identity; id != nil {
 		out.Identity = config.Identity{Type: id.Type, Username: id.Username, CertFile: id.CertFile, KeyFile: id.KeyFile,
 			Password: config.Secret{Value: id.Password, File: id.PasswordFile, Env: id.PasswordEnv}}
-		if out.Identity.Password == (config.Secret{}) && old != nil && old.Identity.Username == id.Username && old.Identity.Type == id.Type {
+		if out.Identity.Password == (config.Secret{}) && old != nil && old.Identity.Password.IsSet() &&
+			old.Identity.Username == id.Username && old.Identity.Type == id.Type {
+			if what := rebound(old, &out); what != "" {
+				return out, fieldProblemf(ErrInvalid, "/identity/password",
+					"the endpoint's %s changed: give the password again (a stored password is not sent elsewhere)", what)
+			}
 			out.Identity.Password = old.Identity.Password
 		}
 	}
-	return out
+	return out, nil
+}
+
+// rebound names what of where a password goes differs between old and new
+// ("" when nothing does).
+func rebound(old, new *config.Endpoint) string {
+	switch {
+	case !strings.EqualFold(strings.TrimRight(old.URL, "/"), strings.TrimRight(new.URL, "/")):
+		return "URL"
+	case !strings.EqualFold(old.SecurityPolicy, new.SecurityPolicy) && new.SecurityPolicy != "":
+		return "security policy"
+	case !strings.EqualFold(old.SecurityMode, new.SecurityMode) && new.SecurityMode != "":
+		return "security mode"
+	case new.AutoAccept && !old.AutoAccept:
+		return "certificate trust (autoAccept)"
+	}
+	return ""
 }
 
 func checkEndpointConfig(e *EndpointConfig) error {
@@ -126,8 +151,9 @@ func (s *Server) endpointResource(st EndpointStatus, c *config.Config) Endpoint 
 }
 
 // endpointList is the runtime's endpoints, then configured ones it does not
-// report yet.
-func (s *Server) endpointList() []Endpoint {
+// report yet. Below the admin role the gateway's own file paths (its PKI
+// store, key and password files) are left out, from the errors too.
+func (s *Server) endpointList(r *http.Request) []Endpoint {
 	c := s.b.Config()
 	var out []Endpoint
 	seen := map[string]bool{}
@@ -141,11 +167,40 @@ func (s *Server) endpointList() []Endpoint {
 			out = append(out, Endpoint{EndpointStatus: NewEndpointStatus(e.Name, e.URL, nil), Config: endpointConfigOf(e)})
 		}
 	}
+	if roleOf(r) < RoleAdmin {
+		for i := range out {
+			out[i].LastError = redactPaths(out[i].LastError)
+			if cf := out[i].Config; cf != nil {
+				cf.PKI = ""
+				if id := cf.Identity; id != nil {
+					id.PasswordFile, id.CertFile, id.KeyFile = redactPaths(id.PasswordFile), redactPaths(id.CertFile), redactPaths(id.KeyFile)
+				}
+			}
+		}
+	}
 	return out
 }
 
+// localPath is a file path of two or more elements.
+var localPath = regexp.MustCompile(`(?:[A-Za-z]:)?(?:[/\\][^/\\\s:"'()]+){2,}`)
+
+// redactPaths replaces the directories of the file paths in s: "…/name".
+func redactPaths(s string) string {
+	return localPath.ReplaceAllStringFunc(s, func(p string) string {
+		return "…/" + p[strings.LastIndexAny(p, `/\`)+1:]
+	})
+}
+
+// roleOf is the role a request was authorized with.
+func roleOf(r *http.Request) Role {
+	if who, _ := r.Context().Value(ctxPrincipal).(*principal); who != nil {
+		return who.role
+	}
+	return RolePublic
+}
+
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) error {
-	p, err := paginate(r, s.endpointList(), func(e *Endpoint) string { return e.Name })
+	p, err := paginate(r, s.endpointList(r), func(e *Endpoint) string { return e.Name })
 	if err != nil {
 		return err
 	}
@@ -158,7 +213,7 @@ func errEndpointNotFound(name string) error {
 
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("endpoint")
-	for _, e := range s.endpointList() {
+	for _, e := range s.endpointList(r) {
 		if e.Name == name {
 			return writeJSON(w, http.StatusOK, e)
 		}
@@ -166,8 +221,8 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 	return errEndpointNotFound(name)
 }
 
-func (s *Server) answerEndpoint(w http.ResponseWriter, name string, status int) error {
-	for _, e := range s.endpointList() {
+func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, name string, status int) error {
+	for _, e := range s.endpointList(r) {
 		if e.Name == name {
 			return writeJSON(w, status, e)
 		}
@@ -188,14 +243,18 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) error {
 		if findEndpoint(c, e.Name) >= 0 || known[e.Name] {
 			return fieldProblemf(ErrConflict, "/name", "endpoint %q exists already", e.Name)
 		}
-		c.Endpoints = append(c.Endpoints, e.config(nil))
+		ep, err := e.config(nil)
+		if err != nil {
+			return err
+		}
+		c.Endpoints = append(c.Endpoints, ep)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/endpoints/"+url.PathEscape(e.Name))
-	return s.answerEndpoint(w, e.Name, http.StatusCreated)
+	return s.answerEndpoint(w, r, e.Name, http.StatusCreated)
 }
 
 func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) error {
@@ -218,13 +277,17 @@ func (s *Server) putEndpoint(w http.ResponseWriter, r *http.Request) error {
 		if i < 0 {
 			return errEndpointNotFound(name)
 		}
-		c.Endpoints[i] = e.config(&c.Endpoints[i])
+		ep, err := e.config(&c.Endpoints[i])
+		if err != nil {
+			return err
+		}
+		c.Endpoints[i] = ep
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return s.answerEndpoint(w, name, http.StatusOK)
+	return s.answerEndpoint(w, r, name, http.StatusOK)
 }
 
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) error {

@@ -49,6 +49,9 @@ type Readiness struct {
 	SinksTotal         int `json:"sinksTotal"`
 	// Waiting names what is not up yet.
 	Waiting []string `json:"waiting,omitempty"`
+	// APIKeys says why the keys file cannot be used (readiness fails
+	// until it can; the keys read before stay in use).
+	APIKeys string `json:"apiKeys,omitempty"`
 }
 
 // Health is the answer of /healthz.
@@ -88,7 +91,11 @@ func (s *Server) Readiness() Readiness {
 		}
 	}
 	rd.ShuttingDown = s.shuttingDown.Load()
-	rd.Ready = !rd.ShuttingDown &&
+	if ks := s.auth.state(); ks.Stale != "" {
+		rd.APIKeys = fmt.Sprintf("%s (since %s; the %d keys read at %s stay in use)", ks.Stale,
+			ks.Since.UTC().Format(time.RFC3339), ks.Keys, ks.Loaded.UTC().Format(time.RFC3339))
+	}
+	rd.Ready = !rd.ShuttingDown && rd.APIKeys == "" &&
 		enough(s.opts.Ready.Endpoints, rd.EndpointsConnected, rd.EndpointsTotal) &&
 		enough(s.opts.Ready.Sinks, rd.SinksConnected, rd.SinksTotal)
 	if rd.Ready {

@@ -321,7 +321,9 @@ func do(t *testing.T, ts *httptest.Server, method, path, token string, body any)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rd != nil {
+	if rd != nil || unsafeMethod(method) {
+		// As the dashboard and the CLI do: a request that changes state is
+		// declared JSON (guard.go).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {

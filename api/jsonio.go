@@ -2,12 +2,12 @@ package api
 
 import (
 	"bytes"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"reflect"
+	"strconv"
 	"strings"
 
 	json "github.com/goccy/go-json"
@@ -19,12 +19,14 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // readBody reads the request body whole, up to limit bytes (the caller's
 // MaxBytesReader enforces it); a larger body is refused before it is parsed.
+// The body must be declared JSON: a body without a Content-Type is what a
+// page of another site can send without a CORS preflight.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return nil, problemf(ErrMediaType, "Content-Type %q: want application/json", ct)
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		if ct == "" {
+			return nil, problemf(ErrMediaType, "the request body needs \"Content-Type: application/json\"")
 		}
+		return nil, problemf(ErrMediaType, "Content-Type %q: want application/json", ct)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {
@@ -47,50 +49,112 @@ func decodeJSON(r *http.Request, limit int64, v any) error {
 	return unmarshalStrict(body, v)
 }
 
-// jsonPath maps a Go field path ("Writers.Fields.Node", as the decoder
-// reports it) to the JSON member names of t ("/writers/fields/node"; the
-// decoder does not say which array element).
-func jsonPath(t reflect.Type, goPath string) string {
-	var out strings.Builder
-	for _, seg := range strings.Split(goPath, ".") {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		name := seg
-		if t.Kind() == reflect.Struct {
-			if f, ok := t.FieldByName(seg); ok {
-				if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n != "" && n != "-" {
-					name = n
-				}
-				t = f.Type
-			}
-		}
-		out.WriteString("/" + name)
-	}
-	return out.String()
-}
-
 func unmarshalStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return problemf(ErrMalformedJSON, "the request body is empty; a JSON object is expected")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
+	// A first pass checks the syntax, refuses duplicate members (which
+	// decoders resolve silently, the last one winning) and notes where
+	// each value ends, to name the member of a type error.
+	at, err := scanJSON(body)
+	if err != nil {
+		return err
+	}
+	dec := stdjson.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) && typ.Field != "" {
-			field := jsonPath(reflect.TypeOf(v), typ.Field)
-			return fieldProblemf(ErrInvalid, field, "%s: wrong JSON type, want %s", field, typeWord(typ.Type.Kind().String()))
+		var typ *stdjson.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			field := at[typ.Offset]
+			if field == "" {
+				field = "/" + strings.ReplaceAll(typ.Field, ".", "/")
+			}
+			return fieldProblemf(ErrInvalid, field, "%s: wrong JSON type (%s), want %s", field, typ.Value, typeWord(typ.Type.Kind().String()))
 		}
 		return jsonProblem(err)
 	}
 	// A second value (or garbage) after the first is a malformed body, not
 	// something to ignore silently.
-	var extra json.RawMessage
+	var extra stdjson.RawMessage
 	if err := dec.Decode(&extra); err != io.EOF {
 		return problemf(ErrMalformedJSON, "unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// scanJSON walks the first JSON value of body: it refuses duplicate
+// members of an object and returns, by the offset just after each value
+// (after the opening bracket of an object or array), the value's JSON
+// pointer (/writers/0/name).
+func scanJSON(body []byte) (map[int64]string, error) {
+	type level struct {
+		ptr  string
+		obj  bool
+		keys map[string]bool
+		key  string // the member whose value comes next (objects)
+		n    int    // the next index (arrays)
+	}
+	at := map[int64]string{}
+	dec := stdjson.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*level
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			if len(stack) > 0 {
+				return nil, problemf(ErrMalformedJSON, "malformed JSON: unexpected end of input")
+			}
+			return at, nil
+		}
+		if err != nil {
+			return nil, jsonProblem(err)
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(stdjson.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return at, nil
+			}
+			continue
+		}
+		if top != nil && top.obj && top.key == "" {
+			k, _ := tok.(string) // the decoder gives a member name here
+			if top.keys[k] {
+				ptr := top.ptr + "/" + escapePointer(k)
+				return nil, fieldProblemf(ErrMalformedJSON, ptr, "member %q appears twice in %s", k, pointerName(top.ptr))
+			}
+			top.keys[k] = true
+			top.key = k
+			continue
+		}
+		// A value.
+		ptr := ""
+		switch {
+		case top == nil:
+		case top.obj:
+			ptr = top.ptr + "/" + escapePointer(top.key)
+			top.key = ""
+		default:
+			ptr = top.ptr + "/" + strconv.Itoa(top.n)
+			top.n++
+		}
+		at[dec.InputOffset()] = ptr
+		if d, ok := tok.(stdjson.Delim); ok {
+			stack = append(stack, &level{ptr: ptr, obj: d == '{', keys: map[string]bool{}})
+			continue
+		}
+		if top == nil {
+			return at, nil // a scalar body
+		}
+	}
+}
+
+// escapePointer escapes a member name for a JSON pointer (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // unmarshalLenient decodes body into v, ignoring members v does not know
@@ -110,7 +174,10 @@ func unmarshalLenient(body []byte, v any) error {
 func jsonProblem(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var ssyn *stdjson.SyntaxError
 	switch {
+	case errors.As(err, &ssyn):
+		return problemf(ErrMalformedJSON, "malformed JSON at byte %d: %s", ssyn.Offset, strings.TrimPrefix(ssyn.Error(), "json: "))
 	case errors.As(err, &syn) && strings.Contains(syn.Error(), "'\x00'"):
 		// The parser reads a NUL past the end of the input.
 		return problemf(ErrMalformedJSON, "malformed JSON: unexpected end of input")

@@ -44,6 +44,10 @@ type collector struct {
 	subMessages, subKeepAlives, subDataChanges, subEvents, subRepublished, subLost, subDuplicates, subItems, subFailedItems,
 	leaseHeld, roundTrip, sourceToSink *desc
 
+	// The HTTP listener's own: keys and refusals (nil srv: none).
+	srv                                       *Server
+	keysInUse, keysStale, keysErrors, refused *desc
+
 	// The runtime's own counters, one series each (TestMetricsCoverStats
 	// checks that none is left out).
 	groups      []series[bridge.GroupStats]       // labels group, endpoint
@@ -139,6 +143,10 @@ func newCollector(b Backend, h *Histograms, version string) *collector {
 	}
 	c.commands = commandSeries(c, "transport")
 	c.store, c.streams, c.readers = storeSeries(c), streamSeries(c, g), readerSeries(c, g, k)
+	c.keysInUse = d("uagate_api_keys", "API keys in use (inline and from the keys file).")
+	c.keysStale = d("uagate_api_keys_file_stale", "1 while the keys file cannot be used and the keys read before it stay in use.")
+	c.keysErrors = d("uagate_api_keys_file_errors_total", "Reads of the keys file that failed (unreadable, malformed, without a key).")
+	c.refused = d("uagate_api_refused_total", "Requests and connections the HTTP listener refused, by reason.", "reason")
 	c.roundTrip = d("uagate_publish_round_trip_seconds", "Time from a Publish request sent to its response received.", ep)
 	c.sourceToSink = d("uagate_sink_latency_seconds", "Time from a value's source timestamp (or arrival) to the sink's acceptance.", k)
 	return c
@@ -170,6 +178,7 @@ func groupSeries(c *collector, labels ...string) []series[bridge.GroupStats] {
 		n("redelivered_messages_total", "Notification messages republished after a resume (possible duplicates).", func(g *G) uint64 { return g.Redelivered }),
 		n("overflows_total", "Values the server sent with the Overflow bit: its queue discarded values next to them.", func(g *G) uint64 { return g.Overflows }),
 		n("acked_sequence_numbers_total", "Notification messages acknowledged upstream once every at-least-once sink confirmed them.", func(g *G) uint64 { return g.Acked }),
+		n("fenced_messages_total", "Messages not handed to the sinks because the writer group's lease deadline had passed (scale-out).", func(g *G) uint64 { return g.Fenced }),
 		n("undelivered_sequence_numbers_total", "Notification messages left unacknowledged because a message was not delivered.", func(g *G) uint64 { return g.Undelivered }),
 		n("ack_errors_total", "Acknowledgements upstream that failed.", func(g *G) uint64 { return g.AckErrors }),
 		gauge(c, "uagate_group_unacked_sequence_numbers", "Notification messages not yet acknowledged upstream (waiting for at-least-once sinks).",
@@ -217,6 +226,7 @@ func sinkSeries(c *collector, labels ...string) []series[sink.OutputStats] {
 		n("dropped_messages_total", "Messages a drop-oldest queue dropped.", func(o *O) uint64 { return o.Dropped }),
 		n("undelivered_messages_total", "Messages settled as undelivered.", func(o *O) uint64 { return o.Undelivered }),
 		n("dead_lettered_messages_total", "Messages the broker refused for good, kept in the dead-letter file and acknowledged.", func(o *O) uint64 { return o.DeadLettered }),
+		n("fenced_messages_total", "Messages not published because their writer group's lease deadline had passed (scale-out).", func(o *O) uint64 { return o.Fenced }),
 		n("reconnects_total", "Connections made after the first.", func(o *O) uint64 { return o.Reconnects }),
 		n("connect_failures_total", "Failed connection attempts.", func(o *O) uint64 { return o.ConnectFailures }),
 		g("queue_depth_messages", "Messages waiting in the sink's queue.", func(o *O) float64 { return float64(o.Queued) }),
@@ -337,6 +347,7 @@ func webSocketSeries(c *collector) []series[wssink.Stats] {
 		n("sent_messages_total", "Messages written to WebSocket clients (one per client).", func(s *S) uint64 { return s.Sent }),
 		n("sent_bytes_total", "Payload bytes written to WebSocket clients.", func(s *S) uint64 { return s.Bytes }),
 		n("slow_closed_total", "WebSocket clients closed because their queue was full.", func(s *S) uint64 { return s.SlowClosed }),
+		n("idle_closed_total", "WebSocket clients closed because they did not subscribe in time.", func(s *S) uint64 { return s.IdleClosed }),
 		gauge(c, "uagate_websocket_metadata_cached", "Metadata messages cached for new clients.", func(s *S) float64 { return float64(s.MetaData) }),
 		n("metadata_refused_total", "Metadata messages not cached because the cache was full.", func(s *S) uint64 { return s.MetaFull }),
 	}
@@ -422,6 +433,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.buildInfo, 1)
+	if c.srv != nil {
+		ks := c.srv.auth.state()
+		gauge(c.keysInUse, float64(ks.Keys))
+		gauge(c.keysStale, b2f(ks.Stale != ""))
+		count(c.keysErrors, ks.Errors)
+		for r := range refusalReasons {
+			count(c.refused, c.srv.refused[r].Load(), refusalReasons[r])
+		}
+	}
 	for _, e := range c.b.Endpoints() {
 		for _, s := range sessionStates {
 			gauge(c.epState, b2f(e.State == s.String()), e.Name, s.String())

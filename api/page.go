@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/base64"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -75,7 +76,7 @@ func paginate[T any](r *http.Request, items []T, key func(*T) string) (Page[T], 
 	}
 	start := 0
 	var c cursor
-	if found, err := decodeCursor(r, &c, func() bool { return c.Pos >= 0 }); err != nil {
+	if found, err := decodeCursor(r, &c, func() bool { return c.Key != "" && c.Pos >= 0 && c.Pos <= math.MaxInt32 }); err != nil {
 		return Page[T]{}, err
 	} else if found {
 		start = len(items)

@@ -49,7 +49,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", "POST", groups, adminToken, `{"name":"g","endpoint":"plc1","writers":[],"colour":"red"}`, "",
 			Problem{Type: "urn:uagate:problem:unknown-field", Title: "Unknown field", Status: 400, Detail: `unknown field "colour"`, Field: "colour"}},
 		{"wrong type", "POST", groups, adminToken, `{"name":"g","endpoint":"plc1","keyFrameCount":"ten","writers":[]}`, "",
-			Problem{Type: "urn:uagate:problem:invalid", Title: "Invalid value", Status: 400, Detail: "/keyFrameCount: wrong JSON type, want integer", Field: "/keyFrameCount"}},
+			Problem{Type: "urn:uagate:problem:invalid", Title: "Invalid value", Status: 400, Detail: "/keyFrameCount: wrong JSON type (string), want integer", Field: "/keyFrameCount"}},
 		{"invalid node id", "POST", groups, adminToken, `{"name":"g","endpoint":"plc1","writers":[{"name":"w","fields":[{"node":"ns=x;s=A"}]}]}`, "",
 			Problem{Type: "urn:uagate:problem:invalid-node-id", Title: "Invalid node id", Status: 400,
 				Detail: `node id "ns=x;s=A" is not valid (want "ns=<index>;s=<name>", "nsu=<uri>;i=<n>", "i=<n>", …)`, Field: "/writers/0/fields/0/node"}},

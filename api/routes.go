@@ -44,7 +44,7 @@ var (
 // the mapping of its error to a problem.
 func (s *Server) routeHandler(rt *route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.authorize(r, rt.role, false); err != nil {
+		if err := s.authorize(r, rt.role); err != nil {
 			writeProblem(w, r, err)
 			return
 		}
@@ -67,7 +67,7 @@ func (s *Server) mountHandler(m Mount) http.Handler {
 				return
 			}
 		}
-		if err := s.authorize(r, m.Role, m.WebSocket); err != nil {
+		if err := s.authorize(r, m.Role); err != nil {
 			writeProblem(w, r, err)
 			return
 		}
@@ -135,7 +135,8 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return h.Hijack()
 }
 
-// middleware wraps the mux: panic recovery, the access log, CORS.
+// middleware wraps the mux: panic recovery, the access log, the browser
+// defences (guard.go), CORS.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -156,7 +157,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.log.Debug("api: request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"duration", time.Since(start), "key", who.name)
 		}()
-		if s.cors(sw, r) {
+		securityHeaders(sw.Header())
+		if !s.guard(sw, r) || s.cors(sw, r) {
 			return
 		}
 		next.ServeHTTP(sw, r)

@@ -19,6 +19,8 @@ import (
 const (
 	DefaultListen         = "127.0.0.1:8080"
 	DefaultRequestTimeout = 30 * time.Second
+	DefaultReadTimeout    = 30 * time.Second
+	DefaultMaxConnections = 2048
 )
 
 // Options configure a Server. Backend is required; the rest have defaults.
@@ -51,6 +53,13 @@ type Options struct {
 	// configured (for a scraper inside a trusted network).
 	PublicMetrics bool
 
+	// AllowedHosts are the names (the Host header) this listener answers
+	// besides IP addresses and loopback names: the names clients use to
+	// reach it (a Service's DNS name, an ingress host). ".example.com"
+	// allows the domain and its subdomains, "*" any name. Requests for any
+	// other name are refused, which stops DNS rebinding.
+	AllowedHosts []string
+
 	// CORSOrigins are the origins allowed to call the API from a browser
 	// ("*" any); empty: none (same-origin only).
 	CORSOrigins []string
@@ -60,6 +69,13 @@ type Options struct {
 
 	// MaxBodyBytes bounds a request body; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadTimeout bounds reading a whole request, body included (a client
+	// that trickles its body holds a handler no longer); default
+	// DefaultReadTimeout. WebSockets are not bound by it once open.
+	ReadTimeout time.Duration
+	// MaxConnections bounds the open connections (WebSockets included);
+	// one more is answered 503 and closed. Default DefaultMaxConnections.
+	MaxConnections int
 	// RequestTimeout bounds an on-demand call to an upstream server (Read,
 	// Write, Browse, …); default DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -89,9 +105,9 @@ type Mount struct {
 	Handler http.Handler
 	// Role needed to use it (RolePublic: none).
 	Role Role
-	// WebSocket applies the WebSocket origin allow-list, and accepts the
-	// token as the access_token query parameter too (browsers cannot set
-	// headers on a WebSocket).
+	// WebSocket applies the WebSocket origin allow-list. Browsers cannot
+	// set headers on a WebSocket: a page authenticates it with its session
+	// cookie (POST /api/v1/login).
 	WebSocket bool
 }
 
@@ -100,13 +116,15 @@ type Mount struct {
 // the mounted handlers and the dashboard. Its methods are safe for
 // concurrent use.
 type Server struct {
-	opts    Options
-	b       Backend
-	log     *slog.Logger
-	auth    *authenticator
-	handler http.Handler
-	routes  []*route
-	started time.Time
+	opts     Options
+	b        Backend
+	log      *slog.Logger
+	auth     *authenticator
+	sessions sessions
+	cps      cpRegistry // browse continuation points (browsecp.go)
+	handler  http.Handler
+	routes   []*route
+	started  time.Time
 
 	mux      *http.ServeMux
 	pathMux  *http.ServeMux // the API's path patterns without methods, to tell 405 from 404
@@ -114,6 +132,7 @@ type Server struct {
 	paths    map[string]bool
 
 	shuttingDown atomic.Bool
+	refused      [numRefusals]atomic.Uint64
 
 	mu      sync.Mutex
 	srv     *http.Server
@@ -140,6 +159,12 @@ func New(opts Options) (*Server, error) {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -154,7 +179,7 @@ func New(opts Options) (*Server, error) {
 	if s.auth, err = newAuthenticator(opts.Keys, opts.KeysFile, s.log); err != nil {
 		return nil, err
 	}
-	if err := s.checkExposure(); err != nil {
+	if err := s.checkExposure(opts.Listen); err != nil {
 		return nil, err
 	}
 	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
@@ -216,18 +241,17 @@ func (s *Server) addPath(path string) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // checkExposure enforces the rule that an API without keys listens on
-// loopback only, unless explicitly opened.
-func (s *Server) checkExposure() error {
-	if s.auth.configured() {
-		return nil
-	}
-	if isLoopback(s.opts.Listen) {
+// loopback only, unless explicitly opened. It holds at every moment: keys
+// configured (inline or a keys file) never give way to anonymous access
+// (authenticator), and Serve checks the address it is given.
+func (s *Server) checkExposure(addr string) error {
+	if !s.auth.open || isLoopback(addr) {
 		return nil
 	}
 	if !s.opts.AllowUnauthenticated {
-		return fmt.Errorf("api: listening on %s without API keys would let anyone who reaches it change what is published; configure keys, listen on a loopback address, or allow unauthenticated access explicitly", s.opts.Listen)
+		return fmt.Errorf("api: listening on %s without API keys would let anyone who reaches it change what is published; configure keys, listen on a loopback address, or allow unauthenticated access explicitly", addr)
 	}
-	s.log.Warn("api: listening without API keys on a non-loopback address; anyone who reaches it has admin rights", "listen", s.opts.Listen)
+	s.log.Warn("api: listening without API keys on a non-loopback address; anyone who reaches it has admin rights", "listen", addr)
 	return nil
 }
 
@@ -266,13 +290,19 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return errors.New("api: Server shut down")
 	}
+	if a := ln.Addr().String(); s.auth.open && !s.opts.AllowUnauthenticated && !isLoopback(a) {
+		ln.Close()
+		return s.checkExposure(a)
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, s.opts.ReadTimeout),
+		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	ln = &limitListener{Listener: ln, s: s, max: int64(s.opts.MaxConnections), answer: s.certs == nil}
 	if s.certs != nil {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get}
 		ln = tls.NewListener(ln, srv.TLSConfig)

@@ -173,7 +173,7 @@ func TestKeysFile(t *testing.T) {
 	write("superuser "+newRead+"\n", t0.Add(2*time.Minute))
 	testutil.WaitFor(t, 5*time.Second, "the broken file to be noticed", func() bool {
 		do(t, ts, "GET", "/api/v1/status", newRead, nil) // keys are checked on requests
-		return strings.Contains(logs.String(), "keys file changed but cannot be used")
+		return strings.Contains(logs.String(), "the keys file cannot be used")
 	})
 	if r := do(t, ts, "GET", "/api/v1/status", newRead, nil); r.status != 200 {
 		t.Fatalf("keys after a broken file: %d", r.status)
@@ -190,7 +190,7 @@ func TestKeysFile(t *testing.T) {
 
 // TestCORSAndWebSocketOrigins: preflights of allowed origins are answered,
 // others are not; the mounted WebSocket handler checks the origin and the
-// credentials (also as access_token, which browsers can send).
+// credentials (never from the URL).
 func TestCORSAndWebSocketOrigins(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ws := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hub") })
@@ -230,11 +230,15 @@ func TestCORSAndWebSocketOrigins(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if c := wsGet("https://ui.example", "?access_token="+readToken, ""); c != 200 {
-		t.Errorf("allowed origin with access_token: %d", c)
+	if c := wsGet("https://ui.example", "", readToken); c != 200 {
+		t.Errorf("allowed origin with a key: %d", c)
 	}
-	if c := wsGet("https://evil.example", "?access_token="+readToken, ""); c != 403 {
+	if c := wsGet("https://evil.example", "", readToken); c != 403 {
 		t.Errorf("other origin: %d", c)
+	}
+	// A key in the URL is not taken (URLs end up in logs).
+	if c := wsGet("https://ui.example", "?access_token="+readToken, ""); c != 401 {
+		t.Errorf("access_token on the WebSocket: %d", c)
 	}
 	if c := wsGet("", "", readToken); c != 200 {
 		t.Errorf("no origin (not a browser) with a key: %d", c)
@@ -242,7 +246,6 @@ func TestCORSAndWebSocketOrigins(t *testing.T) {
 	if c := wsGet("https://ui.example", "", ""); c != 401 {
 		t.Errorf("no credentials: %d", c)
 	}
-	// access_token is for WebSockets only.
 	if r := do(t, ts, "GET", "/api/v1/status?access_token="+readToken, "", nil); r.status != 401 {
 		t.Errorf("access_token on the API: %d", r.status)
 	}

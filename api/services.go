@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -379,32 +377,6 @@ var directions = map[string]ua.BrowseDirection{
 	"inverse": ua.BrowseDirectionInverse, "both": ua.BrowseDirectionBoth,
 }
 
-// A continuation point is valid only on the session that made it; the
-// cursor carries a tag of the session so that one from an ended session is
-// refused with a clear answer instead of the server's BadContinuationPointInvalid.
-func sessionTag(c *client.Client) []byte {
-	h := sha256.Sum256([]byte(c.SessionID().String()))
-	return h[:8]
-}
-
-func encodeCP(c *client.Client, cp []byte) string {
-	if len(cp) == 0 {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(append(sessionTag(c), cp...))
-}
-
-func decodeCP(c *client.Client, s string) ([]byte, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(raw) <= 8 {
-		return nil, fieldProblemf(ErrInvalid, "/continuationPoint", "not a continuation point this API handed out")
-	}
-	if string(raw[:8]) != string(sessionTag(c)) {
-		return nil, fieldProblemf(ErrConflict, "/continuationPoint", "the session that issued this continuation point has ended; browse again")
-	}
-	return raw[8:], nil
-}
-
 func (k *call) references(refs []ua.ReferenceDescription) []Reference {
 	out := make([]Reference, len(refs))
 	for i := range refs {
@@ -463,7 +435,15 @@ func (s *Server) browse(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := &resp.Results[0]
 	return writeJSON(w, http.StatusOK, BrowseResponse{StatusCode: statusOf(res.StatusCode),
-		References: k.references(res.References), ContinuationPoint: encodeCP(k.c, res.ContinuationPoint)})
+		References: k.references(res.References), ContinuationPoint: s.cps.add(k.ctx, r.PathValue("endpoint"), callerOf(r), k.c, res.ContinuationPoint)})
+}
+
+// callerOf names who sent a request (its key's name; "anonymous").
+func callerOf(r *http.Request) string {
+	if who, _ := r.Context().Value(ctxPrincipal).(*principal); who != nil && who.name != "" {
+		return who.name
+	}
+	return "anonymous"
 }
 
 func (s *Server) browseNext(w http.ResponseWriter, r *http.Request) error {
@@ -479,7 +459,7 @@ func (s *Server) browseNext(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer k.cancel()
-	cp, err := decodeCP(k.c, req.ContinuationPoint)
+	cp, err := s.cps.take(r.PathValue("endpoint"), callerOf(r), k.c, req.ContinuationPoint)
 	if err != nil {
 		return err
 	}
@@ -492,7 +472,7 @@ func (s *Server) browseNext(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := &resp.Results[0]
 	return writeJSON(w, http.StatusOK, BrowseResponse{StatusCode: statusOf(res.StatusCode),
-		References: k.references(res.References), ContinuationPoint: encodeCP(k.c, res.ContinuationPoint)})
+		References: k.references(res.References), ContinuationPoint: s.cps.add(k.ctx, r.PathValue("endpoint"), callerOf(r), k.c, res.ContinuationPoint)})
 }
 
 // TranslateRequest translates browse paths to node ids.

@@ -120,7 +120,7 @@ func TestServicesAgainstSim(t *testing.T) {
 		t.Fatalf("browsed %d pages: %v", pages, names)
 	}
 	r = do(t, ts, "POST", ep+"/browse/next", "", `{"continuationPoint":"AAAAAAAAAAAAAA"}`)
-	if p := r.problem(t); p.Status != 409 {
+	if p := r.problem(t); p.Status != 400 || p.Field != "/continuationPoint" {
 		t.Fatalf("foreign continuation point: %+v", p)
 	}
 
@@ -184,5 +184,63 @@ func TestServicesAgainstSim(t *testing.T) {
 	r = do(t, ts, "POST", "/api/v1/endpoints/nope/read", "", `{"nodes":[{"node":"i=2258"}]}`)
 	if p := r.problem(t); p.Status != 404 || p.Detail != `endpoint "nope" does not exist` {
 		t.Fatalf("unknown endpoint: %+v", p)
+	}
+}
+
+// TestBrowseContinuationPointsBounded: the server keeps few continuation
+// points per session, and every API caller shares the session. A read key
+// that browses again and again without continuing keeps at most
+// maxCPPerCaller of them (its oldest are released upstream), so another
+// caller can still browse and continue; a caller cannot continue another's
+// browse.
+func TestBrowseContinuationPointsBounded(t *testing.T) {
+	srv := startSim(t, &server.Config{MaxBrowseContinuationPoints: 6})
+	m := startSession(t, srv.URL(), nil, true)
+	b := newTestBackend(t, nil)
+	b.addSession("sim", srv.URL(), m)
+	s, ts := newTestServer(t, b, Options{Keys: []Key{{Name: "ops", Token: adminToken, Role: RoleAdmin}, {Name: "viewer", Token: readToken, Role: RoleRead}}})
+	ep := "/api/v1/endpoints/sim"
+	browse := func(token string) BrowseResponse {
+		t.Helper()
+		var br BrowseResponse
+		r := do(t, ts, "POST", ep+"/browse", token, `{"node":"ns=1;s=Demo","maxReferences":1}`)
+		r.decode(t, &br)
+		if r.status != 200 || br.StatusCode.Code != 0 || br.ContinuationPoint == "" {
+			t.Fatalf("browse: %d %s", r.status, r.body)
+		}
+		return br
+	}
+	var first BrowseResponse
+	for i := range 30 {
+		br := browse(readToken)
+		if i == 0 {
+			first = br
+		}
+	}
+	if n := s.cps.held("sim"); n != maxCPPerCaller {
+		t.Errorf("%d continuation points held after 30 browses of one caller, want %d", n, maxCPPerCaller)
+	}
+	// The first one was released to make room.
+	r := do(t, ts, "POST", ep+"/browse/next", readToken, map[string]any{"continuationPoint": first.ContinuationPoint})
+	if p := r.problem(t); p.Status != 400 {
+		t.Errorf("a released continuation point: %+v", p)
+	}
+	// Another caller browses and continues; it cannot use the viewer's.
+	own := browse(adminToken)
+	viewers := browse(readToken)
+	r = do(t, ts, "POST", ep+"/browse/next", adminToken, map[string]any{"continuationPoint": viewers.ContinuationPoint})
+	if p := r.problem(t); p.Status != 400 {
+		t.Errorf("another caller's continuation point: %+v", p)
+	}
+	r = do(t, ts, "POST", ep+"/browse/next", adminToken, map[string]any{"continuationPoint": own.ContinuationPoint})
+	var next BrowseResponse
+	r.decode(t, &next)
+	if r.status != 200 || next.StatusCode.Code != 0 || len(next.References) != 1 {
+		t.Errorf("continuing: %d %s", r.status, r.body)
+	}
+	// Released explicitly.
+	r = do(t, ts, "POST", ep+"/browse/next", readToken, map[string]any{"continuationPoint": viewers.ContinuationPoint, "release": true})
+	if r.status != 200 {
+		t.Errorf("release: %d %s", r.status, r.body)
 	}
 }

@@ -113,7 +113,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	out := Status{Version: s.opts.Version, PublisherID: c.Gateway.PublisherID,
 		Uptime: Duration(time.Since(s.started).Round(time.Second)), Ready: s.Readiness().Ready,
 		Endpoints: []EndpointSummary{}, Groups: []GroupStatus{}}
-	for _, e := range s.endpointList() {
+	for _, e := range s.endpointList(r) {
 		out.Endpoints = append(out.Endpoints, EndpointSummary{Name: e.Name, URL: e.URL, State: e.State,
 			Reconnects: e.Reconnects, Subscriptions: len(e.Subscriptions), LastError: e.LastError, PermanentFailure: e.PermanentFailure})
 	}

@@ -135,7 +135,8 @@ func TestWriterGroupLifecycle(t *testing.T) {
 }
 
 // TestEndpointConfig adds, changes and removes an endpoint; its password is
-// accepted and never returned, and kept by a PUT without one.
+// accepted and never returned, and kept by a PUT without one that leaves
+// the URL and security as they were (TestEndpointPasswordStaysBound).
 func TestEndpointConfig(t *testing.T) {
 	b := newTestBackend(t, baseConfig())
 	_, ts := newTestServer(t, b, Options{})
@@ -152,12 +153,12 @@ func TestEndpointConfig(t *testing.T) {
 	if e.Config == nil || !e.Config.Identity.HasPassword || e.State != "Disconnected" {
 		t.Fatalf("endpoint %+v", e)
 	}
-	r = do(t, ts, "PUT", "/api/v1/endpoints/plc2", "", `{"url":"opc.tcp://10.0.0.3:4840","identity":{"type":"username","username":"op"}}`)
+	r = do(t, ts, "PUT", "/api/v1/endpoints/plc2", "", `{"url":"opc.tcp://10.0.0.2:4840","identity":{"type":"username","username":"op"},"requestTimeout":"5s"}`)
 	if r.status != 200 {
 		t.Fatalf("put: %d %s", r.status, r.body)
 	}
 	ep := b.Config().Endpoints[1]
-	if ep.URL != "opc.tcp://10.0.0.3:4840" || ep.Identity.Password.Value != "s3cret-pass" {
+	if ep.RequestTimeout.D() != 5*time.Second || ep.Identity.Password.Value != "s3cret-pass" {
 		t.Fatalf("after PUT %+v", ep)
 	}
 	r = do(t, ts, "POST", "/api/v1/endpoints", "", `{"name":"plc2","url":"opc.tcp://x:1"}`)

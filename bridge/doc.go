@@ -118,6 +118,15 @@
 //     config.ExpandWriterGroup (bridge/gateway calls it); a WriterGroup
 //     only takes listed fields.
 //
+// # Fencing
+//
+// Under scale-out a group has its lease's fence (Options.Fence,
+// bridge/fence): beginCycle loads it once per publish cycle, and a cycle
+// past it hands nothing to the queues (GroupStats.Fenced; a tracked
+// sequence number is settled undelivered, so the next holder gets it from
+// the server). The messages carry the fence for the queues' own check, and
+// every MessageId the holding's epoch (EpochPrefix).
+//
 // # Delivery and acknowledgement
 //
 // The gateway (bridge/gateway) gives a group, besides the WebSocket hub,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/jsonenc"
@@ -51,6 +52,13 @@ type Options struct {
 	// ResumeInterval is how often a changed resume state is saved; default
 	// DefaultResumeInterval.
 	ResumeInterval time.Duration
+	// Fence, under scale-out, is the group's lease deadline: once it has
+	// passed, nothing more is handed to the queues (data at least once is
+	// left unacknowledged for the next holder), and the messages carry it
+	// so that the queues check it again before they publish. Its epoch
+	// prefixes the MessageId of the retained ua-metadata messages. nil:
+	// no fence.
+	Fence *fence.Fence
 }
 
 // WriterGroup is one writer group (config.WriterGroup) of the pipeline: one
@@ -65,6 +73,8 @@ type WriterGroup struct {
 	vsinks  []ValueSink
 	tr      *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
+	fence       *fence.Fence        // nil: none
+	fenced      bool                // the cycle being written is past the fence; g.mu
 	resume      resume.Store        // nil: none
 	fingerprint string              // of the items asked for at Start
 	serverStart int64               // the server's StartTime at Start, 0 when unknown
@@ -144,6 +154,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		fqueues: slices.Clone(opts.FieldQueues),
 		vsinks:  slices.Clone(opts.ValueSinks),
 		resume:  opts.Resume,
+		fence:   opts.Fence,
 	}
 	for _, q := range append(slices.Clone(g.queues), g.fqueues...) {
 		if q.Guarantee() == config.AtLeastOnce {
@@ -199,6 +210,7 @@ func (g *WriterGroup) configureWriter() {
 	}
 	g.nmHdr.PublisherID = g.publisher
 	g.nmHdr.WriterGroupName = g.name
+	g.nmHdr.MessageIDPrefix = epochPrefix(g.fence)
 }
 
 // prepare resolves the node ids of w's fields against the server's

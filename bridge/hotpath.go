@@ -337,6 +337,9 @@ func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	now := time.Now()
 	g.now = now.UnixNano()
 	g.nowDT = ua.NewDateTime(now)
+	// One atomic load per cycle: past the lease's deadline nothing of this
+	// cycle reaches the queues (publish).
+	g.fenced = !g.fence.Open(now)
 	g.cur, g.skip = nil, false
 	if !g.single {
 		g.messageID(track)
@@ -350,6 +353,7 @@ func (g *WriterGroup) endCycle() {
 	}
 	putWriter(g.w, g.wown)
 	g.w = nil
+	g.fenced = false
 	g.stats.lastPublish.Store(g.now)
 }
 
@@ -486,6 +490,10 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	if len(queues) == 0 {
 		return
 	}
+	if g.fenced {
+		g.dropFenced(seq, track)
+		return
+	}
 	for _, q := range queues {
 		if r, ok := q.(sink.RoomWaiter); ok {
 			r.WaitRoom(len(msg))
@@ -497,6 +505,7 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 	m.Addr = sink.Addr{Publisher: g.publisher, Group: g.name, Writer: writerName, Field: fieldName}
 	m.Retained = retained
 	m.Samples = g.samples && kind == sink.KindData
+	m.Fence = g.fence
 	m.Created = g.now
 	if kind != sink.KindData && kind != sink.KindField {
 		m.Created = time.Now().UnixNano()
@@ -523,6 +532,23 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 		if w != nil && writerName != "" {
 			w.stats.messages.Add(1)
 		}
+	}
+}
+
+// dropFenced drops a message of a cycle past the lease's deadline. A
+// tracked sequence number is held: counted and settled undelivered at
+// once, so it is never acknowledged upstream and the next holder of the
+// group gets it again from the server.
+func (g *WriterGroup) dropFenced(seq uint32, track bool) {
+	g.stats.fenced.Add(1)
+	if track && g.tr != nil {
+		g.tr.add(seq)
+		g.tr.Settled(uint64(seq), false)
+	}
+	now := time.Now().UnixNano()
+	if last := g.lastLog.Load(); now-last >= int64(10*time.Second) && g.lastLog.CompareAndSwap(last, now) {
+		g.log.Warn("bridge: the lease's deadline has passed; not publishing (another replica may hold the group now)",
+			"group", g.name, "fenced", g.stats.fenced.Load())
 	}
 }
 

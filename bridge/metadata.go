@@ -3,8 +3,10 @@ package bridge
 import (
 	"crypto/sha1"
 	"encoding/binary"
+	"strconv"
 	"time"
 
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/ua"
@@ -176,6 +178,10 @@ func (g *WriterGroup) sendMetaData(w *writer) {
 		w.metaSent = true
 		return
 	}
+	if g.fenced || !g.fence.Open(time.Now()) {
+		g.stats.fenced.Add(1)
+		return
+	}
 	e := jsonenc.NewEncoder(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: g.namespaces})
 	defer func() {
 		if e.Len() > metaDataPooled {
@@ -185,7 +191,7 @@ func (g *WriterGroup) sendMetaData(w *writer) {
 		}
 	}()
 	jsonenc.EncodeMetaDataMessage(e, &jsonenc.MetaDataMessage{
-		MessageID:         newMessageID(),
+		MessageID:         g.retainedMessageID(),
 		PublisherID:       g.publisher,
 		DataSetWriterID:   w.id,
 		WriterGroupName:   g.name,
@@ -206,4 +212,25 @@ func (g *WriterGroup) sendMetaData(w *writer) {
 	g.publish(sink.KindMetaData, w.name, "", e.Bytes(), 0, false, true, g.queues, w)
 	g.stats.metaData.Add(1)
 	w.metaSent = true
+}
+
+// EpochPrefix starts the MessageId of every message a writer group writes
+// under scale-out: "epoch-<n>-<uuid>", n the epoch of the lease holding
+// that wrote it (larger for every later holding, whichever replica holds
+// it), so that a consumer can tell which holder wrote a message — a
+// retained ua-metadata message in particular.
+const EpochPrefix = "epoch-"
+
+// epochPrefix is the MessageId prefix of a holding's messages ("" without
+// a fence).
+func epochPrefix(f *fence.Fence) string {
+	if e := f.Epoch(); e != 0 {
+		return EpochPrefix + strconv.FormatUint(e, 10) + "-"
+	}
+	return ""
+}
+
+// retainedMessageID is the MessageId of a ua-metadata message.
+func (g *WriterGroup) retainedMessageID() string {
+	return g.nmHdr.MessageIDPrefix + newMessageID()
 }

@@ -186,7 +186,7 @@ func (g *WriterGroup) clearRedelivered() { g.redeliver = false }
 // that says so.
 func (g *WriterGroup) messageID(data bool) {
 	if g.redeliver && data {
-		g.nmHdr.MessageID = RedeliveredPrefix + newMessageID()
+		g.nmHdr.MessageID = RedeliveredPrefix + g.nmHdr.MessageIDPrefix + newMessageID()
 		return
 	}
 	g.nmHdr.MessageID = ""

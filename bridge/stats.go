@@ -19,7 +19,7 @@ type groupCounters struct {
 	keyFrames, keepAlives, metaData          atomic.Uint64
 	heartbeats, bytes                        atomic.Uint64
 	encodeErrors, badItems, gaps             atomic.Uint64
-	redelivered                              atomic.Uint64
+	redelivered, fenced                      atomic.Uint64
 	overflows, overflowsLogged               atomic.Uint64
 	lastPublish                              atomic.Int64
 }
@@ -51,6 +51,11 @@ type GroupStats struct {
 	// Redelivered counts notification messages republished after a resume
 	// (possible duplicates, marked with RedeliveredPrefix; see resume.go).
 	Redelivered uint64 `json:"redelivered"`
+	// Fenced counts messages not handed to the queues because the group's
+	// lease deadline had passed (scale-out: another replica may hold the
+	// group); at least once, their notifications are left unacknowledged
+	// for the next holder.
+	Fenced uint64 `json:"fenced"`
 	// Overflows counts values the server sent with the Overflow info bit:
 	// its monitored item's queue was full and it discarded values next to
 	// this one (Part 4 §5.12.1.5). The values themselves are lost upstream.
@@ -108,6 +113,7 @@ func (g *WriterGroup) Stats() GroupStats {
 		Bytes:              g.stats.bytes.Load(),
 		MetaData:           g.stats.metaData.Load(),
 		EncodeErrors:       g.stats.encodeErrors.Load(),
+		Fenced:             g.stats.fenced.Load(),
 		RefusedItems:       g.stats.badItems.Load(),
 		Gaps:               g.stats.gaps.Load(),
 		Redelivered:        g.stats.redelivered.Load(),

@@ -42,7 +42,11 @@ type NetworkMessageHeader struct {
 	// MessageID is written as MessageId. Empty: the writer generates a unique
 	// id per NetworkMessage. When a message is split, continuation messages get
 	// MessageID + "-<n>".
-	MessageID       string
+	MessageID string
+	// MessageIDPrefix is written before the id the writer generates (when
+	// MessageID is empty): a producer's mark on every message, such as the
+	// lease epoch of a scaled-out writer group.
+	MessageIDPrefix string
 	PublisherID     string
 	WriterGroupName string
 	DataSetClassID  ua.Guid
@@ -317,6 +321,9 @@ func (w *NetworkMessageWriter) writeMessageID() {
 			e.b = strconv.AppendInt(e.b, int64(w.part), 10)
 		}
 	} else {
+		if w.hdr.MessageIDPrefix != "" {
+			e.b = appendEscaped(e.b, w.hdr.MessageIDPrefix)
+		}
 		// A version-4 style UUID from a random per-writer prefix and a counter.
 		w.idCount++
 		var raw [16]byte

@@ -2,9 +2,10 @@
 # Tests of what deploys the gateway, as CI runs them (scripts/test.sh calls it):
 #
 # 1. The image: built with buildah (Debian's package, installed when missing;
-#    vfs storage and chroot isolation: no daemon, no registry, no base image),
-#    then its user, entrypoint, command, port, volume, environment and size
-#    are checked, and the binary is run in a chroot of the image's own
+#    vfs storage and chroot isolation: no daemon, no registry, no base image)
+#    for linux/amd64 and linux/arm64 into one manifest list, then its user,
+#    entrypoint, command, port, volume, environment, labels, health check and
+#    size are checked, and the binary is run in a chroot of the image's own
 #    filesystem as user 65532 (gateway version; gateway run with the chart's
 #    default configuration: /healthz, SIGTERM), and its files' owners are
 #    checked. The image is removed after.
@@ -71,9 +72,11 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 	[ "$(id -u)" = 0 ] || run_unshared=(buildah unshare)
 
 	container=""
+	arch="$(go env GOARCH)" # the platform whose image runs here
 	cleanup() {
 		if [ -n "$container" ]; then "${bah[@]}" rm "$container" >/dev/null 2>&1 || true; fi
-		"${bah[@]}" rmi -f "$image" >/dev/null 2>&1 || true
+		"${bah[@]}" manifest rm "$image" >/dev/null 2>&1 || true
+		"${bah[@]}" rmi -f "$image-amd64" "$image-arm64" "$image" >/dev/null 2>&1 || true
 	}
 	trap cleanup EXIT
 	cleanup # a run that was killed may have left them
@@ -84,9 +87,17 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 	VERSION="$version" IMAGE="$image" BUILDER=buildah BUILDAH_FLAGS="--storage-driver vfs" \
 		scripts/build-image.sh
 	t2=$(now)
-	gateway_bin="$root/bin/image/rootfs/gateway"
+	gateway_bin="$root/bin/image/$arch/rootfs/gateway"
 
-	inspect() { "${bah[@]}" inspect --type image --format "$1" "$image"; }
+	# One manifest list, an image per platform, each with its own binary.
+	list="$("${bah[@]}" manifest inspect "$image")"
+	for a in amd64 arm64; do
+		grep -q "\"architecture\": *\"$a\"" <<<"$list" || fail "the manifest list lacks linux/$a: $list"
+		go version -m "$root/bin/image/$a/rootfs/gateway" | grep -q "GOARCH=$a" || fail "bin/image/$a/rootfs/gateway is not a $a binary"
+	done
+	log "image: a manifest list of linux/amd64 and linux/arm64, each with its own static binary"
+
+	inspect() { "${bah[@]}" inspect --type image --format "$1" "$image-$arch"; }
 	want() { # want WHAT GOT EXPECTED
 		[ "$2" = "$3" ] || fail "image $1: got '$2', want '$3'"
 		log "image $1: $2"
@@ -102,6 +113,8 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		case "$env" in *"<$e>"*) log "image env: $e" ;; *) fail "image env $env lacks $e" ;; esac
 	done
 	want "version label" "$(inspect '{{index .OCIv1.Config.Labels "org.opencontainers.image.version"}}')" "$version"
+	want "license label" "$(inspect '{{index .OCIv1.Config.Labels "org.opencontainers.image.licenses"}}')" "Apache-2.0"
+	want healthcheck "$(inspect '{{range .Docker.Config.Healthcheck.Test}}<{{.}}>{{end}}')" "<CMD></gateway><healthcheck>"
 	# The image's size: its layers as stored (uncompressed tar).
 	size=0
 	for s in $(inspect '{{.Manifest}}' | grep -o '"layers":\[.*\]' | grep -o '"size":[0-9]*' | cut -d: -f2); do
@@ -118,7 +131,7 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 	grep -q "websocket" "$cfg" || fail "no config.yaml in the chart's ConfigMap: $(cat "$cfg")"
 
 	# Run the binary from the image's own filesystem, and look at its files.
-	container="$("${bah[@]}" from --pull-never --name uagate-test-deploy "$image")"
+	container="$("${bah[@]}" from --pull-never --name uagate-test-deploy "$image-$arch")"
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	"${run_unshared[@]}" env BAH="${bah[*]}" C="$container" V="$version" CFG="$cfg" bash -euc '
 		m="$($BAH mount "$C")"
@@ -143,9 +156,10 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		grep -q "^uagate:x:65532:" "$m/etc/group" || fail "/etc/group has no uagate 65532"
 		[ -s "$m/etc/ssl/certs/ca-certificates.crt" ] || fail "no CA bundle"
 		grep -q "BEGIN CERTIFICATE" "$m/etc/ssl/certs/ca-certificates.crt" || fail "the CA bundle holds no certificate"
-		n=$(find "$m" -mindepth 1 -not -path "$m/etc*" -not -path "$m/var*" -not -path "$m/tmp" -not -path "$m/gateway" | wc -l)
+		grep -q "Apache License" "$m/LICENSE" || fail "no /LICENSE in the image"
+		n=$(find "$m" -mindepth 1 -not -path "$m/etc*" -not -path "$m/var*" -not -path "$m/tmp" -not -path "$m/gateway" -not -path "$m/LICENSE" | wc -l)
 		[ "$n" = 0 ] || fail "unexpected files in the image: $(find "$m" -mindepth 1 | head -20)"
-		echo "test-deploy: image files: /gateway, /etc/{passwd,group,ssl/certs/ca-certificates.crt}, /tmp (1777), /var/lib/uagate (65532, 0700)" >&2
+		echo "test-deploy: image files: /gateway, /LICENSE, /etc/{passwd,group,ssl/certs/ca-certificates.crt}, /tmp (1777), /var/lib/uagate (65532, 0700)" >&2
 
 		# The gateway runs in the image as the chart runs it (its default
 		# configuration, its environment; the listener on loopback here):
@@ -170,6 +184,10 @@ if [ -z "${SKIP_IMAGE:-}" ]; then
 		resp="$(timeout 10 cat <&3 | tr -d "\r")"
 		exec 3<&-
 		case "$resp" in "HTTP/1."?" 200"*) ;; *) fail "GET /healthz: $resp" ;; esac
+		# The HEALTHCHECK command of the image, as the runtime runs it.
+		hc="$(env -i UAGATE_HTTP_LISTEN="$addr" "$(command -v chroot)" --userspec=65532:65532 "$m" /gateway healthcheck 2>&1)" ||
+			fail "gateway healthcheck in the image: $hc"
+		echo "test-deploy: chroot <image>: gateway healthcheck: ${hc:0:60}" >&2
 		uid="$(awk "/^Uid:/ {print \$2}" "/proc/$pid/status")"
 		[ "$uid" = 65532 ] || fail "the gateway runs as uid $uid"
 		echo "test-deploy: chroot <image> as 65532: gateway run -config <chart default>: GET http://$addr/healthz: ${resp%%$'"'"'\n'"'"'*}" >&2

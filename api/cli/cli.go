@@ -6,6 +6,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return fmt.Errorf("gateway URL %q: %w", c.BaseURL, err)
 	}
-	if body != nil {
+	if body != nil || method != http.MethodGet {
+		// The gateway takes a change only declared JSON (its defence
+		// against pages of other sites).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
@@ -97,7 +100,11 @@ func list[T any](ctx context.Context, c *Client, path string) ([]T, error) {
 	var all []T
 	cursor := ""
 	for {
-		p := path + "?limit=1000"
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		p := path + sep + "limit=1000"
 		if cursor != "" {
 			p += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -251,7 +258,56 @@ func (c *Client) NodesAdd(ctx context.Context, group, writer string, nodes []str
 		return err
 	}
 	fmt.Fprintf(w, "added %d node(s) to %s/%s\n", len(fields), group, writer)
+	// The gateway answers once the server has answered for the monitored
+	// items: a node it refused (unknown, no access …) reads its Bad status.
+	refused, err := c.refusedFields(ctx, group, writer, fields)
+	if err != nil {
+		return fmt.Errorf("added, but their states could not be read: %w", err)
+	}
+	for _, r := range refused {
+		fmt.Fprintf(w, "refused by the server: %s\n", r)
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: the server refused %d of the %d node(s); they stay configured and are retried (nodes remove takes them out)",
+			ErrRefused, len(refused), len(fields))
+	}
 	return nil
+}
+
+// ErrRefused: the gateway took the nodes, the OPC UA server refused some.
+var ErrRefused = errors.New("nodes refused")
+
+// refusedFields lists the fields among added whose last value is a Bad
+// status other than BadWaitingForInitialData: "field (node): Symbol".
+func (c *Client) refusedFields(ctx context.Context, group, writer string, added []api.Field) ([]string, error) {
+	vals, err := list[api.LastValue](ctx, c, "/api/v1/writer-groups/"+esc(group)+"/writers/"+esc(writer)+"/values?encoding=verbose")
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, f := range added {
+		want[cmp.Or(f.Name, f.Node)] = true
+	}
+	var out []string
+	for _, v := range vals {
+		if !want[v.Field] {
+			continue
+		}
+		var dv struct {
+			Status struct { // verbose: {"Code":n,"Symbol":s}; absent when Good
+				Code   uint32 `json:"Code"`
+				Symbol string `json:"Symbol"`
+			} `json:"Status"`
+		}
+		if json.Unmarshal(v.Value, &dv) != nil {
+			continue
+		}
+		const bad, waiting = 0x80000000, 0x80320000
+		if st := dv.Status; st.Code&0xC0000000 == bad && st.Code&0xFFFF0000 != waiting {
+			out = append(out, fmt.Sprintf("%s (%s): %s", v.Field, v.Node, cmp.Or(st.Symbol, fmt.Sprintf("0x%08X", st.Code))))
+		}
+	}
+	return out, nil
 }
 
 // parseFieldArg reads "node" or "name=node". A node id holds '=' itself

@@ -45,6 +45,7 @@ sinks:
 func TestSaveRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	c, _, err := parse([]byte(`
+gateway: {stateDir: `+dir+`}
 endpoints:
   - name: plc
     url: opc.tcp://127.0.0.1:4840

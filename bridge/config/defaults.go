@@ -149,6 +149,7 @@ func (c *Config) ApplyDefaults() {
 	g := &c.Gateway
 	setString(&g.PublisherID, DefaultPublisherID)
 	setString(&g.StateDir, DefaultStateDir)
+	setString(&g.SecretsDir, filepath.Join(g.StateDir, "secrets"))
 	setDuration(&g.ShutdownTimeout, DefaultShutdownTimeout)
 	setString(&c.Embedded.Sim.Listen, DefaultSimListen)
 	setString(&c.Embedded.MQTT.Listen, DefaultMQTTListen)
@@ -202,8 +203,7 @@ func (c *Config) ApplyDefaults() {
 		setInt(&ws.ClientQueue, DefaultWebSocketQueue)
 	}
 
-	if sf := &c.StoreAndForward; sf.On() {
-		setBool(&sf.Enabled, true)
+	if sf := &c.StoreAndForward; c.StoreOn() {
 		if sf.MaxBytes == 0 {
 			sf.MaxBytes = DefaultStoreMaxBytes
 		}

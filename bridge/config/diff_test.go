@@ -89,7 +89,8 @@ func TestDiffSecretRotation(t *testing.T) {
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "pw")
 	os.WriteFile(pw, []byte("one"), 0o600)
-	yaml := "endpoints: [{name: plc, url: 'opc.tcp://plc:4840', identity: {username: u, password: {file: " + pw + "}}}]\n" +
+	yaml := "gateway: {secretsDir: " + dir + "}\n" +
+		"endpoints: [{name: plc, url: 'opc.tcp://plc:4840', identity: {username: u, password: {file: " + pw + "}}}]\n" +
 		"writerGroups: [{name: g, writers: [{name: w, fields: [{node: i=2258}]}]}]\n"
 	a, _ := mustParse(t, yaml)
 	os.WriteFile(pw, []byte("two"), 0o600)

@@ -26,6 +26,13 @@ const MaxFileSize = 16 << 20
 //	UAGATE_HTTP_LISTEN               http.listen
 //	UAGATE_API_KEYS_FILE             http.keysFile
 //	UAGATE_HTTP_ALLOW_UNAUTHENTICATED http.allowUnauthenticated (true or false)
+//	UAGATE_HTTP_ALLOWED_HOSTS        http.allowedHosts (comma-separated)
+//	UAGATE_HTTP_PUBLIC_METRICS       http.publicMetrics (true or false)
+//	UAGATE_HTTP_READY_ENDPOINTS      http.ready.endpoints (all, any, none)
+//	UAGATE_HTTP_READY_SINKS          http.ready.sinks (all, any, none)
+//	UAGATE_SECRETS_DIR               gateway.secretsDir
+//	UAGATE_APPLICATION_URI           gateway.applicationUri
+//	UAGATE_PKI_SEED                  gateway.pkiSeed
 //	UAGATE_SIM_LISTEN                embedded.sim.listen
 //	UAGATE_MQTT_LISTEN               embedded.mqtt.listen
 //	UAGATE_NATS_LISTEN               embedded.nats.listen
@@ -53,6 +60,11 @@ var envSettings = []struct {
 	{"UAGATE_STATE_DIR", "gateway.stateDir", func(c *Config) *string { return &c.Gateway.StateDir }},
 	{"UAGATE_HTTP_LISTEN", "http.listen", func(c *Config) *string { return &c.HTTP.Listen }},
 	{"UAGATE_API_KEYS_FILE", "http.keysFile", func(c *Config) *string { return &c.HTTP.KeysFile }},
+	{"UAGATE_HTTP_READY_ENDPOINTS", "http.ready.endpoints", func(c *Config) *string { return &c.HTTP.Ready.Endpoints }},
+	{"UAGATE_HTTP_READY_SINKS", "http.ready.sinks", func(c *Config) *string { return &c.HTTP.Ready.Sinks }},
+	{"UAGATE_SECRETS_DIR", "gateway.secretsDir", func(c *Config) *string { return &c.Gateway.SecretsDir }},
+	{"UAGATE_APPLICATION_URI", "gateway.applicationUri", func(c *Config) *string { return &c.Gateway.ApplicationURI }},
+	{"UAGATE_PKI_SEED", "gateway.pkiSeed", func(c *Config) *string { return &c.Gateway.PKISeed }},
 	{"UAGATE_SIM_LISTEN", "embedded.sim.listen", func(c *Config) *string { return &c.Embedded.Sim.Listen }},
 	{"UAGATE_MQTT_LISTEN", "embedded.mqtt.listen", func(c *Config) *string { return &c.Embedded.MQTT.Listen }},
 	{"UAGATE_NATS_LISTEN", "embedded.nats.listen", func(c *Config) *string { return &c.Embedded.NATS.Listen }},
@@ -81,6 +93,20 @@ func EndpointEnvName(endpoint string) string {
 // when not nil, is an *Error listing every problem with file, line, field and
 // reason; the warnings are worth showing either way.
 func Load(path string) (*Config, []Warning, error) {
+	return LoadWith(path, LoadOptions{})
+}
+
+// LoadOptions change what Load does.
+type LoadOptions struct {
+	// SkipSecrets leaves the secrets unresolved: their files and
+	// environment variables are not read, so a configuration can be
+	// checked where they do not exist (outside the pod that mounts them).
+	// Where they may come from is still checked.
+	SkipSecrets bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Config, []Warning, error) {
 	data, err := readLimited(path, MaxFileSize)
 	if err != nil {
 		var pe *os.PathError
@@ -90,7 +116,7 @@ func Load(path string) (*Config, []Warning, error) {
 		}
 		return nil, nil, &Error{Issues: []Issue{{File: path, Message: msg, Err: err}}}
 	}
-	return Parse(data, path)
+	return parseOpts(data, path, os.LookupEnv, os.Environ(), o)
 }
 
 // Parse is Load on the file's content; filename names it in issues.
@@ -99,6 +125,10 @@ func Parse(data []byte, filename string) (*Config, []Warning, error) {
 }
 
 func parse(data []byte, filename string, lookup func(string) (string, bool), environ []string) (*Config, []Warning, error) {
+	return parseOpts(data, filename, lookup, environ, LoadOptions{})
+}
+
+func parseOpts(data []byte, filename string, lookup func(string) (string, bool), environ []string, o LoadOptions) (*Config, []Warning, error) {
 	d := newDecoder(filename)
 	d.budget = nodeBudget(len(data))
 	c := new(Config)
@@ -114,7 +144,14 @@ func parse(data []byte, filename string, lookup func(string) (string, bool), env
 	decodeErrs := d.errs
 	c.ApplyDefaults()
 	verrs, vwarns := c.validate()
+	dirs := c.SecretDirs()
 	for _, s := range c.secrets() {
+		if o.SkipSecrets {
+			break
+		}
+		if s.secret.File != "" && !inDirs(s.secret.File, dirs) {
+			continue // refused by validate, and not read
+		}
 		if err := s.secret.Resolve(lookup); err != nil {
 			verrs = append(verrs, Issue{Path: s.path, Message: err.Error(), Err: err})
 		}
@@ -184,16 +221,36 @@ func (d *decoder) applyEnv(c *Config, lookup func(string) (string, bool), enviro
 			d.pos[s.path] = origin{file: "$" + s.name}
 		}
 	}
-	if v, ok := get(EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED"); ok {
+	for _, b := range []struct {
+		name, path string
+		field      *bool
+	}{
+		{"HTTP_ALLOW_UNAUTHENTICATED", "http.allowUnauthenticated", &c.HTTP.AllowUnauthenticated},
+		{"HTTP_PUBLIC_METRICS", "http.publicMetrics", &c.HTTP.PublicMetrics},
+	} {
+		v, ok := get(EnvPrefix + b.name)
+		if !ok {
+			continue
+		}
 		switch strings.ToLower(v) {
 		case "1", "true", "yes":
-			c.HTTP.AllowUnauthenticated = true
+			*b.field = true
 		case "0", "false", "no":
-			c.HTTP.AllowUnauthenticated = false
+			*b.field = false
 		default:
-			d.errs = append(d.errs, Issue{File: "$" + EnvPrefix + "HTTP_ALLOW_UNAUTHENTICATED", Path: "http.allowUnauthenticated",
-				Message: fmt.Sprintf("%q: want true or false", v)})
+			d.errs = append(d.errs, Issue{File: "$" + EnvPrefix + b.name, Path: b.path, Message: fmt.Sprintf("%q: want true or false", v)})
+			continue
 		}
+		d.pos[b.path] = origin{file: "$" + EnvPrefix + b.name}
+	}
+	if v, ok := get(EnvPrefix + "HTTP_ALLOWED_HOSTS"); ok {
+		c.HTTP.AllowedHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.HTTP.AllowedHosts = append(c.HTTP.AllowedHosts, h)
+			}
+		}
+		d.pos["http.allowedHosts"] = origin{file: "$" + EnvPrefix + "HTTP_ALLOWED_HOSTS"}
 	}
 	if v, ok := get("UAGATE_SCALEOUT_ENABLED"); ok {
 		const name = "UAGATE_SCALEOUT_ENABLED"

@@ -257,12 +257,20 @@ writerGroups:
 `
 
 func TestSecrets(t *testing.T) {
-	dir := t.TempDir()
+	state := t.TempDir()
+	dir := filepath.Join(state, "secrets") // gateway.secretsDir by default
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	pwFile := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pwFile, []byte("from-file-s3cr3t\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"PLC_PW": "from-env-s3cr3t"}
+	outside := filepath.Join(state, "pw")
+	if err := os.WriteFile(outside, []byte("not-a-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"PLC_PW": "from-env-s3cr3t", "UAGATE_STATE_DIR": state}
 
 	c, w, err := parseWith(t, fmt.Sprintf(secretYAML, "inline-s3cr3t"), env)
 	if err != nil {
@@ -297,6 +305,14 @@ func TestSecrets(t *testing.T) {
 	for _, tc := range []struct{ secret, want string }{
 		{"{file: " + filepath.Join(dir, "missing") + "}", "test.yaml:7:7: endpoints[0].identity.password: secret file " + filepath.Join(dir, "missing") + ": no such file or directory"},
 		{"{env: NOT_SET}", "test.yaml:7:7: endpoints[0].identity.password: secret environment variable NOT_SET is not set"},
+		// Only from the secret directories: anything readable could be
+		// sent as the password otherwise.
+		{"{file: " + outside + "}", "test.yaml:7:7: endpoints[0].identity.password: secret file " + outside + " is outside the secret directories (" +
+			dir + ", /run/secrets, /etc/uagate/secrets); put it in one of them, or set gateway.secretsDir"},
+		{"{file: " + dir + "/../pw}", "test.yaml:7:7: endpoints[0].identity.password: secret file " + dir + "/../pw is outside the secret directories (" +
+			dir + ", /run/secrets, /etc/uagate/secrets); put it in one of them, or set gateway.secretsDir"},
+		{"{file: /etc/passwd}", "test.yaml:7:7: endpoints[0].identity.password: secret file /etc/passwd is outside the secret directories (" +
+			dir + ", /run/secrets, /etc/uagate/secrets); put it in one of them, or set gateway.secretsDir"},
 		{"{env: A, file: B}", "test.yaml:7:18: endpoints[0].identity.password: give one of value, file, env, not 2"},
 		{"{vault: x}", "test.yaml:7:18: endpoints[0].identity.password.vault: unknown key \"vault\" (want one of value, file, env)"},
 		{"[hunter2]", "test.yaml:7:17: endpoints[0].identity.password: want a string or a mapping with one of value, file, env; got a sequence"},
@@ -313,7 +329,7 @@ func TestSecrets(t *testing.T) {
 			t.Errorf("the error shows the secret: %v", err)
 		}
 	}
-	_, _, err = parseWith(t, fmt.Sprintf(secretYAML, "{file: "+filepath.Join(dir, "missing")+"}"), nil)
+	_, _, err = parseWith(t, fmt.Sprintf(secretYAML, "{file: "+filepath.Join(dir, "missing")+"}"), map[string]string{"UAGATE_STATE_DIR": state})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("errors.Is(err, os.ErrNotExist) is false for %v", err)
 	}

@@ -62,8 +62,16 @@ type StoreAndForward struct {
 	CommitInterval Duration `yaml:"commitInterval"`
 }
 
-// On reports whether the log is enabled (the default).
-func (s *StoreAndForward) On() bool { return s.Enabled == nil || *s.Enabled }
+// StoreOn reports whether the store-and-forward log is on: as
+// storeAndForward.enabled says, and when it is unset, on unless scale-out is
+// (a writer group moves between replicas with its subscription at the
+// server: what one replica appended to its own disk would not move with it).
+func (c *Config) StoreOn() bool {
+	if e := c.StoreAndForward.Enabled; e != nil {
+		return *e
+	}
+	return !c.ScaleOut.Enabled
+}
 
 // Gateway holds settings of the process as a whole.
 type Gateway struct {
@@ -73,6 +81,21 @@ type Gateway struct {
 	// StateDir keeps what survives a restart (PKI default, subscription
 	// state); default "./state".
 	StateDir string `yaml:"stateDir"`
+	// SecretsDir is where secrets given to the API are saved, and, with
+	// SystemSecretDirs, the only place a secret's file may be read from
+	// (a password file elsewhere could send any file to a server of the
+	// caller's choosing); default <stateDir>/secrets.
+	SecretsDir string `yaml:"secretsDir"`
+	// ApplicationURI is the gateway's OPC UA application URI, the one its
+	// certificate names; default urn:<hostname>:uagate:gateway. Replicas
+	// that share one certificate (seeded into their PKI stores) set it to
+	// that certificate's URI.
+	ApplicationURI string `yaml:"applicationUri"`
+	// PKISeed is a directory copied into every endpoint's certificate store
+	// at start (pki.Store.Import): own/ (a certificate and its key, e.g. a
+	// TLS Secret), trusted/, issuers/, trusted-crl/, issuers-crl/. Replicas
+	// seeded alike share one application certificate and trust list.
+	PKISeed string `yaml:"pkiSeed"`
 	// ShutdownTimeout bounds the drain at shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
 	// DeleteSubscriptionsOnStop deletes the upstream subscriptions at a
@@ -120,6 +143,11 @@ type HTTP struct {
 	PublicMetrics bool `yaml:"publicMetrics"`
 	// TLS switches the listener to HTTPS (files read again when they change).
 	TLS *ServerTLS `yaml:"tls"`
+	// AllowedHosts are the names clients reach the listener by (the Host
+	// header) besides IP addresses and loopback names; ".example.com"
+	// allows the domain and its subdomains, "*" any. Requests naming
+	// another host are refused (DNS rebinding).
+	AllowedHosts []string `yaml:"allowedHosts"`
 	// CORSOrigins may call the API from a browser ("*": any).
 	CORSOrigins []string `yaml:"corsOrigins"`
 	// Ready says what /readyz waits for: all (default), any or none of the

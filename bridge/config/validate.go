@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -101,15 +102,17 @@ func (c *Config) validate() (errs, warns []Issue) {
 	c.validateSinks(v)
 	c.ScaleOut.validate(v)
 	c.validateCommands(v)
-	c.StoreAndForward.validate(v)
+	if c.StoreOn() {
+		c.StoreAndForward.validate(v)
+	}
+	if c.ScaleOut.Enabled && c.StoreOn() {
+		v.errorf("storeAndForward.enabled", "not with scaleOut: a writer group moves between replicas with its subscription at the server, and what one replica appended to its own disk would not move with it (leave it unset: it is off under scale-out)")
+	}
 	return v.errs, v.warns
 }
 
-// validate checks the log's settings (only when it is on).
+// validate checks the log's settings (when it is on).
 func (sf *StoreAndForward) validate(v *validator) {
-	if !sf.On() {
-		return
-	}
 	const p = "storeAndForward"
 	if sf.MaxBytes < MinStoreMaxBytes {
 		v.errorf(p+".maxBytes", "%d: at least %d (1 MiB)", sf.MaxBytes, MinStoreMaxBytes)
@@ -201,12 +204,57 @@ func (c *Config) validateGateway(v *validator) {
 			checkListen(v, p.path+".listen", p.part.Listen)
 		}
 	}
+	c.validateSecretFiles(v)
 	if !c.HTTP.Disabled {
 		checkListen(v, "http.listen", c.HTTP.Listen)
 		c.HTTP.validate(v)
 	} else if c.Sinks.WebSocket != nil {
 		v.errorf("sinks.websocket", "the WebSocket stream needs the HTTP listener, which http.disabled switches off")
 	}
+}
+
+// SystemSecretDirs are where secret files may be read from besides
+// gateway.secretsDir: Docker's and the Helm chart's mounts.
+var SystemSecretDirs = []string{"/run/secrets", "/etc/uagate/secrets"}
+
+// SecretDirs are the directories a secret file of c may be in.
+func (c *Config) SecretDirs() []string {
+	return append([]string{c.Gateway.SecretsDir}, SystemSecretDirs...)
+}
+
+// validateSecretFiles refuses a secret file outside the secret
+// directories: whoever may change the configuration (the API's admin role)
+// must not be able to have any readable file sent as a password.
+func (c *Config) validateSecretFiles(v *validator) {
+	dirs := c.SecretDirs()
+	for _, s := range c.secrets() {
+		if f := s.secret.File; f != "" && !inDirs(f, dirs) {
+			v.errorf(s.path, "secret file %s is outside the secret directories (%s); put it in one of them, or set gateway.secretsDir",
+				f, strings.Join(dirs, ", "))
+		}
+	}
+}
+
+// inDirs reports whether path names a file below one of dirs (lexically:
+// "..", relative paths and repeated separators resolved).
+func inDirs(path string, dirs []string) bool {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		ad, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(ad, p); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkName checks a name that becomes a topic level or subject token: MQTT
@@ -796,6 +844,11 @@ func (h *HTTP) validate(v *validator) {
 	}
 	if h.ShutdownDelay < 0 {
 		v.errorf("http.shutdownDelay", "%v: must not be negative", h.ShutdownDelay)
+	}
+	for i, host := range h.AllowedHosts {
+		if host == "" || strings.ContainsAny(host, "/:@ \t") || (strings.Contains(host, "*") && host != "*") {
+			v.errorf("http.allowedHosts["+strconv.Itoa(i)+"]", "%q: want a host name (no scheme, port or path), \".domain\" for its subdomains, or \"*\"", host)
+		}
 	}
 }
 

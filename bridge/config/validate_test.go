@@ -408,3 +408,30 @@ func TestValidateSparkplug(t *testing.T) {
 		t.Errorf("defaults: %+v", sp)
 	}
 }
+
+// TestStoreAndForwardScaleOut: the log is on by default, off by default
+// under scale-out, and switched on by hand under scale-out it is an error
+// that says why.
+func TestStoreAndForwardScaleOut(t *testing.T) {
+	c := validConfig(t)
+	if !c.StoreOn() {
+		t.Fatal("the log is off by default")
+	}
+	scaled := func(enabled *bool) *Config {
+		c := validConfig(t)
+		c.StoreAndForward = StoreAndForward{Enabled: enabled}
+		c.ScaleOut = ScaleOut{Enabled: true, NATSURL: "nats://n:4222", ReplicaID: "r"}
+		c.ApplyDefaults()
+		return c
+	}
+	if c := scaled(nil); c.StoreOn() {
+		t.Error("the log is on by default under scale-out")
+	} else if err := c.Validate(); err != nil {
+		t.Errorf("scale-out without the log: %v", err)
+	}
+	on := true
+	err := scaled(&on).Validate()
+	if err == nil || !strings.Contains(err.Error(), "storeAndForward.enabled: not with scaleOut") {
+		t.Errorf("the log switched on under scale-out: %v", err)
+	}
+}

@@ -61,7 +61,7 @@ func (gw *Gateway) ApplyConfig(ctx context.Context, change func(*config.Config) 
 	if path != "" {
 		// Secrets go to files of their own before the apply, so that what
 		// runs is what the file says (the watcher then finds no change).
-		stored, err := config.StoreSecrets(next, filepath.Join(next.Gateway.StateDir, "secrets"))
+		stored, err := config.StoreSecrets(next, next.Gateway.SecretsDir)
 		if err != nil {
 			return fmt.Errorf("saving the configuration: %w", err)
 		}

@@ -69,7 +69,7 @@ func artifactsDir(t *testing.T) string {
 // startChromium starts a headless chromium of its own (an empty profile)
 // and returns a chromedp context on a tab of it, and a func returning the
 // console errors, warnings and uncaught exceptions of the page so far.
-func startChromium(t *testing.T) (context.Context, func() []string) {
+func startChromium(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, func() []string) {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -87,6 +87,7 @@ func startChromium(t *testing.T) (context.Context, func() []string) {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1600, 1000),
 	}
+	opts = append(opts, extra...)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	if err := chromedp.Do(ctx); err != nil { // starts the browser and opens the tab

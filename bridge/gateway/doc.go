@@ -31,7 +31,10 @@
 //   - Reload by difference (apply.go): Apply, Retry, Watch and the Report of
 //     what was applied and what failed, all-or-nothing per writer group.
 //   - Scale-out (scaleout.go): the lease.Handler that starts and detaches
-//     the groups this replica holds.
+//     the groups this replica holds, each with its holding's fence; Fatal
+//     delivers the refusal of a duplicate replica id.
+//   - The PKI seed (gateway.pkiSeed) imported into every endpoint's store at
+//     Start.
 //   - The read model (readmodel.go, backend.go): stats, status, last values.
 //   - Memory policy (memory.go): the setup memory given back, the pools'
 //     periodic trim, GOGC once the groups are set up, the container's memory

@@ -98,6 +98,9 @@ type Gateway struct {
 	// (scaleout.go); it is their resume.Store.
 	scale     *lease.KV
 	scaleConn *nats.Conn
+	// fatal receives the error that ends serving (a duplicate replica id);
+	// room for one.
+	fatal chan error
 
 	// brokerOnce: the wait for the brokers' payload limit (groups.go).
 	brokerOnce sync.Once
@@ -209,6 +212,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		groups:   map[string]*runGroup{},
 		applySem: make(chan struct{}, 1),
 		hist:     api.NewHistograms(),
+		fatal:    make(chan error, 1),
 	}
 	gw.ctx, gw.cancel = context.WithCancel(context.Background())
 	gw.mem = newMemReleaser(os.Getenv)
@@ -248,6 +252,9 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 	} else if gw.resume, err = resume.NewFileStore(filepath.Join(cfg.Gateway.StateDir, "resume")); err != nil {
 		stateOK = false
 		gw.log.Warn("no usable state directory: restarts resume nothing and the store-and-forward log is off", "stateDir", cfg.Gateway.StateDir, "err", err)
+	}
+	if err := gw.seedPKI(cfg); err != nil {
+		return err
 	}
 	if err := gw.startEmbedded(ctx, cfg); err != nil {
 		return err
@@ -292,6 +299,32 @@ func (gw *Gateway) Start(ctx context.Context) (err error) {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// seedPKI imports gateway.pkiSeed into every endpoint's certificate store,
+// before any session opens one.
+func (gw *Gateway) seedPKI(cfg *config.Config) error {
+	seed := cfg.Gateway.PKISeed
+	if seed == "" {
+		return nil
+	}
+	done := map[string]bool{}
+	for _, e := range cfg.Endpoints {
+		if done[e.PKI] {
+			continue
+		}
+		done[e.PKI] = true
+		st, err := pki.Open(e.PKI, pki.Options{Logger: gw.log})
+		if err != nil {
+			return fmt.Errorf("endpoints %s: %w", e.Name, err)
+		}
+		res, err := st.Import(seed)
+		if err != nil {
+			return fmt.Errorf("gateway.pkiSeed: %w", err)
+		}
+		gw.log.Info("pki: seeded", "store", e.PKI, "seed", seed, "own", res.Own, "trusted", res.Trusted, "issuers", res.Issuers, "crls", res.CRLs)
+	}
+	return nil
 }
 
 // publishLocked publishes the running state to the readers (gw.mu held).
@@ -497,6 +530,7 @@ func (gw *Gateway) startHTTP(cfg *config.Config) error {
 		KeysFile:             h.KeysFile,
 		AllowUnauthenticated: h.AllowUnauthenticated,
 		PublicMetrics:        h.PublicMetrics,
+		AllowedHosts:         h.AllowedHosts,
 		CORSOrigins:          h.CORSOrigins,
 		Ready:                api.ReadyPolicy{Endpoints: api.Require(h.Ready.Endpoints), Sinks: api.Require(h.Ready.Sinks)},
 		ShutdownDelay:        h.ShutdownDelay.D(),
@@ -533,6 +567,11 @@ func (gw *Gateway) startHTTP(cfg *config.Config) error {
 	gw.httpLn = ln
 	return nil
 }
+
+// Fatal delivers the error, if one comes, after which this gateway serves
+// nothing: another running replica has its scaleOut.replicaId. The caller
+// should Stop and report it.
+func (gw *Gateway) Fatal() <-chan error { return gw.fatal }
 
 // HTTPAddr is the address the HTTP listener got ("" without one).
 func (gw *Gateway) HTTPAddr() string {

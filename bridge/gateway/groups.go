@@ -180,7 +180,9 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		Resume:      gw.resume,
 	}
 	if gw.scale != nil {
+		// The holding's resume record and its publishing deadline.
 		opts.Resume = gw.scale
+		opts.Fence = gw.scale.Fence(wg.Name)
 	}
 	if pf != nil {
 		opts.FieldPayload = pf.Payload

@@ -83,7 +83,8 @@ func runSimChild(conf string) int {
 
 // runGatewayChild is a gateway child's whole life: the configuration file at
 // path loaded, started and watched, stopped within its shutdownTimeout on
-// SIGTERM or SIGINT. It logs to stderr.
+// SIGTERM or SIGINT, or with exit code 3 when the gateway ends serving
+// (Gateway.Fatal). It logs to stderr.
 func runGatewayChild(path string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	sig := make(chan os.Signal, 1)
@@ -106,7 +107,13 @@ func runGatewayChild(path string) int {
 	if err := gw.Watch(ctx, path); err != nil {
 		log.Warn("configuration file not watched", "err", err)
 	}
-	<-sig
+	code := 0
+	select {
+	case <-sig:
+	case err := <-gw.Fatal():
+		log.Error("gateway child: serving ended", "err", err)
+		code = 3
+	}
 	log.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
 	sctx, scancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())
 	defer scancel()
@@ -114,5 +121,5 @@ func runGatewayChild(path string) int {
 	if err := gw.Stop(sctx); err != nil {
 		log.Warn("stopped at the shutdown timeout", "err", err, "took", time.Since(start))
 	}
-	return 0
+	return code
 }

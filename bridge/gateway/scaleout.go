@@ -25,10 +25,12 @@ import (
 // this replica holds.
 //
 // Whose messages are these? Every replica publishes with the configured
-// PublisherId (the logical publisher): a consumer that wants to check that a
-// writer group is served by one replica at a time follows the DataSetMessage
-// SequenceNumbers of its writers: a new holder starts them at 1, so two
-// holders at once would show two interleaved sequences. The holder of each
+// PublisherId (the logical publisher); every MessageId starts with the
+// holding's epoch (epoch-<n>-, growing with every holding), and a new holder
+// starts its writers' SequenceNumbers at 1. A group's messages are fenced
+// (bridge/fence, KV.Fence): none is published past its holding's deadline.
+// A second process with this replica's id that was not first makes the KV
+// refuse, and Gateway.Fatal report it. The holder of each
 // group is the lease's value in the bucket (nats kv get uagate-leases
 // group.<name>), and each replica logs what it acquires and releases.
 
@@ -75,6 +77,12 @@ func (gw *Gateway) startScaleOut(cfg *config.Config) error {
 	kv, err := lease.NewKV(lease.KVConfig{
 		Conn: nc, Bucket: so.Bucket, Replicas: so.Replicas, TTL: so.LeaseTTL.D(), ReplicaID: so.ReplicaID,
 		Logger: gw.log.With("part", "scale-out"),
+		OnRefused: func(err error) {
+			select {
+			case gw.fatal <- err:
+			default:
+			}
+		},
 	}, scaleHandler{gw})
 	if err != nil {
 		nc.Close()

@@ -77,6 +77,7 @@ func (gw *Gateway) clientConfig(cfg *config.Config, name string) (*client.Config
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", ep.Name, err)
 	}
+	ccfg.ApplicationURI = cfg.Gateway.ApplicationURI // "": the client's default
 	gw.mu.Lock()
 	defer gw.mu.Unlock()
 	if c, ok := gw.clients[ep.Name]; ok && reflect.DeepEqual(c.ep, *ep) {

@@ -36,8 +36,12 @@ type runStream struct {
 // without it.
 func (gw *Gateway) openStore(cfg *config.Config, stateOK bool) {
 	sf := &cfg.StoreAndForward
-	if !sf.On() {
-		gw.log.Info("store-and-forward log off (storeAndForward.enabled: false): the OPC UA servers' queues are the only buffer")
+	if !cfg.StoreOn() {
+		why := "storeAndForward.enabled: false"
+		if cfg.ScaleOut.Enabled {
+			why = "scale-out: a writer group moves between replicas with its subscription at the server"
+		}
+		gw.log.Info("store-and-forward log off: the OPC UA servers' queues are the only buffer", "why", why)
 		return
 	}
 	if !stateOK {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/uastack/client"
 )
@@ -27,6 +28,21 @@ import (
 //     own clock. It saw that revision after it was written, so after t0: it
 //     takes it at t0 + T + margin at the earliest, margin after the holder
 //     stopped. Only the clocks' rates need to agree, not the clocks.
+//   - the holding's fence (bridge/fence) is open until t0 + T, moved with
+//     every successful renewal, and closed when the holding ends (halted,
+//     lost, released): the writer group checks it before it hands a batch
+//     to the sinks and the sinks before they publish, so a holder paused
+//     past t0 + T (a stopped process, a stalled machine) publishes nothing
+//     when it wakes, whatever its timers do first.
+//
+// Replica ids: a lease written with this replica's id by another process
+// (instance) before this process's first presence write is an earlier
+// life's: this replica takes it back before anyone else, but like anyone
+// else only once it has expired — the earlier life may be alive and cut
+// off, serving until its fence closes. Two live processes with one id: the
+// one whose first presence came later (leaseValue.Since orders them)
+// refuses to serve — it gives its units up, takes none and reports
+// actRefuse — and the other goes on.
 
 const (
 	// saveEvery bounds how often a changed resume record is written.
@@ -77,14 +93,24 @@ type unit struct {
 	// releasedAt: when this replica gave it up to balance; it does not take
 	// it back for a TTL (unless nobody else does).
 	releasedAt time.Time
+	// fence of the holding (nil when free): open until lastOK + stopAfter,
+	// closed when the holding ends.
+	fence *fence.Fence
 }
 
 // reset forgets a holding: the unit is free.
 func (u *unit) reset() {
+	u.endFence()
 	u.phase = unitFree
 	u.served, u.halting, u.halted, u.releaseOut, u.remove = false, false, false, false, false
 	u.why = ""
 	u.deadline = time.Time{}
+}
+
+// endFence closes the holding's fence: nothing of it is published any more.
+func (u *unit) endFence() {
+	u.fence.Close()
+	u.fence = nil
 }
 
 // seen is a key as the bucket last showed it.
@@ -98,17 +124,21 @@ type seen struct {
 
 // leaseValue is the JSON value of a lease or a presence key.
 type leaseValue struct {
-	Replica  string         `json:"replica"`
-	Instance string         `json:"instance"`
-	Term     uint64         `json:"term,omitempty"`
-	Unit     string         `json:"unit,omitempty"`
-	Acquired time.Time      `json:"acquired,omitzero"`
-	Renewed  time.Time      `json:"renewed"`
-	Expires  time.Time      `json:"expires"` // Renewed + TTL by the writer's clock: informative
-	TTLms    int64          `json:"ttlMs"`
-	Released bool           `json:"released,omitempty"`
-	Held     int            `json:"held,omitempty"` // presence: units held
-	Resume   *resume.Record `json:"resume,omitempty"`
+	Replica  string    `json:"replica"`
+	Instance string    `json:"instance"`
+	Term     uint64    `json:"term,omitempty"`
+	Unit     string    `json:"unit,omitempty"`
+	Acquired time.Time `json:"acquired,omitzero"`
+	Renewed  time.Time `json:"renewed"`
+	Expires  time.Time `json:"expires"` // Renewed + TTL by the writer's clock: informative
+	TTLms    int64     `json:"ttlMs"`
+	Released bool      `json:"released,omitempty"`
+	Held     int       `json:"held,omitempty"` // presence: units held
+	// Since is the revision of the writer's first presence write (0 in
+	// that write itself): of two processes with one replica id, the later
+	// one refuses to serve.
+	Since  uint64         `json:"since,omitempty"`
+	Resume *resume.Record `json:"resume,omitempty"`
 }
 
 // actionKind says what an action asks the KV to do.
@@ -174,6 +204,7 @@ const (
 	whyRemoved = "removed" // no longer configured
 	whyClosing = "closing" // Close
 	whyStopped = "stopped" // Close's context ended before the unit was given up
+	whyRefused = "refused" // another process with this replica id was there first
 )
 
 // core is one replica's lease decisions. Not safe for concurrent use: the
@@ -182,17 +213,19 @@ type core struct {
 	id, instance string
 	ttl          time.Duration
 
-	units     map[string]*unit // by name
-	order     []string         // configured order
-	keys      map[string]*unit // by key
-	view      map[string]*seen // by key: leases and presences as last observed
-	synced    time.Time        // when the bucket's content was first observed in full (zero: not yet)
-	term      uint64
-	released  time.Time // the last release for balance
-	presence  time.Time // the last presence write decided
-	firstPres uint64    // revision of this process's first presence write (0: none yet)
-	dup       string    // instance of another process writing with this replica id
-	closing   bool
+	units      map[string]*unit // by name
+	order      []string         // configured order
+	keys       map[string]*unit // by key
+	view       map[string]*seen // by key: leases and presences as last observed
+	synced     time.Time        // when the bucket's content was first observed in full (zero: not yet)
+	term       uint64
+	released   time.Time // the last release for balance
+	presence   time.Time // the last presence write decided
+	firstPres  uint64    // revision of this process's first presence write (0: none yet)
+	dup        string    // instance of another process writing with this replica id
+	refused    bool      // dup was there first: serve nothing
+	refuseSent bool      // actRefuse was sent
+	closing    bool
 }
 
 func newCore(replicaID, instance string, ttl time.Duration) *core {
@@ -252,16 +285,30 @@ func (c *core) observe(key string, rev uint64, deleted bool, value []byte, now t
 
 // checkDuplicate notes a write with this replica id by another process
 // after this one's first presence: revisions are the bucket's sequence,
-// ordered across keys, so it is a live duplicate, not an earlier life.
+// ordered across keys, so it is a live duplicate, not an earlier life. When
+// the other's first presence came first, this process is the one to refuse.
 func (c *core) checkDuplicate(s *seen) {
-	if c.dup == "" && c.firstPres != 0 && !s.deleted && !s.bad && s.val.Replica == c.id && s.val.Instance != c.instance && s.rev > c.firstPres {
+	if c.firstPres == 0 || s.deleted || s.bad || s.val.Replica != c.id || s.val.Instance == c.instance || s.rev <= c.firstPres {
+		return
+	}
+	if c.dup == "" {
 		c.dup = s.val.Instance
+	}
+	since := s.val.Since
+	if since == 0 {
+		since = s.rev // its first presence is this write, or later
+	}
+	if since < c.firstPres && !c.refused {
+		c.refused = true
+		c.closing = true
 	}
 }
 
 // lost fences a holding someone else wrote: Halt by a third of a TTL, or
-// by t0 + stopAfter when that is sooner.
+// by t0 + stopAfter when that is sooner. Its fence closes at once: the
+// other writer may serve the unit already.
 func (c *core) lost(u *unit, now time.Time) {
+	u.fence.Close()
 	u.phase, u.why = unitFenced, whyLost
 	u.deadline = now.Add(renewEvery(c.ttl))
 	if d := u.lastOK.Add(stopAfter(c.ttl)); d.Before(u.deadline) {
@@ -326,6 +373,8 @@ func (c *core) decide(now time.Time, acquire bool) []action {
 			continue
 		case u.phase == unitHeld && !u.wanted:
 			out = c.startRelease(u, whyRemoved, true, out)
+		case u.phase == unitHeld && c.refused:
+			out = c.startRelease(u, whyRefused, false, out)
 		case u.phase == unitHeld && c.closing:
 			out = c.startRelease(u, whyClosing, false, out)
 		case u.phase == unitHeld && !u.served:
@@ -429,6 +478,7 @@ func (c *core) halted(name string, final *client.ResumeState, now time.Time) {
 		return
 	}
 	u.halted = true
+	u.endFence()
 	if u.phase == unitFenced {
 		u.reset()
 		return
@@ -472,6 +522,7 @@ func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 		}
 		u.phase, u.rev = unitHeld, rev
 		u.acquired, u.lastOK, u.lastWrite = a.at, a.at, a.at
+		u.fence = fence.New(rev, a.at.Add(stopAfter(c.ttl)))
 		u.rec, u.recGen, u.wroteGen = a.value.Resume, 0, 0
 		u.freeSince = time.Time{}
 		if c.closing {
@@ -486,6 +537,9 @@ func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 		switch o {
 		case written:
 			u.rev, u.lastOK, u.wroteGen = rev, a.at, a.gen
+			if u.fence != nil {
+				u.fence.Extend(a.at.Add(stopAfter(c.ttl)))
+			}
 		case mine:
 			u.rev, u.lastWrite = rev, time.Time{} // write again at once
 			return true
@@ -519,6 +573,7 @@ func (c *core) abandon(now time.Time) []action {
 		case unitHeld, unitReleasing:
 			if !u.halted {
 				u.phase, u.why, u.deadline = unitFenced, whyStopped, now
+				u.fence.Close()
 			}
 		}
 	}
@@ -530,13 +585,16 @@ func (c *core) value(u *unit, now time.Time) leaseValue {
 	return leaseValue{
 		Replica: c.id, Instance: c.instance, Term: u.term, Unit: u.name,
 		Acquired: u.acquired, Renewed: now, Expires: now.Add(c.ttl), TTLms: c.ttl.Milliseconds(),
-		Resume: u.rec,
+		Resume: u.rec, Since: c.firstPres,
 	}
 }
 
 // presenceAction writes the presence every renewEvery and reports a
 // duplicate replica id.
 func (c *core) presenceAction(now time.Time, out []action) []action {
+	if c.refused {
+		return out
+	}
 	if now.Sub(c.presence) < renewEvery(c.ttl) {
 		return out
 	}
@@ -550,7 +608,7 @@ func (c *core) presenceAction(now time.Time, out []action) []action {
 	if c.dup != "" {
 		out = append(out, action{kind: actDuplicate, instance: c.dup})
 	}
-	v := leaseValue{Replica: c.id, Instance: c.instance, Renewed: now, Expires: now.Add(c.ttl), TTLms: c.ttl.Milliseconds(), Held: held}
+	v := leaseValue{Replica: c.id, Instance: c.instance, Renewed: now, Expires: now.Add(c.ttl), TTLms: c.ttl.Milliseconds(), Held: held, Since: c.firstPres}
 	return append(out, action{kind: actPresence, key: presenceKey(c.id), value: v, at: now})
 }
 
@@ -575,10 +633,12 @@ func (c *core) expired(s *seen, now time.Time) bool {
 
 // earlierLife: a lease with this replica id written by another process
 // before this one's first presence write, none having written with this id
-// since: a restarted replica takes its leases back at once. A live
-// duplicate would have written since (every renewEvery).
-func (c *core) earlierLife(s *seen) bool {
-	return s.val.Replica == c.id && s.val.Instance != c.instance && c.dup == "" && c.firstPres != 0 && s.rev < c.firstPres
+// since, and expired: a restarted replica takes its leases back first (a
+// live duplicate would have written since, every renewEvery; one cut off
+// serves until its fence closes, before the expiry).
+func (c *core) earlierLife(s *seen, now time.Time) bool {
+	return s.val.Replica == c.id && s.val.Instance != c.instance && c.dup == "" && c.firstPres != 0 && s.rev < c.firstPres &&
+		c.expired(s, now)
 }
 
 // census counts the live replicas (this one included) and the units each
@@ -703,7 +763,7 @@ func (c *core) acquire(now time.Time, out []action) []action {
 				continue
 			}
 		case s.val.Released:
-		case s.val.Replica == c.id && (s.val.Instance == c.instance || c.earlierLife(s)):
+		case s.val.Replica == c.id && (s.val.Instance == c.instance || c.earlierLife(s, now)):
 			cd.own = true // an earlier life, or fenced and not taken since
 		case !c.expired(s, now):
 			u.freeSince = time.Time{}
@@ -811,4 +871,26 @@ func (c *core) saveResume(name string, rec resume.Record) (ok, due bool) {
 	u.rec = &rec // kept as it is: a writer group saves only when its state changed (client.ResumeMark)
 	u.recGen++
 	return true, u.phase == unitHeld
+}
+
+// refusal reports, once, that another process with this replica id was
+// there first (its instance): this one gives everything up and serves
+// nothing.
+func (c *core) refusal() (string, bool) {
+	if !c.refused || c.refuseSent {
+		return "", false
+	}
+	c.refuseSent = true
+	return c.dup, true
+}
+
+// fenceOf is the fence of a unit's holding; a closed one when this replica
+// does not serve it.
+func (c *core) fenceOf(name string) *fence.Fence {
+	if u := c.units[name]; u != nil && u.phase == unitHeld && u.fence != nil {
+		return u.fence
+	}
+	f := fence.New(0, time.Time{})
+	f.Close()
+	return f
 }

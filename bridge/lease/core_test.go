@@ -138,9 +138,12 @@ func TestCoreAcquisition(t *testing.T) {
 		{name: "a value that does not parse is held until it expires", at: T / 3,
 			view: []obs{{key: "group.u0", rev: 12, raw: "{"}},
 			want: []string{"acquire u1 create"}},
-		{name: "own lease of an earlier life (before this one's first presence): at once", at: 0,
+		{name: "own lease of an earlier life: not before it expired (the earlier life may be cut off, serving)", at: T + T/5,
 			view: []obs{{key: "group.u1", rev: 5, val: lease("a", "i0", false)}},
-			want: []string{"acquire u1 @5"}},
+			want: []string{"acquire u0 create"}},
+		{name: "own lease of an earlier life (before this one's first presence): first, once expired", at: T + T/5 + time.Nanosecond,
+			view: []obs{{key: "group.u1", rev: 5, val: lease("a", "i0", false)}},
+			want: []string{"acquire u1 @5", "acquire u0 create"}},
 		{name: "this process's own lease (fenced, not taken since): at once", at: 0,
 			view: []obs{{key: "group.u1", rev: 15, val: lease("a", "i1", false)}},
 			want: []string{"acquire u1 @15"}},
@@ -447,9 +450,9 @@ func TestCoreBalanceRelease(t *testing.T) {
 func TestCoreDuplicateReplicaID(t *testing.T) {
 	T := simTTL
 	k := startedCore("u0", "u1")
-	now := t0.Add(T / 3)
-	// Before any other process writes with this id: an earlier life's lease
-	// is taken at once.
+	now := t0.Add(T + T/5 + time.Nanosecond)
+	// No other process wrote with this id since this one's first presence:
+	// an earlier life's expired lease is taken back.
 	k.show(obs{key: "group.u0", rev: 5, val: lease("a", "i0", false)})
 	acts := k.decide(now, true)
 	if got := describe(acts, actAcquire, actDuplicate); !slices.Equal(got, []string{"acquire u0 @5", "acquire u1 create"}) {
@@ -460,20 +463,92 @@ func TestCoreDuplicateReplicaID(t *testing.T) {
 			k.result(x, failed, 0, now) // say both were taken by someone else
 		}
 	}
-	// Another process writes this replica's presence after this one did.
-	k.show(obs{key: "replica.a", rev: 12, val: presence("a", "i2", now), seen: T / 3}, obs{key: "group.u1", rev: 13, val: lease("a", "i2", false), seen: T / 3})
+	// Another process writes this replica's presence and a lease after
+	// this one's first presence (its own first: it came later; this one
+	// goes on and reports it).
+	seen := now.Sub(t0)
+	k.show(obs{key: "replica.a", rev: 12, val: presence("a", "i2", now), seen: seen}, obs{key: "group.u1", rev: 13, val: lease("a", "i2", false), seen: seen})
 	now = now.Add(T / 3)
 	acts = k.decide(now, true)
 	if got := describe(acts, actDuplicate); !slices.Equal(got, []string{"duplicate i2"}) {
 		t.Fatalf("duplicate not reported: %v", describe(acts))
 	}
-	// From then on its leases (and the earlier life's) are anyone else's:
-	// taken once expired only.
-	if got := describe(acts, actAcquire); len(got) != 0 {
-		t.Fatalf("took a duplicate's lease: %v", got)
+	if _, refused := k.refusal(); refused {
+		t.Fatal("the process that was there first refused")
 	}
-	if got := describe(k.decide(t0.Add(T/3+T+T/5+time.Nanosecond), true), actAcquire); !slices.Equal(got, []string{"acquire u0 @5", "acquire u1 @13"}) {
+	// Its leases are anyone else's: taken once expired only (the earlier
+	// life's expired already).
+	if got := describe(acts, actAcquire); !slices.Equal(got, []string{"acquire u0 @5"}) {
+		t.Fatalf("acquisitions beside a duplicate: %v", got)
+	}
+	if got := describe(k.decide(t0.Add(seen+T+T/5+time.Nanosecond), true), actAcquire); !slices.Equal(got, []string{"acquire u1 @13"}) {
 		t.Fatalf("expired: %v", got)
+	}
+}
+
+// TestCoreDuplicateRefused: a process that finds another with its replica
+// id that was there first (its presence says since when) refuses: it gives
+// up what it holds, takes nothing, writes no presence, and says so once.
+func TestCoreDuplicateRefused(t *testing.T) {
+	T := simTTL
+	k := startedCore("u0", "u1")
+	held(t, k, "u0", t0.Add(T/3), 20)
+	if f := k.fenceOf("u0"); !f.Open(t0.Add(T/3)) || f.Epoch() != 20 {
+		t.Fatalf("the holding's fence: epoch %d, open %v", f.Epoch(), f.Open(t0.Add(T/3)))
+	}
+	first := presence("a", "i0", t0)
+	first.Since = 3 // its first presence was revision 3, before this one's 10
+	k.show(obs{key: "replica.a", rev: 21, val: first, seen: T / 2})
+	now := t0.Add(T / 2)
+	acts := k.decide(now, true)
+	if got := describe(acts, actHalt, actAcquire, actPresence); !slices.Equal(got, []string{"halt u0 refused"}) {
+		t.Fatalf("refusal: %v", got)
+	}
+	if other, ok := k.refusal(); !ok || other != "i0" {
+		t.Fatalf("refusal reported: %q %v", other, ok)
+	}
+	if _, again := k.refusal(); again {
+		t.Error("the refusal reported twice")
+	}
+	k.halted("u0", nil, now)
+	if k.fenceOf("u0").Open(now) {
+		t.Error("the fence of a unit given up is open")
+	}
+	acts = k.decide(now.Add(time.Millisecond), true)
+	if got := describe(acts, actRelease); !slices.Equal(got, []string{"release u0 @20"}) {
+		t.Fatalf("after the halt: %v", describe(acts))
+	}
+	if got := describe(acts, actAcquire, actPresence); len(got) != 0 {
+		t.Errorf("a refused process went on: %v", got)
+	}
+}
+
+// TestCoreFence: a holding's fence is open until its last successful write
+// + TTL, moves with renewals, and closes when the lease is lost.
+func TestCoreFence(t *testing.T) {
+	T := simTTL
+	k := startedCore("u0")
+	at := t0.Add(T / 3)
+	held(t, k, "u0", at, 20)
+	f := k.fenceOf("u0")
+	if !f.Open(at.Add(T-time.Nanosecond)) || f.Open(at.Add(T)) {
+		t.Fatalf("fence after the acquisition: deadline %v, want %v", f.Deadline(), at.Add(T))
+	}
+	renewAt := at.Add(T / 3)
+	var renewed bool
+	for _, a := range k.decide(renewAt, true) {
+		if a.kind == actRenew {
+			k.result(a, written, 22, renewAt)
+			renewed = true
+		}
+	}
+	if !renewed || !f.Open(renewAt.Add(T-time.Nanosecond)) || f.Open(renewAt.Add(T)) {
+		t.Fatalf("fence after the renewal: renewed %v, deadline %v, want %v", renewed, f.Deadline(), renewAt.Add(T))
+	}
+	// Someone else writes the lease: closed at once.
+	k.show(obs{key: "group.u0", rev: 23, val: lease("b", "j", false), seen: renewAt.Add(time.Second).Sub(t0)})
+	if f.Open(renewAt.Add(time.Second)) {
+		t.Error("the fence of a lost lease is open")
 	}
 }
 
@@ -486,13 +561,14 @@ type simEntry struct {
 }
 
 type simNode struct {
-	c      *core
-	name   string
-	up     bool // its writes reach the bucket, the bucket's changes reach it
-	start  time.Time
-	halts  []pendingHalt // slow halts, each ends at its deadline
-	dups   int
-	serves int
+	c       *core
+	name    string
+	up      bool // its writes reach the bucket, the bucket's changes reach it
+	start   time.Time
+	halts   []pendingHalt // slow halts, each ends at its deadline
+	dups    int
+	refused int
+	serves  int
 }
 
 type pendingHalt struct {
@@ -596,6 +672,9 @@ func (s *sim) run(d time.Duration) {
 				s.stopServing(n, h.unit)
 				return true
 			})
+			if _, ok := n.c.refusal(); ok {
+				n.refused++
+			}
 			for _, a := range n.c.decide(s.now, true) {
 				switch a.kind {
 				case actServe:
@@ -690,29 +769,27 @@ func TestCorePartition(t *testing.T) {
 }
 
 // TestCoreDuplicateSim: a second process with the same replica id starts
-// while the first holds every unit. The first's leases are older than the
-// second's first presence, so the second takes them as an earlier life's
-// (what unique replica ids are for); the first sees its leases written by
-// another and halts them at once, before the second serves (it serves from
-// its next decision; the KV waits acquireSettle). Each reports the other;
-// from then on no lease moves and no unit is served twice (the simulation
-// checks every Serve).
+// while the first holds every unit. The second does not take the first's
+// leases as an earlier life's (the first renews within the window), sees
+// the first's writes, and, having come later, refuses to serve; the first
+// reports the duplicate and goes on serving everything. No unit is ever
+// served twice (the simulation checks every Serve), and nothing moves.
 func TestCoreDuplicateSim(t *testing.T) {
 	s := newSim(t)
 	units := []string{"u0", "u1", "u2", "u3"}
 	a := s.add("r", "i1", units, 0)
 	s.run(3 * simTTL)
+	serves := a.serves
 	b := s.add("r", "i2", units, 0)
 	s.run(simTTL)
-	if a.dups == 0 || b.dups == 0 {
-		t.Fatalf("duplicate reported: first %d times, second %d", a.dups, b.dups)
+	if a.dups == 0 || b.refused != 1 || a.refused != 0 {
+		t.Fatalf("duplicate: the first reported it %d times and refused %d times; the second refused %d times", a.dups, a.refused, b.refused)
 	}
-	serves := a.serves + b.serves
 	s.run(20 * simTTL)
-	if got := a.serves + b.serves; got != serves {
-		t.Errorf("%d more Serves after both saw the duplicate: leases still move", got-serves)
+	if b.serves != 0 || a.serves != serves {
+		t.Errorf("Serves after the second started: first %d more, second %d", a.serves-serves, b.serves)
 	}
-	if len(s.serving) != len(units) {
-		t.Errorf("%d of %d units served", len(s.serving), len(units))
+	if s.count(a) != len(units) {
+		t.Errorf("the first serves %d of %d units", s.count(a), len(units))
 	}
 }

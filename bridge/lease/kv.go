@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/uastack/client"
 )
@@ -52,16 +53,21 @@ import (
 //     or whose revision check failed (someone else wrote the key), stops
 //     serving the unit (Handler.Halt, given until that write + T) — so it
 //     has stopped, with T/5 to spare, before anyone else may take the key.
-//     Fencing runs on a timer of its own, apart from the loop's I/O.
-//     Messages already in a sink's queue may still be delivered after that
-//     (at-least-once: possible duplicates, never a loss).
+//     Fencing runs on a timer of its own, apart from the loop's I/O. The
+//     holding's Fence (open until that write + T, closed when the holding
+//     ends) is checked at publish time by the writer group and the sinks'
+//     queues: a process paused past its deadline publishes nothing when it
+//     wakes, before any timer of its own has run; what the sinks had not
+//     published is left unacknowledged for the next holder.
 //   - Presence: "replica.<id>" is written every T/3; live replicas are those
 //     whose presence revision changed within T + T/5 (presence records older
 //     than 10 T by the writer's clock count as gone at once: they only bias
 //     the balance, never safety). Replica ids must be unique among running
 //     replicas: a write with this id by another process after this one's
 //     first presence is reported, and that process's leases are then
-//     treated as anyone else's (taken only once expired).
+//     treated as anyone else's (taken only once expired). Of the two, the
+//     one whose first presence came later (the values' "since") refuses to
+//     serve: it gives its units up, takes none and calls OnRefused.
 //   - Balance: each replica aims at ceil(units / live replicas). One above
 //     it releases at most one unit every T/3, and only while some live
 //     replica has less: Halt (its session is detached, keeping the upstream
@@ -72,7 +78,8 @@ import (
 //     longer than T by anyone.
 //   - A new replica waits T/3 after its first complete view before taking
 //     free units (so that it counts the others), and takes its own earlier
-//     leases at once.
+//     leases back once it has watched its id for T/3 + T/5 after its first
+//     presence without another process writing with it.
 //   - Close halts every unit and releases its lease with the final resume
 //     record, and deletes the presence: the others take over at once.
 //
@@ -132,8 +139,16 @@ type KVConfig struct {
 	TTL time.Duration
 	// ReplicaID names this replica; required.
 	ReplicaID string
+	// OnRefused is called (once, from the loop) when another process runs
+	// with this ReplicaID and was there first: this KV gives its units up
+	// and serves nothing from then on. The error says so.
+	OnRefused func(error)
 	Logger    *slog.Logger
 }
+
+// ErrDuplicateReplica is OnRefused's error: another live process uses this
+// replica id.
+var ErrDuplicateReplica = errors.New("lease: another running replica has this replica id")
 
 // KV holds leases of units in a NATS JetStream key-value bucket and calls a
 // Handler to serve those it holds. It implements resume.Store. Its methods
@@ -282,6 +297,16 @@ func (l *KV) Holders() []Holding {
 	return l.c.holders(now)
 }
 
+// Fence is the fence of the unit's holding (bridge/fence): open while this
+// replica's lease is known to be valid, closed once the holding ends; a
+// closed one when this replica does not hold the unit. The writer group
+// serving the unit publishes only while it is open.
+func (l *KV) Fence(name string) *fence.Fence {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c.fenceOf(name)
+}
+
 // LoadResume implements resume.Store: the record that came with the lease
 // (the previous holder's last one) or saved since.
 func (l *KV) LoadResume(name string) (resume.Record, bool, error) {
@@ -405,7 +430,16 @@ func (l *KV) step() (done bool) {
 	l.mu.Lock()
 	kv, closing := l.kv, l.c.closing
 	idle := l.c.idle()
+	other, refused := l.c.refusal()
 	l.mu.Unlock()
+	if refused {
+		err := fmt.Errorf("%w (%q, the other instance %s was there first): refusing to serve; give every replica its own scaleOut.replicaId",
+			ErrDuplicateReplica, l.cfg.ReplicaID, other)
+		l.log.Error("lease: "+err.Error(), "instance", l.instance)
+		if l.cfg.OnRefused != nil {
+			l.cfg.OnRefused(err)
+		}
+	}
 	if closing && (idle || kv == nil) {
 		return true
 	}
@@ -500,6 +534,8 @@ func (l *KV) logHalt(a action) {
 		l.log.Info("lease: releasing a unit to balance", "unit", a.unit)
 	case whyRemoved:
 		l.log.Info("lease: the unit is no longer configured; stopping it", "unit", a.unit)
+	case whyRefused:
+		l.log.Warn("lease: giving the unit up: another replica with this id was there first", "unit", a.unit)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -317,20 +316,19 @@ func TestKVRebalanceAndRestart(t *testing.T) {
 	if halts != 2 {
 		t.Errorf("%d halts to go from 4/0 to 2/2, want 2", halts)
 	}
-	mine := b.kv.Held()
-	// b dies (no release) and comes back under the same id: it takes its
-	// own leases again without waiting for them to expire.
+	// b dies (no release) and comes back at once under the same id. Its
+	// earlier life might be cut off rather than dead, serving until its
+	// fence closes, so its leases are taken back only once expired (the
+	// ledger checks that nothing is served twice); then the units are
+	// shared again.
+	crashed := time.Now()
 	b.crash()
-	testutil.WaitFor(t, 2*testTTL, "b fenced", func() bool { return g.count("b") == 0 })
-	restart := time.Now()
 	b2 := startReplica(t, ns.URL(), "b", g, fourUnits)
-	testutil.WaitFor(t, 10*time.Second, "b serves its units again", func() bool {
-		h := b2.kv.Held()
-		sort.Strings(h)
-		return strings.Join(h, ",") == strings.Join(mine, ",")
+	testutil.WaitFor(t, 10*time.Second, "b serves again, balanced 2/2", func() bool {
+		return len(b2.kv.Held()) > 0 && balanced(g, 4, "a", "b")()
 	})
-	if d := time.Since(restart); d > testTTL {
-		t.Errorf("the restarted replica took %v to take its leases back", d)
+	if d := time.Since(crashed); d < testTTL {
+		t.Errorf("the restarted replica served %v after the crash: before its earlier life's leases expired", d)
 	}
 	g.check(t)
 }

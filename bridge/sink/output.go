@@ -108,6 +108,9 @@ type OutputStats struct {
 	// DeadLettered counts messages the sink refused for good that
 	// OutputOptions.DeadLetters kept.
 	DeadLettered uint64 `json:"deadLettered"`
+	// Fenced counts messages not published because their writer group's
+	// lease deadline had passed (Message.Fence; scale-out).
+	Fenced uint64 `json:"fenced"`
 	// Reconnects counts successful connections after the first; ConnectFailures
 	// counts failed attempts.
 	Reconnects      uint64    `json:"reconnects"`
@@ -594,11 +597,22 @@ func (o *Output) nextFailedLocked() int {
 	return -1
 }
 
-// publish hands m, already in the window as slotSent, to the sink.
+// publish hands m, already in the window as slotSent, to the sink; a
+// message past its fence is settled instead (undelivered at least once: the
+// next holder of its group gets the data again).
 func (o *Output) publish(m *Message) {
 	n := uint64(m.Len()) // m may be settled and gone once Publish returns
-	err := o.sink.Publish(m, o)
+	var err error
+	fenced := m.Fence != nil && !m.Fence.Open(time.Now())
+	if !fenced {
+		err = o.sink.Publish(m, o)
+	}
 	o.mu.Lock()
+	if fenced {
+		o.stats.Fenced++
+		o.settleSentLocked(m)
+		return
+	}
 	if err == nil {
 		o.stats.Sent++
 		o.stats.SentBytes += n
@@ -606,11 +620,10 @@ func (o *Output) publish(m *Message) {
 		return
 	}
 	// Publish failed, so the sink will not confirm m: the slot is still ours.
-	i := o.findSentLocked(m)
-	s := o.window.at(i)
-	o.sentN--
 	o.setErrLocked(err)
 	if errors.Is(err, ErrNotConnected) {
+		s := o.window.at(o.findSentLocked(m))
+		o.sentN--
 		s.state = slotFailed
 		o.failedN++
 		o.connected = false
@@ -621,8 +634,7 @@ func (o *Output) publish(m *Message) {
 		return
 	}
 	o.stats.Errors++
-	s.state, s.m = slotDone, nil
-	o.compactLocked()
+	o.releaseSentLocked(m)
 	o.mu.Unlock()
 	outcome := o.closedOutcome()
 	if dl := o.opts.DeadLetters; dl != nil && dl.DeadLetter(o.stats.Name, m, err) {
@@ -632,13 +644,35 @@ func (o *Output) publish(m *Message) {
 		o.stats.DeadLettered++
 		o.mu.Unlock()
 	} else {
-		o.log.Warn("sink refused a message", "err", err, "bytes", m.Len())
+		o.log.Warn("sink refused a message", "err", err, "bytes", n)
 	}
 	if !outcome {
 		o.mu.Lock()
 		o.stats.Undelivered++
 		o.mu.Unlock()
 	}
+	m.Done(outcome)
+}
+
+// releaseSentLocked takes m, in the window as slotSent and not handed to
+// the sink, out of the window; o.mu held.
+func (o *Output) releaseSentLocked(m *Message) {
+	s := o.window.at(o.findSentLocked(m))
+	o.sentN--
+	s.state, s.m = slotDone, nil
+	o.compactLocked()
+}
+
+// settleSentLocked settles m, in the window as slotSent and not handed to
+// the sink, as undelivered (at-most-once outputs: as done); o.mu held,
+// released.
+func (o *Output) settleSentLocked(m *Message) {
+	o.releaseSentLocked(m)
+	outcome := o.closedOutcome()
+	if !outcome {
+		o.stats.Undelivered++
+	}
+	o.mu.Unlock()
 	m.Done(outcome)
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/internal/testutil"
 )
 
@@ -540,4 +541,45 @@ func enqueueBlocks(t *testing.T, o *Output, m *Message, enqueued uint64, msg str
 	case <-time.After(50 * time.Millisecond): // a wait for nothing to happen: the negative check
 	}
 	return returned
+}
+
+// TestOutputFence: what the broker did not confirm when the connection was
+// lost is not resent once its writer group's holding has ended (its fence
+// closed: another replica may serve the group and resend the same data
+// itself) — settled undelivered, so it is not acknowledged upstream; a
+// message whose fence passed while it waited in the queue is not published
+// either; a message of the next holding (an open fence) is.
+func TestOutputFence(t *testing.T) {
+	s := &scriptSink{guarantee: config.AtLeastOnce}
+	o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, MaxInFlight: 5})
+	o.Start()
+	tr := newTracker()
+	holding := fence.New(1, time.Now().Add(time.Hour))
+	for i := range 8 {
+		m := counterMessage(tr, i)
+		m.Fence = holding
+		o.Enqueue(m)
+	}
+	testutil.WaitFor(t, 10*time.Second, "5 in flight", func() bool { return s.npending() == 5 })
+	holding.Close() // the group was halted while the broker was away
+	s.mu.Lock()
+	s.notConnected = 1
+	s.mu.Unlock()
+	s.confirm(func(int) error { return ErrNotConnected })
+	next := counterMessage(tr, 8)
+	next.Fence = fence.New(2, time.Now().Add(time.Hour))
+	o.Enqueue(next)
+	testutil.WaitFor(t, 10*time.Second, "the fenced ones settled, the next published", func() bool { return tr.settled() == 8 && s.npending() == 1 })
+	if got := s.publishedCopy(); !slices.Equal(got, []int{0, 1, 2, 3, 4, 8}) {
+		t.Errorf("published %v, want 0..4 once, then 8 (the next holding's)", got)
+	}
+	s.confirm(func(int) error { return nil })
+	testutil.WaitFor(t, 10*time.Second, "all settled", func() bool { return tr.settled() == 9 })
+	if err := closeOutput(t, o, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tr.check(t, 9, func(tok uint64) bool { return tok == 8 })
+	if st := o.Stats(); st.Fenced != 8 || st.Undelivered != 8 {
+		t.Errorf("fenced %d, undelivered %d; want 8 and 8", st.Fenced, st.Undelivered)
+	}
 }

@@ -22,7 +22,8 @@
 //
 // Only an at-least-once output that could not get a broker's confirmation
 // (it is being closed with the message still unconfirmed, or the message can
-// never be delivered). An at-most-once output, and a drop-oldest queue that
+// never be delivered), or that did not publish a message because its
+// Fence had passed (its writer group's holding under scale-out ended). An at-most-once output, and a drop-oldest queue that
 // drops a message, pass true: they never hold an upstream acknowledgement
 // back.
 //
@@ -48,6 +49,7 @@ import (
 	"sync/atomic"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/fence"
 	"github.com/uagate/gateway/pooling"
 )
 
@@ -120,6 +122,9 @@ type Message struct {
 	// Created is the UnixNano when the pipeline encoded the message, for the
 	// source-to-sink latency.
 	Created int64
+	// Fence, when set, is the lease deadline of the writer group that made
+	// the message (scale-out): an Output does not publish it once passed.
+	Fence *fence.Fence
 
 	buf    *pooling.Buffer
 	refs   atomic.Int32

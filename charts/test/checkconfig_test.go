@@ -87,9 +87,11 @@ func TestConfigAccepted(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			env := environWithout("UAGATE_")
+			// The secrets' mount moved: the secret directory with it.
+			env := append(environWithout("UAGATE_"), "UAGATE_SECRETS_DIR="+secretsDir)
 			for _, e := range c.Env {
 				switch {
+				case e.Name == "UAGATE_SECRETS_DIR":
 				case e.ValueFrom == nil:
 					env = append(env, e.Name+"="+e.Value)
 				case e.ValueFrom.SecretKeyRef != nil:

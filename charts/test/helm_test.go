@@ -108,6 +108,7 @@ type rendered struct {
 	pdb            *policyv1.PodDisruptionBudget
 	netpol         *networkingv1.NetworkPolicy
 	serviceMonitor map[string]any // no CRD types: unstructured
+	testPod        *corev1.Pod    // the helm test hook
 	objects        []metav1.Object
 }
 
@@ -197,6 +198,13 @@ func decodeAll(t *testing.T, stream string) *rendered {
 			r.netpol = new(networkingv1.NetworkPolicy)
 			strict(r.netpol)
 			obj = r.netpol
+		case "v1 Pod":
+			if r.testPod != nil {
+				t.Fatal("two Pods")
+			}
+			r.testPod = new(corev1.Pod)
+			strict(r.testPod)
+			obj = r.testPod
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			var m map[string]any
 			strict(&m)

@@ -38,6 +38,17 @@ func TestRefuses(t *testing.T) {
 		{"shared claim for replicas", []string{"persistence.existingClaim=c", "replicaCount=2", "scaleOut.enabled=true", nats}, "each replica needs a state directory of its own"},
 		{"shared claim without persistence", []string{"persistence.enabled=false", "persistence.existingClaim=c", "replicaCount=2", "scaleOut.enabled=true", nats}, ""},
 		{"budget with both", []string{"podDisruptionBudget.enabled=true", "podDisruptionBudget.minAvailable=1"}, "not both"},
+		// The chart never installs a gateway that anyone can drive.
+		{"no keys at all", []string{"api.generateKeys=false"}, "api: no API keys"},
+		{"no keys, opened on purpose", []string{"api.generateKeys=false", "api.allowUnauthenticated=true"}, ""},
+		{"a keys file of one's own", []string{"api.generateKeys=false", "secrets.values.keys=x", "api.keysSecretKey=keys"}, ""},
+		{"inline keys", []string{"api.generateKeys=false", "config.yaml.http.apiKeys[0].role=admin", "config.yaml.http.apiKeys[0].token.env=K"}, ""},
+		{"monitor without a token", []string{"metrics.serviceMonitor.enabled=true", "secrets.values.keys=x", "api.keysSecretKey=keys"}, "needs a read key"},
+		{"monitor with a token", []string{"metrics.serviceMonitor.enabled=true", "secrets.values.keys=x", "api.keysSecretKey=keys",
+			"metrics.serviceMonitor.tokenSecret.name=prom", "metrics.serviceMonitor.tokenSecret.key=read"}, ""},
+		{"monitor of public metrics", []string{"metrics.serviceMonitor.enabled=true", "api.generateKeys=false", "api.allowUnauthenticated=true"}, ""},
+		{"own certificate without its URI", []string{"pki.ownSecret=gw-cert"}, "pki.ownSecret needs pki.applicationUri"},
+		{"bad readiness", []string{"ready.endpoints=some"}, "at '/ready/endpoints'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := renderErr(t, "", tc.sets...)

@@ -369,12 +369,13 @@ func checkDefault(t *testing.T, r *rendered) {
 		e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || e.ValueFrom.ResourceFieldRef.Divisor.String() != "1" {
 		t.Errorf("UAGATE_MEMORY_LIMIT: want limits.memory in bytes from the downward API, got %+v", e)
 	}
-	if mount(c, "secrets") != nil || len(r.secrets) != 0 {
-		t.Errorf("a secret without secrets configured")
+	if mount(c, "secrets") != nil {
+		t.Errorf("a secret mounted without secrets configured")
 	}
-	if r.pdb != nil || r.netpol != nil || r.serviceMonitor != nil {
-		t.Errorf("optional objects rendered by default: pdb %v netpol %v servicemonitor %v", r.pdb != nil, r.netpol != nil, r.serviceMonitor != nil)
+	if r.pdb != nil || r.serviceMonitor != nil {
+		t.Errorf("optional objects rendered by default: pdb %v servicemonitor %v", r.pdb != nil, r.serviceMonitor != nil)
 	}
+	checkSafeDefaults(t, r)
 	if sts.Spec.Template.Annotations["checksum/config"] == "" {
 		t.Errorf("no checksum/config annotation: %v", sts.Spec.Template.Annotations)
 	}
@@ -449,8 +450,8 @@ func checkSecretsMonitoring(t *testing.T, r *rendered) {
 	if v := volume(r, "secrets"); v == nil || v.Secret == nil || v.Secret.SecretName != "uagate-credentials" {
 		t.Errorf("secrets volume: %+v", v)
 	}
-	if len(r.secrets) != 0 {
-		t.Errorf("a Secret rendered beside the existing one: %v", keys(r.secrets))
+	if len(r.secrets) != 1 || r.secrets[fullname+"-api-keys"] == nil {
+		t.Errorf("Secrets rendered beside the existing one: %v (want only the generated API keys)", keys(r.secrets))
 	}
 	wantEnvFromSecret(t, c, "MQTT_PASSWORD", "uagate-credentials", "mqtt-password")
 	cfg := gatewayConfig(t, r)
@@ -491,6 +492,11 @@ func checkSecretsMonitoring(t *testing.T, r *rendered) {
 	}
 	if got := at(t, sm, "spec", "namespaceSelector", "matchNames", 0); got != namespace {
 		t.Errorf("ServiceMonitor namespaceSelector: %v", got)
+	}
+	// It authenticates with the generated read key.
+	if at(t, ep, "authorization", "type") != "Bearer" || at(t, ep, "authorization", "credentials", "name") != fullname+"-api-keys" ||
+		at(t, ep, "authorization", "credentials", "key") != "read" {
+		t.Errorf("ServiceMonitor authorization: %v", ep)
 	}
 	for k := range at(t, sm, "spec").(map[string]any) {
 		if k != "selector" && k != "namespaceSelector" && k != "endpoints" {
@@ -592,5 +598,102 @@ func TestMemoryLimitOnlyWithLimit(t *testing.T) {
 	wantQuantity(t, "memory limit", c.Resources.Limits[corev1.ResourceMemory], "2Gi")
 	if e := envVar(c, "UAGATE_MEMORY_LIMIT"); e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil {
 		t.Errorf("UAGATE_MEMORY_LIMIT with a 2Gi limit: %+v", e)
+	}
+}
+
+// checkSafeDefaults: the chart as installed needs API keys — two generated
+// into a Secret, mounted as the keys file — refuses other hosts than the
+// Service's names, admits only the namespace's pods and Prometheus to the
+// http port, stays ready while one PLC is unreachable, and has a helm test
+// that runs gateway status against the Service with the read key.
+func checkSafeDefaults(t *testing.T, r *rendered) {
+	t.Helper()
+	c := gateway(t, r)
+	wantEnv(t, c, "UAGATE_HTTP_ALLOW_UNAUTHENTICATED", "false")
+	wantEnv(t, c, "UAGATE_API_KEYS_FILE", "/etc/uagate/api-keys/keys")
+	wantEnv(t, c, "UAGATE_HTTP_PUBLIC_METRICS", "false")
+	wantEnv(t, c, "UAGATE_HTTP_READY_ENDPOINTS", "any")
+	wantEnv(t, c, "UAGATE_HTTP_READY_SINKS", "all")
+	wantEnv(t, c, "UAGATE_HTTP_ALLOWED_HOSTS", strings.Join([]string{fullname, fullname + "." + namespace, fullname + "." + namespace + ".svc",
+		fullname + "." + namespace + ".svc.cluster.local", "." + fullname + "-headless." + namespace + ".svc",
+		"." + fullname + "-headless." + namespace + ".svc.cluster.local"}, ","))
+	s := r.secrets[fullname+"-api-keys"]
+	if s == nil {
+		t.Fatalf("no Secret %s-api-keys: %v", fullname, keys(r.secrets))
+	}
+	admin, read := string(s.Data["admin"]), string(s.Data["read"])
+	if len(admin) < 32 || len(read) < 32 || admin == read {
+		t.Errorf("generated keys: admin %d characters, read %d, equal %v", len(admin), len(read), admin == read)
+	}
+	if got, want := string(s.Data["keys"]), "admin "+admin+" admin\nread "+read+" read\n"; got != want {
+		t.Errorf("keys file %q, want %q", got, want)
+	}
+	if m, v := mount(c, "api-keys"), volume(r, "api-keys"); m == nil || !m.ReadOnly || m.MountPath != "/etc/uagate/api-keys" ||
+		v == nil || v.Secret == nil || v.Secret.SecretName != s.Name || len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "keys" {
+		t.Errorf("api-keys mount %+v, volume %+v", m, v)
+	}
+	np := r.netpol
+	if np == nil {
+		t.Fatal("no NetworkPolicy by default")
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 2 {
+		t.Fatalf("ingress: %+v", np.Spec.Ingress)
+	}
+	ns, prom := np.Spec.Ingress[0].From[0], np.Spec.Ingress[0].From[1]
+	if ns.PodSelector == nil || len(ns.PodSelector.MatchLabels) != 0 || ns.NamespaceSelector != nil ||
+		prom.NamespaceSelector == nil || prom.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+		t.Errorf("ingress peers: %+v", np.Spec.Ingress[0].From)
+	}
+	p := r.testPod
+	if p == nil {
+		t.Fatal("no helm test pod")
+	}
+	if p.Annotations["helm.sh/hook"] != "test" || len(p.Spec.Containers) != 1 {
+		t.Fatalf("test pod: %+v", p.ObjectMeta)
+	}
+	tc := &p.Spec.Containers[0]
+	if !reflect.DeepEqual(tc.Args, []string{"status", "-api", "http://" + fullname + ":8080"}) || tc.Image != c.Image {
+		t.Errorf("test pod runs %s %q", tc.Image, tc.Args)
+	}
+	if e := envVar(tc, "UAGATE_API_TOKEN"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != s.Name || e.ValueFrom.SecretKeyRef.Key != "read" {
+		t.Errorf("test pod token: %+v", e)
+	}
+	if tc.SecurityContext == nil || !isTrue(tc.SecurityContext.ReadOnlyRootFilesystem) {
+		t.Errorf("test pod securityContext: %+v", tc.SecurityContext)
+	}
+}
+
+// TestPKISeed: the PKI Secrets are mounted under the seed directory the
+// gateway imports into every replica's store, with the application URI of
+// the shared certificate.
+func TestPKISeed(t *testing.T) {
+	r := render(t, "scaleout", "pki.applicationUri=urn:plant1:uagate:gateway", "pki.ownSecret=gw-cert",
+		"pki.trustedSecret=plc-certs", "pki.trustedCrlSecret=plc-crls")
+	c := gateway(t, r)
+	wantEnv(t, c, "UAGATE_PKI_SEED", "/etc/uagate/pki-seed")
+	wantEnv(t, c, "UAGATE_APPLICATION_URI", "urn:plant1:uagate:gateway")
+	for dir, secret := range map[string]string{"own": "gw-cert", "trusted": "plc-certs", "trusted-crl": "plc-crls"} {
+		m, v := mount(c, "pki-seed-"+dir), volume(r, "pki-seed-"+dir)
+		if m == nil || m.MountPath != "/etc/uagate/pki-seed/"+dir || !m.ReadOnly || v == nil || v.Secret == nil || v.Secret.SecretName != secret {
+			t.Errorf("%s: mount %+v, volume %+v", dir, m, v)
+		}
+	}
+	if mount(c, "pki-seed-issuers") != nil {
+		t.Error("an issuers seed without pki.issuersSecret")
+	}
+	if e := envVar(gateway(t, render(t, "default")), "UAGATE_PKI_SEED"); e != nil {
+		t.Errorf("UAGATE_PKI_SEED without PKI Secrets: %+v", e)
+	}
+}
+
+// TestPublicMetrics: with api.publicMetrics the ServiceMonitor scrapes
+// without a token and the gateway serves /metrics without one.
+func TestPublicMetrics(t *testing.T) {
+	r := render(t, "secrets-monitoring", "api.publicMetrics=true")
+	wantEnv(t, gateway(t, r), "UAGATE_HTTP_PUBLIC_METRICS", "true")
+	ep := at(t, r.serviceMonitor, "spec", "endpoints", 0).(map[string]any)
+	if _, ok := ep["authorization"]; ok {
+		t.Errorf("ServiceMonitor with public metrics authenticates: %v", ep)
 	}
 }

@@ -14,13 +14,14 @@ import (
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	skip := fs.Bool("skip-secrets", false, "do not read the secrets' files and variables (they exist only where the gateway runs: a pod's mounts)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: gateway check-config FILE
+		fmt.Fprint(fs.Output(), `Usage: gateway check-config [-skip-secrets] FILE
 
 Loads FILE (YAML, or OPC Publisher's publishednodes.json) with the UAGATE_
-environment overrides and the defaults, resolves its secrets and validates it.
-Prints the warnings and a summary and exits 0, or prints every error (file,
-line, field, reason) and exits 2.
+environment overrides and the defaults, resolves its secrets (unless
+-skip-secrets) and validates it. Prints the warnings and a summary and exits
+0, or prints every error (file, line, field, reason) and exits 2.
 `)
 		fs.PrintDefaults()
 	}
@@ -32,7 +33,7 @@ line, field, reason) and exits 2.
 		fs.Usage()
 		return fmt.Errorf("%w: check-config needs one file", errUsage)
 	}
-	c, warns, err := config.Load(pos[0])
+	c, warns, err := config.LoadWith(pos[0], config.LoadOptions{SkipSecrets: *skip})
 	for _, w := range warns {
 		fmt.Fprintln(stdout, "warning:", w)
 	}

@@ -94,8 +94,31 @@ writerGroups:
 		if code, _, errs := runCheck(t, missing); code != 2 || !strings.Contains(errs, missing+": open: no such file or directory") {
 			t.Errorf("missing file: exit %d\n%s", code, errs)
 		}
-		if code, _, errs := runCheck(t, "-h"); code != 0 || !strings.Contains(errs, "Usage: gateway check-config FILE") {
+		if code, _, errs := runCheck(t, "-h"); code != 0 || !strings.Contains(errs, "Usage: gateway check-config [-skip-secrets] FILE") {
 			t.Errorf("-h: exit %d\n%s", code, errs)
 		}
 	})
+}
+
+// TestCheckConfigSkipSecrets: a configuration whose secrets live only in
+// the pod (the chart's mount) checks outside it with -skip-secrets; without
+// it the missing file is an error. A secret file outside the secret
+// directories is an error either way.
+func TestCheckConfigSkipSecrets(t *testing.T) {
+	p := writeFile(t, "gw.yaml", `
+endpoints:
+  - name: plc
+    url: opc.tcp://plc.example:4840
+    identity: {username: op, password: {file: /etc/uagate/secrets/plc-password-not-here}}
+`)
+	if code, _, stderr := runCheck(t, p); code != 2 || !strings.Contains(stderr, "plc-password-not-here") {
+		t.Errorf("without -skip-secrets: %d %s", code, stderr)
+	}
+	if code, stdout, stderr := runCheck(t, "-skip-secrets", p); code != 0 || !strings.HasPrefix(stdout, "ok: ") {
+		t.Errorf("-skip-secrets: %d %s %s", code, stdout, stderr)
+	}
+	bad := writeFile(t, "bad.yaml", "endpoints: [{name: plc, url: 'opc.tcp://plc:4840', identity: {username: op, password: {file: /etc/passwd}}}]\n")
+	if code, _, stderr := runCheck(t, "-skip-secrets", bad); code != 2 || !strings.Contains(stderr, "outside the secret directories") {
+		t.Errorf("a secret file outside: %d %s", code, stderr)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,7 +44,7 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.password, "password", "", "`password` for -user (visible in the process list: prefer $"+passwordEnv+")")
 	fs.StringVar(&f.certFile, "cert", "", "X.509 user certificate `file` (DER or PEM), with -key")
 	fs.StringVar(&f.keyFile, "key", "", "private key `file` (PEM, PKCS#1 or PKCS#8) of -cert")
-	fs.StringVar(&f.pkiDir, "pki", "./pki", "certificate store `dir`ectory (own, trusted, rejected certificates)")
+	fs.StringVar(&f.pkiDir, "pki", defaultPKIDir(), "certificate store `dir`ectory (own, trusted, rejected certificates); default the one `gateway run` uses")
 	fs.BoolVar(&f.autoAccept, "auto-accept", false, "trust unknown server certificates (development only)")
 	fs.BoolVar(&f.allowDeprecated, "allow-deprecated", false, "allow the deprecated policies Basic128Rsa15 and Basic256")
 	fs.BoolVar(&f.skipHostname, "skip-hostname-check", false, "accept a server certificate that does not name the host of the endpoint URL")
@@ -163,4 +165,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// defaultPKIDir is the certificate store `gateway run` uses by default:
+// <stateDir>/pki, the state directory from $UAGATE_STATE_DIR as for run.
+func defaultPKIDir() string {
+	return filepath.Join(cmp.Or(os.Getenv("UAGATE_STATE_DIR"), config.DefaultStateDir), "pki")
 }

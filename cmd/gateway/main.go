@@ -56,6 +56,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdNodes(ctx, args[1:], stdout, stderr)
 	case "check-config":
 		err = cmdCheckConfig(args[1:], stdout, stderr)
+	case "healthcheck":
+		err = cmdHealthcheck(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = bench.Run(ctx, args[1:], stdout, stderr)
 	case "bench-subscriber": // the counting subscriber of bench, in a process of its own
@@ -109,8 +111,11 @@ Usage:
   gateway status [-api URL]    endpoints, writer groups and sinks of a running gateway
   gateway nodes list|add|remove -group G -writer W [node ...]
                                change the nodes of a running gateway (REST API)
-  gateway check-config FILE    validate a configuration file (YAML or OPC Publisher's
+  gateway check-config [-skip-secrets] FILE
+                               validate a configuration file (YAML or OPC Publisher's
                                publishednodes.json): warnings and a summary, or every error
+  gateway healthcheck          GET /readyz of the gateway beside it: exit 0 when ready, 1 when
+                               not (a container's HEALTHCHECK)
   gateway bench [flags]        end-to-end benchmark: simulation server → gateway (and the
                                gopcua baseline) → NATS → counting subscriber (gateway bench -h)
   gateway pki [-pki dir] list | trust <thumbprint>

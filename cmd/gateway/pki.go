@@ -15,7 +15,7 @@ import (
 func cmdPKI(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("pki", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("pki", "./pki", "certificate store `dir`ectory")
+	dir := fs.String("pki", defaultPKIDir(), "certificate store `dir`ectory; default the one `gateway run` uses (<stateDir>/pki, $UAGATE_STATE_DIR)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: gateway pki [-pki dir] list\n       gateway pki [-pki dir] trust <thumbprint>\n\nFlags:\n")
 		fs.PrintDefaults()

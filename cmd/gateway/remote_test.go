@@ -57,7 +57,18 @@ func TestRemoteCommands(t *testing.T) {
 		return out.String() + errOut.String(), code
 	}
 
+	healthcheck := func() (string, int) {
+		var out bytes.Buffer
+		code := run([]string{"healthcheck"}, nil, &out, &out) // the port from $UAGATE_HTTP_LISTEN
+		return out.String(), code
+	}
+	if out, code := healthcheck(); code != 1 || !strings.Contains(out, "not healthy") {
+		t.Fatalf("healthcheck without a gateway: exit %d\n%s", code, out)
+	}
 	stop := start()
+	if out, code := healthcheck(); code != 0 || !strings.Contains(out, `healthy: {"ready":true`) {
+		t.Fatalf("healthcheck: exit %d\n%s", code, out)
+	}
 	if out, code := remote("status"); code != 0 || !strings.Contains(out, "Connected") || !strings.Contains(out, "mqtt") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
@@ -89,6 +100,15 @@ func TestRemoteCommands(t *testing.T) {
 	}
 	if out, code := remote("nodes", "add", "-group", "nope", "-writer", "x", "ns=1;s=X"); code != 1 || !strings.Contains(out, "404") {
 		t.Fatalf("nodes add to an unknown group: exit %d\n%s", code, out)
+	}
+	// A node the server does not have: taken by the gateway, refused by the
+	// server; the command says so and exits non-zero.
+	if out, code := remote("nodes", "add", "-group", "demo", "-writer", "demo", "Ghost=ns=1;s=No.Such.Node"); code != 1 ||
+		!strings.Contains(out, "refused by the server: Ghost (ns=1;s=No.Such.Node): BadNodeIdUnknown") {
+		t.Fatalf("nodes add of an unknown node: exit %d\n%s", code, out)
+	}
+	if out, code := remote("nodes", "remove", "-group", "demo", "-writer", "demo", "Ghost"); code != 0 {
+		t.Fatalf("nodes remove Ghost: exit %d\n%s", code, out)
 	}
 	logs := stop()
 	saved, err := os.ReadFile(filepath.Join(state, config.SavedName))

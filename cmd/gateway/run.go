@@ -201,6 +201,7 @@ Flags:
 	case <-ctx.Done():
 	case <-counted:
 	case err = <-failed:
+	case err = <-gw.Fatal():
 	}
 	logger.Info("stopping", "timeout", cfg.Gateway.ShutdownTimeout.D())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Gateway.ShutdownTimeout.D())

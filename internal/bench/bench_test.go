@@ -53,11 +53,11 @@ func TestGatewayConfig(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", fields, err, text)
 		}
-		if !cfg.StoreAndForward.On() {
+		if !cfg.StoreOn() {
 			t.Errorf("%s: the store-and-forward log is off", fields)
 		}
-		if off, _, err := config.Parse(gatewayConfig(&o, "opc.tcp://127.0.0.1:4840", "/tmp/state", false), "bench.yaml"); err != nil || off.StoreAndForward.On() {
-			t.Errorf("%s: without the log: %v, on=%v", fields, err, off != nil && off.StoreAndForward.On())
+		if off, _, err := config.Parse(gatewayConfig(&o, "opc.tcp://127.0.0.1:4840", "/tmp/state", false), "bench.yaml"); err != nil || off.StoreOn() {
+			t.Errorf("%s: without the log: %v, on=%v", fields, err, off != nil && off.StoreOn())
 		}
 		// The one warning: the simulation server's certificate is trusted as it is.
 		if len(warns) != 1 || warns[0].Path != "endpoints[0].autoAccept" {

@@ -1,7 +1,7 @@
-// The REST API client: JSON in and out, RFC 9457 problems as ApiError, the
-// API key (if the gateway asks for one) kept in this browser's localStorage.
-
-const KEY = "uagate.apiKey";
+// The REST API client: JSON in and out, RFC 9457 problems as ApiError.
+// Credentials are the gateway's session cookie (HttpOnly, SameSite=Strict),
+// set by login(): this page's scripts never keep the API key, and it never
+// goes into a URL.
 
 export class ApiError extends Error {
   constructor(status, problem) {
@@ -11,12 +11,15 @@ export class ApiError extends Error {
   }
 }
 
-export function apiKey() {
-  try { return localStorage.getItem(KEY) || ""; } catch { return ""; }
+// login signs this browser in with an API key (the gateway answers with
+// the session cookie); it resolves to {name, role} or throws ApiError.
+export async function login(key) {
+  return request("POST", "/api/v1/login", { key });
 }
 
-export function setApiKey(k) {
-  try { k ? localStorage.setItem(KEY, k) : localStorage.removeItem(KEY); } catch { /* private mode */ }
+// logout ends the session.
+export async function logout() {
+  return request("POST", "/api/v1/logout", {});
 }
 
 // onUnauthorized is called (once per burst) when the API answers 401.
@@ -26,9 +29,7 @@ export function onUnauthorized(fn) { unauthorized = fn; }
 
 export async function request(method, path, body) {
   const headers = { Accept: "application/json" };
-  const k = apiKey();
-  if (k) headers.Authorization = "Bearer " + k;
-  const init = { method, headers, cache: "no-store" };
+  const init = { method, headers, cache: "no-store", credentials: "same-origin" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -46,7 +47,7 @@ export async function request(method, path, body) {
     try { data = JSON.parse(text); } catch { data = { detail: text.slice(0, 200) }; }
   }
   if (!resp.ok) {
-    if (resp.status === 401 && !asking) {
+    if (resp.status === 401 && !asking && path !== "/api/v1/login") {
       asking = true;
       Promise.resolve(unauthorized()).finally(() => { asking = false; });
     }

@@ -2,7 +2,7 @@
 // over the WebSocket, and drives the node browser and the certificate
 // decisions. Every figure shown comes from the gateway; nothing is guessed.
 
-import { get, post, del, all, enc, apiKey, setApiKey, onUnauthorized } from "./api.js";
+import { get, post, del, all, enc, login, logout, onUnauthorized } from "./api.js";
 import { ValueTable, Stream, esc } from "./values.js";
 import { NodeBrowser } from "./browser.js";
 import { Ring, path } from "./spark.js";
@@ -20,14 +20,26 @@ function toast(text, kind = "") {
   setTimeout(() => t.remove(), kind === "err" ? 9000 : 4000);
 }
 
+// askKey shows the sign-in form: the key goes to the gateway once, which
+// answers with a session cookie this page cannot read.
 function askKey() {
   return new Promise((resolve) => {
     const d = $("dlg-key");
     if (d.open) return resolve();
-    $("dlg-key-input").value = apiKey();
-    d.onclose = () => {
-      if (d.returnValue === "save") setApiKey($("dlg-key-input").value.trim());
-      if (d.returnValue === "clear") setApiKey("");
+    $("dlg-key-input").value = "";
+    $("dlg-key-error").textContent = "";
+    d.onclose = async () => {
+      const key = $("dlg-key-input").value.trim();
+      $("dlg-key-input").value = "";
+      try {
+        if (d.returnValue === "save" && key) {
+          const who = await login(key);
+          toast(`Signed in (${who.role})`);
+        }
+        if (d.returnValue === "clear") { await logout(); toast("Signed out"); }
+      } catch (e) {
+        toast(e.message, "err");
+      }
       resolve();
       stream?.ws?.close();
       poll();
@@ -118,10 +130,7 @@ const browser = new NodeBrowser({
 });
 $("val-group").addEventListener("change", () => { selectedGroup = $("val-group").value; renderGroups(); });
 
-const wsURL = () => {
-  const k = apiKey();
-  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws?kind=data,metadata` + (k ? "&access_token=" + enc(k) : "");
-};
+const wsURL = () => `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws?kind=data,metadata`;
 let stream;
 
 // ---- endpoints -------------------------------------------------------------

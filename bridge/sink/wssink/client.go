@@ -22,6 +22,9 @@ type client struct {
 	remote string
 	caller string                    // who sends commands (Options.CallerOf)
 	sel    atomic.Pointer[selection] // nil: not subscribed yet
+	// commanded: the client sent a command; a command client needs no
+	// subscription to count as in use (Options.SubscribeTimeout).
+	commanded atomic.Bool
 
 	// mu orders offers with the client's end: once closed is set, nothing is
 	// queued any more, so release can settle everything that was.
@@ -273,6 +276,7 @@ func (c *client) readLoop() {
 			continue
 		}
 		if cmd, ok := commandOf(p); ok && c.hub.opts.Commands != nil {
+			c.commanded.Store(true)
 			c.hub.opts.Commands(c.caller, cmd, c.reply)
 			continue
 		}

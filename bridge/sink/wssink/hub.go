@@ -36,9 +36,12 @@ const (
 	DefaultPingInterval = 30 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultMaxClients   = 1024
-	DefaultMaxMetaData  = 4096
-	DefaultReadLimit    = 16 << 10
-	DefaultWriteBuffer  = 16 << 10
+	// DefaultSubscribeTimeout bounds how long a client may stay connected
+	// without a subscription.
+	DefaultSubscribeTimeout = 10 * time.Second
+	DefaultMaxMetaData      = 4096
+	DefaultReadLimit        = 16 << 10
+	DefaultWriteBuffer      = 16 << 10
 )
 
 // closeGrace bounds writing a close frame and waiting for the peer's reply
@@ -69,6 +72,11 @@ type Options struct {
 	// MaxClients bounds the connected clients; more are refused with 503.
 	// Default 1024.
 	MaxClients int
+	// SubscribeTimeout: a client that has neither subscribed (in its URL or
+	// with a first message) nor sent a command this long after connecting
+	// is closed, so that idle connections cannot hold the MaxClients slots.
+	// Default DefaultSubscribeTimeout.
+	SubscribeTimeout time.Duration
 	// MaxMetaData bounds the cached metadata messages (one per dataset
 	// writer). Default 4096.
 	MaxMetaData int
@@ -108,6 +116,9 @@ func (o *Options) ensureDefaults() {
 	if o.MaxClients <= 0 {
 		o.MaxClients = DefaultMaxClients
 	}
+	if o.SubscribeTimeout <= 0 {
+		o.SubscribeTimeout = DefaultSubscribeTimeout
+	}
 	if o.MaxMetaData <= 0 {
 		o.MaxMetaData = DefaultMaxMetaData
 	}
@@ -130,6 +141,7 @@ type Stats struct {
 	Sent       uint64 `json:"sent"`       // messages written to clients (one per client)
 	Bytes      uint64 `json:"bytes"`      // payload bytes written to clients
 	SlowClosed uint64 `json:"slowClosed"` // clients closed because their queue was full
+	IdleClosed uint64 `json:"idleClosed"` // clients closed because they did not subscribe in time
 	MetaData   int    `json:"metaData"`   // metadata messages cached for replay
 	MetaFull   uint64 `json:"metaFull"`   // metadata messages not cached because MaxMetaData was reached
 }
@@ -156,6 +168,7 @@ type Hub struct {
 	status *sink.Message   // latest status message, one reference
 
 	accepted, rejected, sent, bytes, slow, metaFull atomic.Uint64
+	idle                                            atomic.Uint64
 }
 
 var _ sink.Queue = (*Hub)(nil)
@@ -341,6 +354,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Debug("websocket client connected", "remote", c.remote)
 	if sel != nil {
 		h.subscribe(c, sel)
+	} else {
+		idle := time.AfterFunc(h.opts.SubscribeTimeout, func() {
+			if c.sel.Load() == nil && !c.commanded.Load() && c.stop(websocket.ClosePolicyViolation, "no subscription within "+h.opts.SubscribeTimeout.String()) {
+				h.idle.Add(1)
+			}
+		})
+		defer idle.Stop()
 	}
 	go c.writeLoop()
 	c.readLoop()
@@ -426,6 +446,7 @@ func (h *Hub) Stats() Stats {
 		Clients:    len(*h.clients.Load()),
 		Accepted:   h.accepted.Load(),
 		Rejected:   h.rejected.Load(),
+		IdleClosed: h.idle.Load(),
 		Sent:       h.sent.Load(),
 		Bytes:      h.bytes.Load(),
 		SlowClosed: h.slow.Load(),

@@ -590,3 +590,51 @@ func TestHubConcurrent(t *testing.T) {
 	tr.Wait(t, total, true)
 	t.Logf("stats %+v", h.Stats())
 }
+
+// TestHubSubscribeTimeout: a client that connects without a selection and
+// never subscribes is closed (1008) after SubscribeTimeout, so idle
+// connections cannot hold the MaxClients slots; one that subscribes in
+// time stays, as does one that selected in its URL and one that sends
+// commands instead.
+func TestHubSubscribeTimeout(t *testing.T) {
+	commands := func(_ string, req []byte, reply func([]byte)) { reply(req) }
+	h, url := serve(t, Options{SubscribeTimeout: 300 * time.Millisecond, MaxClients: 4, Commands: commands}, nil)
+	idle := dial(t, url, nil)
+	subscribed := dial(t, url, nil)
+	if err := subscribed.WriteMessage(websocket.TextMessage, []byte(`{"subscribe":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	byURL := dial(t, url+"?kind=data", nil)
+	commander := dial(t, url, nil)
+	command := func(id string) {
+		t.Helper()
+		if err := commander.WriteMessage(websocket.TextMessage, []byte(`{"command":{"requestId":"`+id+`"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		_ = commander.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, p, err := commander.ReadMessage(); err != nil || !strings.Contains(string(p), `"requestId":"`+id+`"`) {
+			t.Fatalf("command %s: %q, %v", id, p, err)
+		}
+	}
+	command("1")
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := idle.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "no subscription") {
+		t.Fatalf("the idle client: %v", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the idle client counted and gone", func() bool {
+		st := h.Stats()
+		return st.IdleClosed == 1 && st.Clients == 3
+	})
+	command("2") // past the timeout: the command client is still served
+	// The others stay past the timeout: a message reaches both.
+	h.Enqueue(msg(nil, 0, sink.KindData, "g", "w", `{"x":1}`))
+	for _, c := range []*websocket.Conn{subscribed, byURL} {
+		if got := readN(t, c, 1); len(got) != 1 {
+			t.Errorf("a subscribed client got %v", got)
+		}
+	}
+	// The freed slot takes a new client.
+	dial(t, url+"?kind=data", nil).Close()
+}

@@ -75,6 +75,44 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The Secret of the generated API keys; empty when keys are not generated. */}}
+{{- define "gateway.apiKeysSecret" -}}
+{{- if and .Values.api.generateKeys (not .Values.api.keysSecretKey) }}
+{{- printf "%s-api-keys" (include "gateway.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The keys file the gateway reads; empty: none. */}}
+{{- define "gateway.keysFile" -}}
+{{- if .Values.api.keysSecretKey }}
+{{- printf "%s/%s" .Values.secrets.mountPath .Values.api.keysSecretKey }}
+{{- else if .Values.api.generateKeys }}
+{{- "/etc/uagate/api-keys/keys" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The names clients reach the gateway by (http.allowedHosts): the Service's
+names, the pods' names under the headless Service, and api.allowedHosts.
+*/}}
+{{- define "gateway.allowedHosts" -}}
+{{- $f := include "gateway.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $hosts := list $f (printf "%s.%s" $f $ns) (printf "%s.%s.svc" $f $ns) (printf "%s.%s.svc.cluster.local" $f $ns)
+  (printf ".%s-headless.%s.svc" $f $ns) (printf ".%s-headless.%s.svc.cluster.local" $f $ns) }}
+{{- join "," (concat $hosts .Values.api.allowedHosts) }}
+{{- end }}
+
+{{/* The PKI seed's sub-directories and the Secrets that fill them. */}}
+{{- define "gateway.pkiSeeds" -}}
+{{- $p := .Values.pki }}
+{{- $out := dict }}
+{{- range $dir, $secret := dict "own" $p.ownSecret "trusted" $p.trustedSecret "issuers" $p.issuersSecret "trusted-crl" $p.trustedCrlSecret "issuers-crl" $p.issuersCrlSecret }}
+{{- if $secret }}{{- $_ := set $out $dir $secret }}{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
 {{/*
 gateway.validate fails the rendering, with the reason and the way out, for
 values that would deploy something broken. Called by the StatefulSet.
@@ -115,6 +153,16 @@ values that would deploy something broken. Called by the StatefulSet.
 {{- end }}
 {{- if and $v.persistence.enabled $v.persistence.existingClaim (gt $replicas 1) }}
 {{- fail (printf "persistence.existingClaim %q is one volume, but replicaCount is %d: each replica needs a state directory of its own (its certificate, its subscriptions). Leave existingClaim empty for one claim per pod." $v.persistence.existingClaim $replicas) }}
+{{- end }}
+{{- $inlineKeys := and (eq $v.config.format "yaml") (dig "http" "apiKeys" list ($v.config.yaml | default dict)) }}
+{{- if not (or $v.api.allowUnauthenticated $v.api.generateKeys $v.api.keysSecretKey $inlineKeys) }}
+{{- fail "api: no API keys (api.generateKeys is false, no api.keysSecretKey, no http.apiKeys in the configuration) and api.allowUnauthenticated is false: the gateway would refuse to start. Keep api.generateKeys=true, or give a keys file in api.keysSecretKey." }}
+{{- end }}
+{{- if and $v.metrics.serviceMonitor.enabled (not $v.api.publicMetrics) (not $v.api.allowUnauthenticated) (not $v.metrics.serviceMonitor.tokenSecret.name) (not (include "gateway.apiKeysSecret" .)) }}
+{{- fail "metrics.serviceMonitor: /metrics needs a read key, and there is none to give Prometheus: set metrics.serviceMonitor.tokenSecret (a Secret key with a read key), or api.publicMetrics=true, or keep api.generateKeys." }}
+{{- end }}
+{{- if and $v.pki.ownSecret (not $v.pki.applicationUri) }}
+{{- fail "pki.ownSecret needs pki.applicationUri: the application URI of its certificate (the gateway presents it as its own)." }}
 {{- end }}
 {{- if and $v.podDisruptionBudget.enabled (ne (toString $v.podDisruptionBudget.minAvailable) "") (ne (toString $v.podDisruptionBudget.maxUnavailable) "") }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (set the other to \"\")." }}
