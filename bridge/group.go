@@ -95,12 +95,14 @@ type WriterGroup struct {
 	nmHdr jsonenc.NetworkMessageHeader
 	dv    ua.DataValue // scratch: a cached value being written; g.mu
 	ents  []entry
-	cur   *writer // the writer of the open message (single shape)
-	seq   uint32  // sequence number of the notification message being written
-	track bool    // messages of this cycle carry seq for the tracker
-	now   int64   // UnixNano of this cycle
-	nowDT ua.DateTime
-	skip  bool // an encoding error ended the open DataSetMessage
+	// entsTmp is sortEntries' other buffer; g.mu.
+	entsTmp []entry
+	cur     *writer // the writer of the open message (single shape)
+	seq     uint32  // sequence number of the notification message being written
+	track   bool    // messages of this cycle carry seq for the tracker
+	now     int64   // UnixNano of this cycle
+	nowDT   ua.DateTime
+	skip    bool // an encoding error ended the open DataSetMessage
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
 	// nodeIdx is the index of the fields by node id (values.go), built at
