@@ -104,10 +104,11 @@ and with -bridge both a last line ratio_cpu=<baseline/gateway>, labelled
   rss_mb bytes_per_item  the bridge's RSS at the end of the window, and RSS/items:
                          the runtime's fixed memory included
   rss_peak_mb            the highest RSS sampled (every 0.5 s) in the window
-  bridge_cores bridge_wakeups_per_s bridge_allocs_per_s
+  bridge_cores bridge_wakeups_per_s bridge_allocs_per_s bridge_publish_responses_per_s
                          the bridge's CPU in cores, its threads' context
                          switches per second, and (gateway) its allocations per
-                         second without one /metrics scrape's
+                         second without one /metrics scrape's and the
+                         notification messages it received per second
   sub_cores <upstream>_cores nats_cores
                          CPU of the harness's processes in the window, in cores
   machine_busy_cores others_cores load1

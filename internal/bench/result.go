@@ -67,7 +67,8 @@ func (r *result) line() string {
 		r.items, r.offered, r.window.Seconds(), n, r.dup(), r.b.Repeat-r.a.Repeat, r.b.Unknown-r.a.Unknown, r.b.Bad-r.a.Bad, r.b.MaxMs)
 	fmt.Fprintf(&b, " bridge_cores=%.4f bridge_wakeups_per_s=%.0f", r.cores(r.bridgeP.cpu), float64(r.bridgeP.switches)/r.wall.Seconds())
 	if r.gm != nil {
-		fmt.Fprintf(&b, " bridge_allocs_per_s=%.1f", r.allocsPerSecond())
+		fmt.Fprintf(&b, " bridge_allocs_per_s=%.1f bridge_publish_responses_per_s=%.1f",
+			r.allocsPerSecond(), r.gm["uagate_subscription_messages_total"]/r.wall.Seconds())
 	}
 	fmt.Fprintf(&b, " sub_cores=%.2f sub_cpu_us_per_notification=%.3f %s_cores=%.2f",
 		r.cores(r.subP.cpu), float64(r.subP.cpu.Microseconds())/max(float64(n), 1), r.upstream, r.cores(r.upP.cpu))
