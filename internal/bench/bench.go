@@ -85,7 +85,7 @@ and with -bridge both a last line ratio_cpu=<baseline/gateway>, labelled
   notifications_per_s    new counter values the subscriber received per second
                          in the window (duplicates not counted)
   gateway_cpu_us_per_notification
-                         CPU time (user+system, /proc) of the bridge process
+                         CPU time (/proc: the threads' run time) of the bridge process
                          under test (the gopcua baseline on its line) per
                          notification
   p50_ms p99_ms          receive time − SourceTimestamp (the generator's tick),

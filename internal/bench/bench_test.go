@@ -308,6 +308,9 @@ func TestProcStats(t *testing.T) {
 			t.Fatal("CPU time did not grow")
 		}
 	}
+	if d := procRunTime(pid); d < t0 {
+		t.Errorf("run time %v below the CPU time %v counted before", d, t0)
+	}
 	rss, err := procRSS(pid)
 	if err != nil || rss < 1<<20 {
 		t.Fatalf("RSS %d: %v", rss, err)
