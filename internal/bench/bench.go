@@ -57,6 +57,7 @@ type options struct {
 	maxP99           time.Duration
 	idle             bool
 	cpuProfile       string
+	shape            string // the writer groups' messageShape
 	samplingZero     bool // -sampling 0 means 0 (node-opcua: every change)
 }
 
@@ -162,6 +163,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.maxItems, "max-items", 2000000, "with -find-max: the last step's items")
 	fs.DurationVar(&o.maxP99, "max-p99", 100*time.Millisecond, "the latency bound of a sustained rate (p99, source → subscriber)")
 	fs.BoolVar(&o.idle, "idle", false, "measure the gateway at rest (see above)")
+	fs.StringVar(&o.shape, "shape", config.ShapeSingle, "the gateway's message shape: single (a NetworkMessage per DataSetMessage, the default) or batched")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile of the window to `file` (through UAGATE_DEBUG_PPROF)")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server `URL` (default: start nats-server on a free loopback port)")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary for the sim, the bridge and the subscriber (default: this one)")
@@ -497,6 +499,9 @@ func (o *options) resolve(bridge string) error {
 	if o.queue <= 0 || o.perGroup <= 0 {
 		return fmt.Errorf("%w: -queue and -per-group must be positive", ErrUsage)
 	}
+	if o.shape != config.ShapeSingle && o.shape != config.ShapeBatched {
+		return fmt.Errorf("%w: -shape: %q is not single or batched", ErrUsage, o.shape)
+	}
 	if o.fields != "list" && o.fields != "browse" {
 		return fmt.Errorf("%w: -fields: %q is not browse or list", ErrUsage, o.fields)
 	}
@@ -594,7 +599,7 @@ func gatewayConfig(o *options, upURL, stateDir, httpAddr string) []byte {
 	for g := 0; g*per < o.folders(); g++ {
 		wg := config.WriterGroup{
 			Name: fmt.Sprintf("g%03d", g), Endpoint: "up",
-			PublishingInterval: config.Duration(o.publishing), FieldEncoding: config.FieldDataValue,
+			PublishingInterval: config.Duration(o.publishing), FieldEncoding: config.FieldDataValue, MessageShape: o.shape,
 			Nodes: config.NodeDefaults{SamplingInterval: &sampling, QueueSize: uint32(o.queue)},
 		}
 		for f := g * per; f < min((g+1)*per, o.folders()); f++ {

@@ -44,7 +44,7 @@ func TestGatewayConfig(t *testing.T) {
 	for _, fields := range []string{"list", "browse"} {
 		o := options{items: 3000, variables: 1000, typ: "Int32", rate: 100 * time.Millisecond,
 			publishing: 20 * time.Millisecond, duration: time.Second, warmup: time.Second, setupTimeout: time.Minute,
-			queue: 10, perGroup: 2000, fields: fields, natsURL: "nats://127.0.0.1:4222", upstream: upstreamSim, maxP99: time.Second}
+			queue: 10, perGroup: 2000, fields: fields, natsURL: "nats://127.0.0.1:4222", upstream: upstreamSim, maxP99: time.Second, shape: config.ShapeSingle}
 		if err := o.resolve("gateway"); err != nil {
 			t.Fatal(err)
 		}
