@@ -58,7 +58,7 @@ type options struct {
 	idle             bool
 	cpuProfile       string
 	shape            string // the writer groups' messageShape
-	samplingZero     bool // -sampling 0 means 0 (node-opcua: every change)
+	samplingZero     bool   // -sampling 0 means 0 (node-opcua: every change)
 }
 
 // Upstream servers.
