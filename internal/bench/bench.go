@@ -161,7 +161,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.testpeer, "testpeer", "", "node-opcua test peer `dir`ectory (default: $UAGATE_TESTPEER_DIR, or testpeer/ of the repository)")
 	fs.BoolVar(&o.findMax, "find-max", false, "raise the offered rate in steps until the gateway does not sustain it (see above)")
 	fs.IntVar(&o.maxItems, "max-items", 2000000, "with -find-max: the last step's items")
-	fs.DurationVar(&o.maxP99, "max-p99", 100*time.Millisecond, "the latency bound of a sustained rate (p99, source → subscriber)")
+	fs.DurationVar(&o.maxP99, "max-p99", 0, "the latency bound of a sustained rate (p99, source → subscriber; default: 2 × publishing + sampling, at least 100ms)")
 	fs.BoolVar(&o.idle, "idle", false, "measure the gateway at rest (see above)")
 	fs.StringVar(&o.shape, "shape", config.ShapeSingle, "the gateway's message shape: single (a NetworkMessage per DataSetMessage, the default) or batched")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile of the window to `file` (through UAGATE_DEBUG_PPROF)")
@@ -484,14 +484,20 @@ func (o *options) resolve(bridge string) error {
 	if o.typ != "Int32" && o.typ != "Double" {
 		return fmt.Errorf("%w: -type: %q is not Int32 or Double", ErrUsage, o.typ)
 	}
-	if o.rate <= 0 || o.publishing <= 0 || o.duration <= 0 || o.warmup < 0 || o.setupTimeout <= 0 || o.sampling < 0 || o.maxP99 <= 0 {
-		return fmt.Errorf("%w: -rate, -publishing, -duration, -max-p99 and -setup-timeout must be positive, -warmup and -sampling not negative", ErrUsage)
+	if o.rate <= 0 || o.publishing <= 0 || o.duration <= 0 || o.warmup < 0 || o.setupTimeout <= 0 || o.sampling < 0 || o.maxP99 < 0 {
+		return fmt.Errorf("%w: -rate, -publishing, -duration and -setup-timeout must be positive, -warmup, -sampling and -max-p99 not negative", ErrUsage)
 	}
 	if o.sampling == 0 && !o.samplingZero {
 		// Faster than the generator, so that no tick is skipped between two
 		// samples (it would count as lost), and short, since it adds to the
 		// latency.
 		o.sampling = min(o.rate/2, 20*time.Millisecond)
+	}
+	if o.maxP99 == 0 {
+		// A value waits up to a sampling interval to be sampled and up to a
+		// publishing interval to be sent: the bound leaves as much again
+		// for the rest of the way.
+		o.maxP99 = max(2*o.publishing+o.sampling, 100*time.Millisecond)
 	}
 	if o.sampling >= o.rate {
 		return fmt.Errorf("%w: -sampling %v must be shorter than -rate %v (a tick between two samples would be lost)", ErrUsage, o.sampling, o.rate)
