@@ -51,6 +51,15 @@ func (r *result) cpuPerNotification() float64 {
 	return float64(r.bridgeP.cpu.Microseconds()) / float64(n)
 }
 
+// othersBusy is the share of the machine other processes must have used
+// for a step lost to a busy machine to be measured again.
+const othersBusy = 0.25
+
+// othersCores is what processes other than the bench's used, in cores.
+func (r *result) othersCores() float64 {
+	return max(r.cores(r.machine.busy)-r.benchCores(), 0)
+}
+
 // benchCores is what the bench's processes used, in cores.
 func (r *result) benchCores() float64 {
 	return r.cores(r.bridgeP.cpu + r.subP.cpu + r.upP.cpu + r.natsP.cpu)
@@ -76,7 +85,7 @@ func (r *result) line() string {
 		fmt.Fprintf(&b, " nats_cores=%.2f", r.cores(r.natsP.cpu))
 	}
 	fmt.Fprintf(&b, " machine_cpus=%d machine_busy_cores=%.2f others_cores=%.2f load1=%.1f",
-		r.machine.cpus, r.cores(r.machine.busy), max(r.cores(r.machine.busy)-r.benchCores(), 0), r.load1)
+		r.machine.cpus, r.cores(r.machine.busy), r.othersCores(), r.load1)
 	st := r.b.Stages
 	if st.SampleP99 != 0 || st.UpP99 != 0 || st.DownP99 != 0 {
 		// Only messages with every timestamp (the gateway's) have stages.
