@@ -4,7 +4,7 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION ?= v0.7.0
 FUZZTIME ?= 10s
 
-.PHONY: run run-commands build test vet staticcheck unit fuzz bench bench-e2e generate tools
+.PHONY: run run-commands build test vet staticcheck unit fuzz bench bench-e2e bench-ordinary generate tools
 
 run:
 	$(GO) run ./cmd/gateway
@@ -54,11 +54,26 @@ bench:
 ## every 20 ms would cost the simulation server a core of the two; publishing 20 ms and the
 ## counters in lockstep, the heavier case for memory). The first run uses the bench's
 ## defaults: counters staggered over their period, sampling 20 ms, publishing 10 ms.
+## Each run ends with a verdict: sustained, or which process was the limit.
 BENCH_E2E_FLAGS ?= -items 100000 -rate 100ms -duration 30s -bridge both
 BENCH_E2E_MEM_FLAGS ?= -items 1000000 -rate 1s -sampling 250ms -publishing 20ms -stagger=false -duration 20s -setup-timeout 10m -bridge gateway
 bench-e2e: build
 	./bin/gateway bench $(BENCH_E2E_FLAGS)
 	./bin/gateway bench $(BENCH_E2E_MEM_FLAGS)
+
+## bench-ordinary: the cost at ordinary rates and at rest (a few minutes): 10,000 changes/s
+## from node-opcua (100 counters every 10 ms, publishing 100 ms; needs
+## scripts/install-node-opcua.sh), the same rate from the simulation server, the gateway at
+## rest (one group of four unchanging fields, 1 s publishing, 60 s), and -find-max: the
+## highest rate the gateway sustains beside the harness, with the gopcua baseline's ratio
+## at the highest rate both sustain.
+BENCH_FINDMAX_FLAGS ?= -find-max -items 5000 -max-items 1000000 -duration 15s -bridge both
+bench-ordinary: build
+	./scripts/install-node-opcua.sh
+	./bin/gateway bench -upstream nodeopcua -duration 30s
+	./bin/gateway bench -items 1000 -rate 100ms -duration 30s -bridge gateway
+	./bin/gateway bench -idle
+	./bin/gateway bench $(BENCH_FINDMAX_FLAGS)
 
 generate:
 	$(GO) generate ./...

@@ -59,3 +59,25 @@ func TestWriterGroupValueSinkAllocs(t *testing.T) {
 		t.Fatalf("the ValueSink got %d values in %d batches", vs.values, vs.batches)
 	}
 }
+
+// TestWriterGroupRoundsAllocs: a message carrying ten queued values of
+// each of ten fields, the fields in turn (as node-opcua sends them), is
+// sorted into ten DataSetMessages without allocating in steady state.
+func TestWriterGroupRoundsAllocs(t *testing.T) {
+	q := &discardQueue{}
+	g, items := roundsGroup(t, 10, 10, q)
+	seq := uint32(1)
+	for ; seq <= 20; seq++ {
+		step(g, items, seq)
+	}
+	dsm := g.Stats().DataSetMessages
+	if allocs := testing.AllocsPerRun(200, func() {
+		step(g, items, seq)
+		seq++
+	}); allocs != 0 {
+		t.Errorf("%.2f allocations per message", allocs)
+	}
+	if n := g.Stats().DataSetMessages - dsm; n != 201*10 {
+		t.Errorf("%d DataSetMessages for 201 messages, want ten each", n)
+	}
+}

@@ -57,6 +57,19 @@ func hotPathGroup(tb testing.TB, n int, q sink.Queue) (*WriterGroup, []ua.Monito
 	return g, items
 }
 
+// roundsGroup is hotPathGroup's group of fields fields with a message of
+// rounds values of each, the fields in turn, rounds times: what a server
+// sends when sampling is faster than publishing and it lists each item's
+// queue item by item.
+func roundsGroup(tb testing.TB, fields, rounds int, q sink.Queue) (*WriterGroup, []ua.MonitoredItemNotification) {
+	g, one := hotPathGroup(tb, fields, q)
+	items := make([]ua.MonitoredItemNotification, 0, fields*rounds)
+	for range rounds {
+		items = append(items, one...)
+	}
+	return g, items
+}
+
 // step changes every value and delivers the message as the client does.
 func step(g *WriterGroup, items []ua.MonitoredItemNotification, seq uint32) {
 	for i := range items {
@@ -91,6 +104,19 @@ func BenchmarkWriterGroupHotPath(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/notes, "ns/notification")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/notes, "allocs/notification")
 			b.ReportMetric(float64(q.bytes)/float64(q.messages), "B/msg")
+		})
+		b.Run(fmt.Sprintf("bridge/rounds=10x%d", n/10), func(b *testing.B) {
+			q := &discardQueue{}
+			g, items := roundsGroup(b, n/10, 10, q)
+			for s := uint32(1); s <= 20; s++ {
+				step(g, items, s)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				step(g, items, uint32(i+21))
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/notification")
 		})
 		b.Run(fmt.Sprintf("encoding-json-map/fields=%d", n), func(b *testing.B) {
 			_, items := hotPathGroup(b, n, &discardQueue{})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -108,12 +109,14 @@ type WriterGroup struct {
 	dv     ua.DataValue // scratch: a cached value being written; g.mu
 	ents   []entry
 	vbatch ValueBatch // scratch of sendValues
-	cur    *writer    // the writer of the open message (single shape)
-	seq    uint32     // sequence number of the notification message being written
-	track  bool       // messages of this cycle carry seq for the tracker
-	now    int64      // UnixNano of this cycle
-	nowDT  ua.DateTime
-	skip   bool // an encoding error ended the open DataSetMessage
+	// entsTmp is sortEntries' other buffer; g.mu.
+	entsTmp []entry
+	cur     *writer // the writer of the open message (single shape)
+	seq     uint32  // sequence number of the notification message being written
+	track   bool    // messages of this cycle carry seq for the tracker
+	now     int64   // UnixNano of this cycle
+	nowDT   ua.DateTime
+	skip    bool // an encoding error ended the open DataSetMessage
 
 	snapshot atomic.Pointer[[]*writer] // for Stats without mu
 	// nodeIdx is the index of the fields by node id (values.go), built at
@@ -467,21 +470,12 @@ func (g *WriterGroup) wireAck(sub *client.Subscription) {
 
 // keepAliveLoop sends ua-keepalive DataSetMessages for writers that sent
 // nothing for KeepAlive, and the heartbeats of fields that did not change.
+// It sleeps until the next of them may be due (nextDue), not a publishing
+// interval: at rest and under a steady flow alike it wakes about once per
+// KeepAlive.
 func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 	defer g.wg.Done()
-	period := g.interval
-	if g.keepAlive > 0 {
-		period = min(period, g.keepAlive/2)
-	}
-	g.mu.Lock()
-	for _, w := range g.writers {
-		for _, hb := range w.heartbeats {
-			period = min(period, time.Duration(hb.every)/2)
-		}
-	}
-	g.mu.Unlock()
-	period = max(period, 10*time.Millisecond)
-	t := time.NewTicker(period)
+	t := time.NewTimer(g.nextDue(time.Now()))
 	defer t.Stop()
 	for {
 		select {
@@ -492,8 +486,38 @@ func (g *WriterGroup) keepAliveLoop(ctx context.Context) {
 			if g.keepAlive > 0 {
 				g.keepAlives(now)
 			}
+			t.Reset(g.nextDue(time.Now()))
 		}
 	}
+}
+
+// minDueWait bounds how often keepAliveLoop wakes.
+const minDueWait = 10 * time.Millisecond
+
+// nextDue returns how long the keep-alive loop may sleep after now: until
+// the earliest writer's last DataSetMessage + KeepAlive (a writer added
+// later is due after that), or half the shortest heartbeat interval (a
+// field's change is seen by looking at its timestamps), at least
+// minDueWait.
+func (g *WriterGroup) nextDue(now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := now.UnixNano()
+	next := int64(math.MaxInt64)
+	if g.keepAlive > 0 {
+		next = int64(g.keepAlive) // with no writer yet
+		for _, w := range g.writers {
+			if !w.removed {
+				next = min(next, w.lastSent+int64(g.keepAlive)-n)
+			}
+		}
+	}
+	for _, w := range g.writers {
+		for _, hb := range w.heartbeats {
+			next = min(next, hb.every/2)
+		}
+	}
+	return max(time.Duration(next), minDueWait)
 }
 
 // hasHeartbeats reports whether a field of the group has a heartbeat.

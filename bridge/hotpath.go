@@ -1,9 +1,7 @@
 package bridge
 
 import (
-	"cmp"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/uagate/gateway/bridge/sink"
@@ -29,7 +27,53 @@ type entry struct {
 	item int32
 }
 
-func cmpSlot(a, b entry) int { return cmp.Compare(a.slot, b.slot) }
+// sortEntries sorts ents by slot, stably, and returns them sorted and the
+// other buffer, which the caller keeps as spare for the next time (tmp may
+// be nil: it grows to the largest message once). Short lists are sorted by
+// insertion; longer ones by a radix sort over the bytes the slots use, in
+// linear time and without a call per comparison.
+func sortEntries(ents, tmp []entry) (sorted, spare []entry) {
+	if len(ents) <= 32 {
+		for i := 1; i < len(ents); i++ {
+			e := ents[i]
+			j := i
+			for ; j > 0 && ents[j-1].slot > e.slot; j-- {
+				ents[j] = ents[j-1]
+			}
+			ents[j] = e
+		}
+		return ents, tmp
+	}
+	if cap(tmp) < len(ents) {
+		tmp = make([]entry, len(ents), cap(ents))
+	}
+	maxSlot := int32(0)
+	for i := range ents {
+		maxSlot = max(maxSlot, ents[i].slot)
+	}
+	src, dst := ents, tmp[:len(ents)]
+	for shift := uint(0); shift < 32 && maxSlot>>shift != 0; shift += 8 {
+		var count [256]int32
+		for i := range src {
+			count[byte(src[i].slot>>shift)]++
+		}
+		if int(count[byte(src[0].slot>>shift)]) == len(src) {
+			continue // one digit for all: this pass would change nothing
+		}
+		sum := int32(0)
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for i := range src {
+			d := byte(src[i].slot >> shift)
+			dst[count[d]] = src[i]
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	return src, dst[:0]
+}
 
 // onDataChange is the subscription's DataChangeHandler.
 func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
@@ -81,9 +125,11 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	}
 	if !inOrder {
 		// Items are created in writer and field order, so handle order is
-		// the emission order; a server that reorders costs a stable sort
-		// (values of one field keep their order).
-		slices.SortStableFunc(ents, cmpSlot)
+		// the emission order; a server that reorders (or sends several
+		// values of a field, each queue in turn) costs a stable sort: values
+		// of one field keep their order.
+		ents, g.entsTmp = sortEntries(ents, g.entsTmp)
+		g.ents = ents
 		for i := 1; i < len(ents); i++ {
 			if ents[i].slot == ents[i-1].slot {
 				dup = true

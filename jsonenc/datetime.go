@@ -28,6 +28,26 @@ const (
 // itself (no time.Format, no allocation); dc caches the date part, since the
 // timestamps of one message are mostly of one day.
 func appendDateTime(b []byte, d ua.DateTime, dc *dateCache) []byte {
+	if dc == nil {
+		return formatDateTime(b, d, &dateCache{})
+	}
+	for i := range dc.recent {
+		if r := &dc.recent[i]; r.n != 0 && r.d == d {
+			return append(b, r.text[:r.n]...)
+		}
+	}
+	start := len(b)
+	b = formatDateTime(b, d, dc)
+	if n := len(b) - start; n <= len(dc.recent[0].text) {
+		r := &dc.recent[dc.next]
+		dc.next ^= 1
+		r.d, r.n = d, uint8(copy(r.text[:], b[start:]))
+	}
+	return b
+}
+
+// formatDateTime is appendDateTime without the memory of recent values.
+func formatDateTime(b []byte, d ua.DateTime, dc *dateCache) []byte {
 	if d <= 0 {
 		return append(b, `"`+minDateTimeText+`"`...)
 	}
@@ -78,11 +98,22 @@ func appendDateTime(b []byte, d ua.DateTime, dc *dateCache) []byte {
 	return append(b, 'Z', '"')
 }
 
-// dateCache holds the formatted date of the last day written.
+// dateCache holds the formatted date of the last day written, and the
+// last two values written whole: the fields of one tick share their
+// timestamps, and a DataValue's source and server timestamps alternate.
 type dateCache struct {
 	day, sec int64
 	valid    bool
 	text     [20]byte // `"YYYY-MM-DDThh:mm:ss`
+	recent   [2]dateText
+	next     uint8 // the entry of recent to replace
+}
+
+// dateText is a DateTime and its JSON text, quotes included.
+type dateText struct {
+	d    ua.DateTime
+	n    uint8 // 0: empty
+	text [30]byte
 }
 
 const digits2 = "00010203040506070809" +

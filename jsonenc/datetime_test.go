@@ -42,8 +42,17 @@ func TestDateTimeAgainstTime(t *testing.T) {
 	var dc dateCache
 	for i := 0; i < 200000; i++ {
 		d := ua.DateTime(r.Int64N(maxTicks-1) + 1)
-		if i%3 == 0 { // runs of nearby values exercise the cache
+		switch {
+		case i%3 == 0: // runs of nearby values exercise the cache
 			d = ua.DateTime(int64(d)/ticksPerDay*ticksPerDay + r.Int64N(ticksPerDay))
+		case i%5 == 1 && i > 5: // values written just before: the recent ones
+			d = ua.DateTime(r.Int64N(maxTicks-1) + 1)
+			if i%2 == 0 {
+				d = dc.recent[r.IntN(2)].d
+			}
+		}
+		if d <= 0 {
+			d = 1
 		}
 		got := string(appendDateTime(nil, d, &dc))
 		want := `"` + d.Time().Format("2006-01-02T15:04:05.9999999Z") + `"`
@@ -76,4 +85,26 @@ func TestParseDateTime(t *testing.T) {
 			t.Errorf("%q: parsed", s)
 		}
 	}
+}
+
+// BenchmarkAppendDateTime: a DataValue's two timestamps, shared by the
+// fields of one tick (what the bridge writes), through the memory of recent
+// values and without it.
+func BenchmarkAppendDateTime(b *testing.B) {
+	src, srv := ua.DateTime(133_000_000_001_234_567), ua.DateTime(133_000_000_001_334_568)
+	buf := make([]byte, 0, 64)
+	b.Run("recent", func(b *testing.B) {
+		var dc dateCache
+		for b.Loop() {
+			buf = appendDateTime(buf[:0], src, &dc)
+			buf = appendDateTime(buf, srv, &dc)
+		}
+	})
+	b.Run("format", func(b *testing.B) {
+		var dc dateCache
+		for b.Loop() {
+			buf = formatDateTime(buf[:0], src, &dc)
+			buf = formatDateTime(buf, srv, &dc)
+		}
+	})
 }

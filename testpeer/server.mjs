@@ -11,7 +11,8 @@
 //
 // Configuration: command-line flags win over environment variables.
 //
-//   --port N          / PORT                  TCP port (default 4840)
+//   --port N          / PORT                  TCP port (default 4840; 0: one the system chooses,
+//                                             named in the READY line)
 //   --pki DIR         / PKI_DIR               PKI root (server/ and user/ stores below it);
 //                                             default: a new temp dir, removed on exit
 //   --large N         / LARGE_COUNT           variables in Demo/Large (default 5000)
@@ -26,6 +27,10 @@
 //   COUNTER_EXCEPTION_BASED=1                  Counter reports every change: its MinimumSamplingInterval
 //                                             and the server's MinSupportedSampleRate are 0, so an item
 //                                             asking for sampling interval 0 misses no value
+//   --counters N      / COUNTERS                Int32 counters in Demo/Counters (default 0), all +1 every
+//                                             COUNTER_INTERVAL_MS in one timer; they report every change
+//                                             (MinimumSamplingInterval 0, as COUNTER_EXCEPTION_BASED):
+//                                             the load of `gateway bench -upstream nodeopcua`
 //
 // Address space (namespace 1, the server's own; string node ids):
 //
@@ -40,6 +45,8 @@
 //     Add(a Double, b Double) -> sum Double                            ns=1;s=Demo.Add
 //     Large/    folder                                                 ns=1;s=Demo.Large
 //       V00000 … V<N-1>  Int32 read-only, value = index                ns=1;s=Demo.Large.V00000
+//     Counters/ folder (with --counters N)                             ns=1;s=Demo.Counters
+//       V00000 … V<N-1>  Int32 read-only, +1 every COUNTER_INTERVAL_MS ns=1;s=Demo.Counters.V00000
 //
 // Users: anonymous; "user1"/"password1"; "admin"/"admin-secret" (any other pair is
 // refused with BadUserAccessDenied); X509 user certificates are accepted automatically.
@@ -88,6 +95,7 @@ const env = process.env;
 const port = intSetting(args.port ?? env.PORT, "port", 4840);
 const largeCount = intSetting(args.large ?? env.LARGE_COUNT, "large", 5000);
 const counterInterval = intSetting(env.COUNTER_INTERVAL_MS, "COUNTER_INTERVAL_MS", 100) || 100;
+const counterCount = intSetting(args.counters ?? env.COUNTERS, "counters", 0);
 let resourcePath = args.path ?? env.RESOURCE_PATH ?? "/UA/TestServer";
 if (!resourcePath.startsWith("/")) {
     resourcePath = "/" + resourcePath;
@@ -119,7 +127,7 @@ for (const [key, name] of Object.entries(limitEnv)) {
         operationLimits[key] = v;
     }
 }
-const counterExceptionBased = (env.COUNTER_EXCEPTION_BASED ?? "") === "1";
+const counterExceptionBased = (env.COUNTER_EXCEPTION_BASED ?? "") === "1" || counterCount > 0;
 // Tests open many sessions in a row; keep the default of 10 from getting in the way.
 const serverCapabilities = { operationLimits, maxSessions: 100 };
 if (counterExceptionBased) {
@@ -214,6 +222,7 @@ const server = new OPCUAServer({
 });
 
 let counterTimer = null;
+let countersTimer = null;
 
 function buildAddressSpace() {
     const addressSpace = server.engine.addressSpace;
@@ -290,6 +299,34 @@ function buildAddressSpace() {
         };
     });
 
+    if (counterCount > 0) {
+        const folder = ns.addFolder(demo, { browseName: "Counters", nodeId: id("Demo.Counters") });
+        const vars = [];
+        for (let i = 0; i < counterCount; i++) {
+            const name = "V" + String(i).padStart(5, "0");
+            vars.push(
+                ns.addVariable({
+                    organizedBy: folder,
+                    browseName: name,
+                    nodeId: id(`Demo.Counters.${name}`),
+                    dataType: "Int32",
+                    accessLevel: ro,
+                    userAccessLevel: ro,
+                    minimumSamplingInterval: 0,
+                    value: new Variant({ dataType: DataType.Int32, value: 0 }),
+                }),
+            );
+        }
+        let n = 0;
+        countersTimer = setInterval(() => {
+            n += 1;
+            const v = new Variant({ dataType: DataType.Int32, value: n });
+            for (const x of vars) {
+                x.setValueFromSource(v);
+            }
+        }, counterInterval);
+    }
+
     const large = ns.addFolder(demo, { browseName: "Large", nodeId: id("Demo.Large") });
     for (let i = 0; i < largeCount; i++) {
         const name = "V" + String(i).padStart(5, "0");
@@ -314,6 +351,9 @@ async function shutdown(why, code = 0) {
     log(`shutting down (${why})`);
     if (counterTimer) {
         clearInterval(counterTimer);
+    }
+    if (countersTimer) {
+        clearInterval(countersTimer);
     }
     // A hung shutdown must not keep the port: leave after 5 s whatever happens.
     setTimeout(() => process.exit(code || 1), 5000).unref();
@@ -352,7 +392,14 @@ try {
     await shutdown("start failure", 2);
 }
 
-const url = `opc.tcp://127.0.0.1:${port}${resourcePath}`;
+// With --port 0 the system chose the port: the endpoints name it.
+let boundPort = port;
+const firstEndpoint = server.endpoints[0]?.endpointDescriptions()[0]?.endpointUrl ?? "";
+const portMatch = /:(\d+)\//.exec(firstEndpoint);
+if (portMatch) {
+    boundPort = Number(portMatch[1]);
+}
+const url = `opc.tcp://127.0.0.1:${boundPort}${resourcePath}`;
 log(`listening on ${url}; endpoints:`);
 for (const ep of server.endpoints) {
     for (const d of ep.endpointDescriptions()) {

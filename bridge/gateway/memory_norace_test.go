@@ -109,3 +109,37 @@ func testSteadyStateAllocs(t *testing.T, log bool) {
 		t.Errorf("%.1f KB/s allocated in steady state, want ≤ %.1f KB/s", bps/1e3, bound/1e3)
 	}
 }
+
+// TestGatewayIdleAllocs bounds what a gateway at rest allocates: one writer
+// group of four fields whose values do not change, publishing every second.
+// At rest it wakes for timers (the session's checks, the keep-alives, the
+// resume record), which allocate nothing per wake; what remains is the
+// session's status read every few seconds and, in any binary that links
+// nats-server (the embedded broker), its process sampler reading
+// /proc/self/stat every second: about 10 allocations a second in all.
+func TestGatewayIdleAllocs(t *testing.T) {
+	url := startSimChild(t, server.SimConfig{Folders: 1, Variables: 4, Rates: []time.Duration{time.Hour},
+		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1})
+	cfg := browseConfig(t, url, 1, 4, 1, config.WriterGroup{PublishingInterval: dur(time.Second)})
+	var released atomic.Bool
+	rt := startLibGateway(t, cfg, gateway.Options{
+		Logger:        quietLogger(),
+		OnMemReleased: func(_, _ goruntime.MemStats) { released.Store(true) },
+	})
+	waitUntil(t, nil, time.Minute, "every item's initial value and the setup release", func() bool {
+		return runtimeNotifications(rt) >= 4 && released.Load()
+	})
+	var a, z goruntime.MemStats
+	goruntime.ReadMemStats(&a)
+	t0 := time.Now()
+	<-time.After(5 * time.Second) // a measuring window, not a wait for a condition
+	goruntime.ReadMemStats(&z)
+	s := time.Since(t0).Seconds()
+	perS := float64(z.Mallocs-a.Mallocs) / s
+	t.Logf("at rest: %.1f allocations/s, %.0f B/s", perS, float64(z.TotalAlloc-a.TotalAlloc)/s)
+	// Well above the status read's share and well below one allocation per
+	// timer wake of a ticking loop (hundreds a second).
+	if perS > 50 {
+		t.Errorf("%.1f allocations/s at rest, want ≤ 50", perS)
+	}
+}

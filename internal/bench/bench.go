@@ -1,10 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,8 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
@@ -56,18 +53,39 @@ type options struct {
 	stagger          bool
 	log              string // the gateway's store-and-forward log: on, off or both
 	logFsync         bool   // its storeAndForward.fsync
+	upstream         string // upstreamSim or upstreamNodeOPCUA
+	testpeer         string // node-opcua's test peer directory
+	findMax          bool
+	maxItems         int
+	retries          int
+	maxP99           time.Duration
+	idle             bool
+	cpuProfile       string
+	shape            string // the writer groups' messageShape
+	samplingZero     bool   // -sampling 0 means 0 (node-opcua: every change)
 }
+
+// Upstream servers.
+const (
+	upstreamSim       = "sim"       // gateway sim: Load counters
+	upstreamNodeOPCUA = "nodeopcua" // node-opcua's test peer: Demo.Counters
+)
 
 const usage = `Usage: gateway bench [flags]
 
-The end-to-end benchmark: simulation server → bridge → NATS → counting
+The end-to-end benchmark: upstream OPC UA server → bridge → NATS → counting
 subscriber, each in its own process on loopback. For each bridge (-bridge) it
-prints one line:
+prints one line of figures and one verdict line:
 
   bridge=gateway notifications_per_s=… gateway_cpu_us_per_notification=… p50_ms=…
     p99_ms=… lost=… rss_mb=… bytes_per_item=… (then details)
+  verdict bridge=gateway sustained 10000/s
+    (or: NOT sustained …, limit: the gateway; or: not measured …, limit: the
+    harness / this machine, with the evidence: a subscriber or NATS that fell
+    behind, a busy server, every core of the machine busy)
 
-and with -bridge both a last line ratio_cpu=<baseline/gateway>. With -log
+and with -bridge both a last line ratio_cpu=<baseline/gateway>, labelled
+"baseline saturated" when the baseline did not sustain the rate. With -log
 both the gateway runs twice, with its store-and-forward log (bridge=gateway)
 and without it (bridge=gateway-nolog), and a last line gives the ratios
 log_notifications_ratio, log_cpu_ratio and log_p99_ratio (with / without).
@@ -75,8 +93,9 @@ log_notifications_ratio, log_cpu_ratio and log_p99_ratio (with / without).
   notifications_per_s    new counter values the subscriber received per second
                          in the window (duplicates not counted)
   gateway_cpu_us_per_notification
-                         CPU time (user+system) of the bridge process under test
-                         (the gopcua baseline on its line) per notification
+                         CPU time (/proc: the threads' run time) of the bridge process
+                         under test (the gopcua baseline on its line) per
+                         notification
   p50_ms p99_ms          receive time − SourceTimestamp (the generator's tick),
                          so it includes the sampling delay (up to -sampling)
   sample_ up_ down_p50_ms/p99_ms
@@ -85,20 +104,39 @@ log_notifications_ratio, log_cpu_ratio and log_p99_ratio (with / without).
                          DataSetMessage Timestamp (the gateway began writing,
                          up_) → received (down_); only the gateway's messages
                          carry them
-  sub_queue_p50_ms sub_queue_p99_ms
+  sub_queue_p50_ms sub_queue_p99_ms sub_backlog_peak
                          a message's wait for the subscriber's parser after it
-                         was received (not in the latency)
+                         was received (not in the latency), and the most
+                         messages waiting at once
   lost                   counter values that never arrived (gaps), in the window
   rss_mb bytes_per_item  the bridge's RSS at the end of the window, and RSS/items:
                          the runtime's fixed memory included
-  rss_peak_mb            the highest RSS sampled (every 0.5 s) in the window: the
-                         heap grows between collections (GOGC), so the end of the
-                         window is one point of a sawtooth
-  bridge_cores sub_cores sim_cores nats_cores
-                         CPU of each process in the window, in cores; the
-                         subscriber must stay well below one core
+  rss_peak_mb            the highest RSS sampled (every 0.5 s) in the window
+  bridge_cores bridge_wakeups_per_s bridge_allocs_per_s bridge_publish_responses_per_s
+                         the bridge's CPU in cores, its threads' context
+                         switches per second, and (gateway) its allocations per
+                         second without one /metrics scrape's and the
+                         notification messages it received per second
+  sub_cores <upstream>_cores nats_cores
+                         CPU of the harness's processes in the window, in cores
+  machine_busy_cores others_cores load1
+                         the machine's busy cores (/proc/stat) in the window,
+                         what was not the bench's, and the load average before
   offered_per_s          items / rate: what the server generates
   setup_s                from the bridge's start until every item arrived once
+
+-find-max raises the offered rate in steps (-items × 1, 2, 5, 10, …, keeping
+-rate) until the gateway does not sustain it (it loses values or its p99
+exceeds -max-p99) or the harness becomes the limit, and prints the highest
+sustained rate with the CPU per notification there and at a tenth of it;
+with -bridge both, the ratio at the highest rate both sustained.
+
+-upstream nodeopcua uses node-opcua's test peer (testpeer/, Node.js): -items
+counters stepping every -rate (default 100 counters every 10 ms, publishing
+100 ms: 10,000 changes/s), reported on change (sampling 0).
+
+-idle measures the gateway at rest: one writer group of four fields
+publishing every second whose values do not change, for 60 s by default.
 
 The baseline is internal/bench/gopcuabridge (gopcua v0.8.0 → encoding/json →
 nats.go), built with the go tool unless -baseline-bin is given.
@@ -112,20 +150,29 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.IntVar(&o.items, "items", 100000, "`number` of monitored items (Load variables)")
+	fs.IntVar(&o.items, "items", 100000, "`number` of monitored items (Load variables; node-opcua: counters, default 100)")
 	fs.IntVar(&o.variables, "variables", 1000, "variables per Load folder (and DataSetWriter); items must be a multiple when larger")
 	fs.StringVar(&o.typ, "type", "Int32", "built-in type of the counters: Int32 or Double")
-	fs.DurationVar(&o.rate, "rate", 100*time.Millisecond, "generator period of the counters: items/rate notifications per second")
-	fs.DurationVar(&o.sampling, "sampling", 0, "sampling interval of the monitored items (default: rate/2, at most 20ms)")
-	fs.DurationVar(&o.publishing, "publishing", 10*time.Millisecond, "publishing interval of the subscriptions (it adds up to itself to the latency)")
-	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items")
+	fs.DurationVar(&o.rate, "rate", 100*time.Millisecond, "generator period of the counters: items/rate notifications per second (node-opcua: default 10ms)")
+	fs.DurationVar(&o.sampling, "sampling", 0, "sampling interval of the monitored items (default: rate/2, at most 20ms; node-opcua: 0, every change)")
+	fs.DurationVar(&o.publishing, "publishing", 10*time.Millisecond, "publishing interval of the subscriptions (it adds up to itself to the latency; node-opcua: default 100ms)")
+	fs.IntVar(&o.queue, "queue", 10, "queue size of the monitored items (node-opcua: at least two publishing intervals of changes)")
 	fs.BoolVar(&o.stagger, "stagger", true, "spread the counters' ticks evenly over -rate, folder by folder (gateway sim -stagger);\n-stagger=false: all change at the same instant, a burst of -items every -rate")
 	fs.IntVar(&o.perGroup, "per-group", 10000, "monitored items per writer group (gateway) or subscription (baseline)")
 	fs.StringVar(&o.fields, "fields", "browse", "how the gateway configuration names its fields: browse (one browse selection per writer) or list (every node:\na large configuration, slow to load, whose memory shows in rss_mb)")
-	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the measured window (-idle: default 60s)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time between the arrival of every item and the window")
 	fs.DurationVar(&o.setupTimeout, "setup-timeout", 3*time.Minute, "bound on the start of the processes and the arrival of every item")
-	bridge := fs.String("bridge", "both", "bridge under test: gateway, baseline or both")
+	bridge := fs.String("bridge", "both", "bridge under test: gateway, baseline or both (node-opcua, -idle: gateway)")
+	fs.StringVar(&o.upstream, "upstream", upstreamSim, "upstream OPC UA server: sim (gateway sim) or nodeopcua (testpeer/, needs Node.js)")
+	fs.StringVar(&o.testpeer, "testpeer", "", "node-opcua test peer `dir`ectory (default: $UAGATE_TESTPEER_DIR, or testpeer/ of the repository)")
+	fs.BoolVar(&o.findMax, "find-max", false, "raise the offered rate in steps until the gateway does not sustain it (see above)")
+	fs.IntVar(&o.maxItems, "max-items", 2000000, "with -find-max: the last step's items")
+	fs.IntVar(&o.retries, "retries", 2, "with -find-max: how often a step is measured again when other processes kept the machine's cores busy")
+	fs.DurationVar(&o.maxP99, "max-p99", 0, "the latency bound of a sustained rate (p99, source → subscriber; default: 2 × publishing + sampling, at least 100ms)")
+	fs.BoolVar(&o.idle, "idle", false, "measure the gateway at rest (see above)")
+	fs.StringVar(&o.shape, "shape", config.ShapeSingle, "the gateway's message shape: single (a NetworkMessage per DataSetMessage, the default) or batched")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile of the window to `file` (through UAGATE_DEBUG_PPROF)")
 	fs.StringVar(&o.log, "log", "on", "the gateway's store-and-forward log (storeAndForward.enabled): on, off, or both (two runs)")
 	fs.BoolVar(&o.logFsync, "log-fsync", true, "the log's storeAndForward.fsync: one fdatasync per commit")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server `URL` (default: start nats-server on a free loopback port)")
@@ -142,8 +189,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: bench takes no arguments, got %q", ErrUsage, fs.Args())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.presets(set, bridge)
 	if err := o.resolve(*bridge); err != nil {
 		return err
+	}
+	if o.upstream == upstreamNodeOPCUA {
+		var err error
+		if o.testpeer, err = findTestpeer(o.testpeer); err != nil {
+			return err
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "gateway-bench-")
@@ -178,14 +234,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	ticks := "folder by folder, spread over the period"
-	if !o.stagger {
-		ticks = "all at the same instant"
+	fmt.Fprintf(stderr, "gateway bench: %s; sampling %v, publishing %v; window %v after %v warm-up; load average %.1f\n",
+		o.describe(), o.sampling, o.publishing, o.duration, o.warmup, loadAverage())
+	if o.findMax {
+		return findMax(ctx, &o, &procs, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gateway bench: %d items (%d folders × %d) changing every %v (%s): %.0f notifications/s offered; sampling %v, publishing %v; window %v after %v warm-up\n",
-		o.items, o.folders(), o.perFolder(), o.rate, ticks, o.offered(), o.sampling, o.publishing, o.duration, o.warmup)
 
-	results := map[string]result{}
+	results := map[string]*result{}
 	for _, b := range o.bridges {
 		r, err := runBridge(ctx, &o, &procs, b, stderr)
 		if err != nil {
@@ -193,8 +248,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		results[b] = r
 		fmt.Fprintln(stdout, r.line())
-		if c := r.subCPU.Seconds() / r.wall.Seconds(); c > 0.8 {
-			fmt.Fprintf(stderr, "gateway bench: warning: the subscriber used %.2f cores: it may have been the bottleneck\n", c)
+		fmt.Fprintln(stdout, r.verdictLine(r.judge(o.maxP99)))
+		if o.idle {
+			fmt.Fprintln(stdout, r.idleLine())
+		}
+		if r.profile != "" {
+			fmt.Fprintf(stderr, "gateway bench: the gateway's CPU profile of the window: %s (go tool pprof -top %s %s)\n", r.profile, o.gatewayBin, r.profile)
 		}
 	}
 	g, ok := results["gateway"]
@@ -202,8 +261,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g, ok = results["gateway-nolog"]
 	}
 	if ok {
-		if b, ok := results["baseline"]; ok && g.cpuPerNotification() > 0 {
-			fmt.Fprintf(stdout, "ratio_cpu=%.1f\n", b.cpuPerNotification()/g.cpuPerNotification())
+		if b, ok := results["baseline"]; ok {
+			fmt.Fprintln(stdout, ratioLine(g, b, o.maxP99))
 		}
 	}
 	if on, ok := results["gateway"]; ok {
@@ -216,6 +275,155 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// ratioLine is the CPU ratio of the baseline to the gateway at one rate,
+// labelled when a bridge did not sustain it (the baseline's CPU per
+// notification is then inflated by what it failed to deliver).
+func ratioLine(g, b *result, maxP99 time.Duration) string {
+	if g.cpuPerNotification() <= 0 {
+		return "ratio_cpu=0 (the gateway's CPU per notification was not measured)"
+	}
+	ratio := b.cpuPerNotification() / g.cpuPerNotification()
+	gv, bv := g.judge(maxP99), b.judge(maxP99)
+	switch {
+	case gv.sustained && bv.sustained:
+		return fmt.Sprintf("ratio_cpu=%.1f", ratio)
+	case gv.sustained:
+		return fmt.Sprintf("ratio_cpu=%.1f (baseline saturated: %s; not a like-for-like ratio)", ratio, strings.Join(bv.problems, "; "))
+	default:
+		return fmt.Sprintf("ratio_cpu=%.1f (the gateway did not sustain the rate: %s; not a like-for-like ratio)", ratio, strings.Join(gv.problems, "; "))
+	}
+}
+
+// idleLine states the gateway's cost at rest.
+func (r *result) idleLine() string {
+	return fmt.Sprintf("idle bridge=%s cpu_percent_of_core=%.3f wakeups_per_s=%.1f allocs_per_s=%.1f (allocations in the window %.0f, of which one /metrics scrape's %.0f)",
+		r.bridge, 100*r.cores(r.bridgeP.cpu), float64(r.bridgeP.switches)/r.wall.Seconds(), r.allocsPerSecond(), r.gm["go_memstats_mallocs_total"], r.scrapeAlloc)
+}
+
+// findMax runs the steps of -find-max: o.items × 1, 2, 5, 10, … up to
+// o.maxItems, each bridge at each step until it does not sustain the rate
+// (the baseline stops at its first unsustained step, the gateway ends the
+// search), then the gateway at a tenth of its highest sustained rate when
+// that was not a step.
+func findMax(ctx context.Context, o *options, procs *procSet, stdout, stderr io.Writer) error {
+	type step struct{ g, b *result }
+	steps := map[int]*step{}
+	var best, bothBest int // items of the highest sustained steps
+	var stopped *result
+	var stoppedV verdict
+	baseline := contains(o.bridges, "baseline")
+	run := func(items int, bridge string) (*result, verdict, error) {
+		so := *o
+		so.items = items
+		for attempt := 0; ; attempt++ {
+			r, err := runBridge(ctx, &so, procs, bridge, stderr)
+			if err != nil {
+				return nil, verdict{}, fmt.Errorf("bench %s at %d items: %w", bridge, items, err)
+			}
+			v := r.judge(o.maxP99)
+			fmt.Fprintln(stdout, r.line())
+			fmt.Fprintln(stdout, r.verdictLine(v))
+			// On a shared machine another's burst of work can take the
+			// cores for a while: a step lost to it is measured again.
+			if v.sustained || v.limit != limitMachine || r.othersCores() < othersBusy || attempt >= o.retries {
+				return r, v, nil
+			}
+			fmt.Fprintf(stderr, "gateway bench: other processes used %.2f cores: measuring %d items again\n", r.othersCores(), items)
+		}
+	}
+	for _, items := range itemSteps(o.items, o.maxItems, o.variables) {
+		st := &step{}
+		steps[items] = st
+		r, v, err := run(items, "gateway")
+		if err != nil {
+			return err
+		}
+		st.g = r
+		if !v.sustained {
+			stopped, stoppedV = r, v
+			break
+		}
+		best = items
+		if baseline {
+			r, v, err := run(items, "baseline")
+			if err != nil {
+				return err
+			}
+			st.b = r
+			if v.sustained {
+				bothBest = items
+			} else {
+				baseline = false
+			}
+		}
+	}
+	if best == 0 {
+		fmt.Fprintf(stdout, "max_sustained_per_s=0 limit=%s (the first step was not sustained: %s)\n",
+			cmp.Or(stoppedV.limit, "gateway"), strings.Join(stoppedV.problems, "; "))
+		return nil
+	}
+	g := steps[best].g
+	tenth := best / 10
+	if tenth > o.variables && tenth%o.variables != 0 {
+		tenth -= tenth % o.variables
+	}
+	var low *result
+	if tenth > 0 {
+		if st, ok := steps[tenth]; ok && st.g != nil {
+			low = st.g
+		} else {
+			var err error
+			if low, _, err = run(tenth, "gateway"); err != nil {
+				return err
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "max_sustained_per_s=%.0f gateway_cpu_us_per_notification=%.3f p99_ms=%.2f bridge_cores=%.3f",
+		g.offered, g.cpuPerNotification(), g.b.P99ms, g.cores(g.bridgeP.cpu))
+	if low != nil {
+		fmt.Fprintf(&b, " tenth_per_s=%.0f tenth_gateway_cpu_us_per_notification=%.3f", low.offered, low.cpuPerNotification())
+	}
+	switch {
+	case stopped == nil:
+		fmt.Fprintf(&b, " limit=none (the last step, -max-items %d, was sustained)", o.maxItems)
+	case stoppedV.limit == limitBridge:
+		fmt.Fprintf(&b, " limit=gateway (at %.0f/s: %s)", stopped.offered, strings.Join(stoppedV.problems, "; "))
+	default:
+		fmt.Fprintf(&b, " limit=%s (at %.0f/s the %s was the limit, not the gateway: it sustained at least the rate above)", stoppedV.limit, stopped.offered, stoppedV.limit)
+	}
+	fmt.Fprintln(stdout, b.String())
+	if contains(o.bridges, "baseline") {
+		if bothBest > 0 {
+			st := steps[bothBest]
+			fmt.Fprintf(stdout, "ratio_cpu=%.1f at_per_s=%.0f (the highest rate both bridges sustained)\n",
+				st.b.cpuPerNotification()/st.g.cpuPerNotification(), st.g.offered)
+		} else {
+			fmt.Fprintln(stdout, "ratio_cpu=na (the baseline sustained no step)")
+		}
+	}
+	return nil
+}
+
+// itemSteps returns from, 2×, 5×, 10×, … up to last, each a multiple of
+// variables once above it.
+func itemSteps(from, last, variables int) []int {
+	var out []int
+	for base := from; base <= last; base *= 10 {
+		for _, k := range []int{1, 2, 5} {
+			n := base * k
+			if n > last {
+				break
+			}
+			if n > variables && n%variables != 0 {
+				continue
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -223,6 +431,37 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// presets sets the defaults that depend on -upstream and -idle for the
+// flags not given (set).
+func (o *options) presets(set map[string]bool, bridge *string) {
+	def := func(name string, f func()) {
+		if !set[name] {
+			f()
+		}
+	}
+	if o.upstream == upstreamNodeOPCUA {
+		def("items", func() { o.items = 100 })
+		def("rate", func() { o.rate = 10 * time.Millisecond })
+		def("publishing", func() { o.publishing = 100 * time.Millisecond })
+		def("bridge", func() { *bridge = "gateway" })
+	}
+	if o.idle {
+		def("items", func() { o.items = 4 })
+		def("rate", func() { o.rate = 24 * time.Hour })
+		def("publishing", func() { o.publishing = time.Second })
+		def("sampling", func() { o.sampling = 100 * time.Millisecond })
+		def("duration", func() { o.duration = 60 * time.Second })
+		def("bridge", func() { *bridge = "gateway" })
+	}
+	if o.upstream == upstreamNodeOPCUA && !set["queue"] && o.rate > 0 {
+		// Every change is queued: room for two publishing intervals.
+		o.queue = max(o.queue, int(2*o.publishing/o.rate))
+	}
+	if o.upstream == upstreamNodeOPCUA && !set["sampling"] {
+		o.samplingZero = true
+	}
 }
 
 func (o *options) resolve(bridge string) error {
@@ -247,11 +486,36 @@ func (o *options) resolve(bridge string) error {
 	default:
 		return fmt.Errorf("%w: -bridge: %q is not gateway, baseline or both", ErrUsage, bridge)
 	}
+	switch o.upstream {
+	case upstreamSim:
+	case upstreamNodeOPCUA:
+		if contains(o.bridges, "baseline") {
+			return fmt.Errorf("%w: -upstream nodeopcua: the baseline subscribes to the simulation server's nodes only (-bridge gateway)", ErrUsage)
+		}
+		if o.items > 10000 {
+			return fmt.Errorf("%w: -upstream nodeopcua: at most 10,000 counters", ErrUsage)
+		}
+		if o.rate < time.Millisecond || o.rate%time.Millisecond != 0 {
+			return fmt.Errorf("%w: -upstream nodeopcua: -rate must be whole milliseconds", ErrUsage)
+		}
+		o.variables = max(o.items, 1)
+	default:
+		return fmt.Errorf("%w: -upstream: %q is not sim or nodeopcua", ErrUsage, o.upstream)
+	}
+	if o.idle && (o.findMax || contains(o.bridges, "baseline")) {
+		return fmt.Errorf("%w: -idle measures the gateway alone, without -find-max", ErrUsage)
+	}
+	if o.retries < 0 {
+		return fmt.Errorf("%w: -retries must not be negative", ErrUsage)
+	}
+	if o.findMax && o.maxItems < o.items {
+		return fmt.Errorf("%w: -max-items %d is below -items %d", ErrUsage, o.maxItems, o.items)
+	}
 	if o.items <= 0 || o.variables <= 0 {
 		return fmt.Errorf("%w: -items and -variables must be positive", ErrUsage)
 	}
-	if o.items > 2_000_000 {
-		return fmt.Errorf("%w: -items: at most 2,000,000 (the simulation server's limit)", ErrUsage)
+	if o.items > 2_000_000 || o.maxItems > 2_000_000 {
+		return fmt.Errorf("%w: -items, -max-items: at most 2,000,000 (the simulation server's limit)", ErrUsage)
 	}
 	if o.items > o.variables && o.items%o.variables != 0 {
 		return fmt.Errorf("%w: -items %d is not a multiple of -variables %d", ErrUsage, o.items, o.variables)
@@ -265,14 +529,20 @@ func (o *options) resolve(bridge string) error {
 	if o.typ != "Int32" && o.typ != "Double" {
 		return fmt.Errorf("%w: -type: %q is not Int32 or Double", ErrUsage, o.typ)
 	}
-	if o.rate <= 0 || o.publishing <= 0 || o.duration <= 0 || o.warmup < 0 || o.setupTimeout <= 0 || o.sampling < 0 {
-		return fmt.Errorf("%w: -rate, -publishing, -duration and -setup-timeout must be positive, -warmup and -sampling not negative", ErrUsage)
+	if o.rate <= 0 || o.publishing <= 0 || o.duration <= 0 || o.warmup < 0 || o.setupTimeout <= 0 || o.sampling < 0 || o.maxP99 < 0 {
+		return fmt.Errorf("%w: -rate, -publishing, -duration and -setup-timeout must be positive, -warmup, -sampling and -max-p99 not negative", ErrUsage)
 	}
-	if o.sampling == 0 {
+	if o.sampling == 0 && !o.samplingZero {
 		// Faster than the generator, so that no tick is skipped between two
 		// samples (it would count as lost), and short, since it adds to the
 		// latency.
 		o.sampling = min(o.rate/2, 20*time.Millisecond)
+	}
+	if o.maxP99 == 0 {
+		// A value waits up to a sampling interval to be sampled and up to a
+		// publishing interval to be sent: the bound leaves as much again
+		// for the rest of the way.
+		o.maxP99 = max(2*o.publishing+o.sampling, 100*time.Millisecond)
 	}
 	if o.sampling >= o.rate {
 		return fmt.Errorf("%w: -sampling %v must be shorter than -rate %v (a tick between two samples would be lost)", ErrUsage, o.sampling, o.rate)
@@ -280,10 +550,29 @@ func (o *options) resolve(bridge string) error {
 	if o.queue <= 0 || o.perGroup <= 0 {
 		return fmt.Errorf("%w: -queue and -per-group must be positive", ErrUsage)
 	}
+	if o.shape != config.ShapeSingle && o.shape != config.ShapeBatched {
+		return fmt.Errorf("%w: -shape: %q is not single or batched", ErrUsage, o.shape)
+	}
 	if o.fields != "list" && o.fields != "browse" {
 		return fmt.Errorf("%w: -fields: %q is not browse or list", ErrUsage, o.fields)
 	}
 	return nil
+}
+
+// describe says what is offered.
+func (o *options) describe() string {
+	if o.upstream == upstreamNodeOPCUA {
+		return fmt.Sprintf("node-opcua: %d counters changing every %v: %.0f notifications/s offered", o.items, o.rate, o.offered())
+	}
+	ticks := "folder by folder, spread over the period"
+	if !o.stagger {
+		ticks = "all at the same instant"
+	}
+	if o.idle {
+		return fmt.Sprintf("at rest: %d items that do not change", o.items)
+	}
+	return fmt.Sprintf("%d items (%d folders × %d) changing every %v (%s): %.0f notifications/s offered",
+		o.items, o.folders(), o.perFolder(), o.rate, ticks, o.offered())
 }
 
 // perFolder and folders lay the items out in the simulation server's Load
@@ -291,6 +580,9 @@ func (o *options) resolve(bridge string) error {
 func (o *options) perFolder() int { return min(o.items, o.variables) }
 func (o *options) folders() int   { return o.items / o.perFolder() }
 func (o *options) offered() float64 {
+	if o.idle {
+		return 0
+	}
 	return float64(o.items) / o.rate.Seconds()
 }
 
@@ -331,38 +623,46 @@ func subscriberCommand(o *options) []string {
 }
 
 // gatewayConfig is the configuration of the gateway under test, as YAML.
-// One endpoint, the simulation server; a writer group per foldersPerGroup
+// One endpoint, the upstream server; a writer group per foldersPerGroup
 // folders, a writer (DataSetWriterId f+1, name Fnnn) per folder with
 // DataValue fields named Vnnnnn (found by browsing the folder, or listed);
-// one NATS sink, at most once (the default); nothing embedded, no HTTP; the
-// store-and-forward log as log says.
-func gatewayConfig(o *options, simURL, stateDir string, log bool) []byte {
+// one NATS sink, at most once (the default); nothing embedded; the HTTP
+// listener on httpAddr (loopback) for /metrics; the store-and-forward log as
+// log says.
+func gatewayConfig(o *options, upURL, stateDir, httpAddr string, log bool) []byte {
 	off := false
 	c := config.Config{
 		StoreAndForward: config.StoreAndForward{Enabled: &log, Fsync: &o.logFsync},
 		Gateway:         config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
 		Embedded:        config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
-		HTTP:            config.HTTP{Disabled: true},
-		Endpoints: []config.Endpoint{{Name: "sim", URL: simURL,
+		HTTP:            config.HTTP{Listen: httpAddr},
+		Endpoints: []config.Endpoint{{Name: "up", URL: upURL,
 			SecurityPolicy: "None", SecurityMode: "None", AutoAccept: true}},
 		Sinks: config.Sinks{NATS: []config.NATSSink{{Name: "bench", URL: o.natsURL}}},
 	}
+	if httpAddr == "" {
+		c.HTTP = config.HTTP{Disabled: true}
+	}
 	sampling := config.Duration(o.sampling)
+	folder := func(f int) string { return fmt.Sprintf("ns=1;s=Load.F%03d", f) }
+	if o.upstream == upstreamNodeOPCUA {
+		folder = func(int) string { return "ns=1;s=Demo.Counters" }
+	}
 	per := o.foldersPerGroup()
 	for g := 0; g*per < o.folders(); g++ {
 		wg := config.WriterGroup{
-			Name: fmt.Sprintf("g%03d", g), Endpoint: "sim",
-			PublishingInterval: config.Duration(o.publishing), FieldEncoding: config.FieldDataValue,
+			Name: fmt.Sprintf("g%03d", g), Endpoint: "up",
+			PublishingInterval: config.Duration(o.publishing), FieldEncoding: config.FieldDataValue, MessageShape: o.shape,
 			Nodes: config.NodeDefaults{SamplingInterval: &sampling, QueueSize: uint32(o.queue)},
 		}
 		for f := g * per; f < min((g+1)*per, o.folders()); f++ {
 			w := config.DataSetWriter{ID: uint16(f + 1), Name: fmt.Sprintf("F%03d", f)}
 			if o.fields == "browse" {
-				w.Browse = []config.BrowseSelect{{Root: fmt.Sprintf("ns=1;s=Load.F%03d", f), Depth: 1, MaxNodes: o.perFolder()}}
+				w.Browse = []config.BrowseSelect{{Root: folder(f), Depth: 1, MaxNodes: o.perFolder()}}
 			} else {
 				w.Fields = make([]config.Field, o.perFolder())
 				for v := range w.Fields {
-					w.Fields[v] = config.Field{Name: fmt.Sprintf("V%05d", v), Node: fmt.Sprintf("ns=1;s=Load.F%03d.V%05d", f, v)}
+					w.Fields[v] = config.Field{Name: fmt.Sprintf("V%05d", v), Node: fmt.Sprintf("%s.V%05d", folder(f), v)}
 				}
 			}
 			wg.Writers = append(wg.Writers, w)
@@ -405,7 +705,7 @@ func startNATSServer(ctx context.Context, procs *procSet, dir string) (*proc, st
 	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\nmax_pending: 536870912\n"), 0o600); err != nil {
 		return nil, "", err
 	}
-	p, err := procs.start("nats-server", dir, []string{bin, "-c", conf}, watchStderr)
+	p, err := procs.start("nats-server", dir, []string{bin, "-c", conf}, watchStderr, nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -417,178 +717,6 @@ func startNATSServer(ctx context.Context, procs *procSet, dir string) (*proc, st
 	return p, "nats://" + strings.TrimSpace(addr), nil
 }
 
-// result is the measurement of one bridge.
-type result struct {
-	bridge            string
-	items             int
-	offered           float64
-	window            time.Duration
-	a, b              subStats
-	bridgeCPU, subCPU time.Duration
-	simCPU, natsCPU   time.Duration
-	natsMeasured      bool
-	rssBytes          int64
-	rssPeak           int64 // the highest RSS sampled in the window
-	wall              time.Duration
-	setup             time.Duration
-}
-
-func (r result) notifications() int64 { return r.b.New - r.a.New }
-
-// cpuPerNotification is the bridge's CPU time per notification, µs.
-func (r result) cpuPerNotification() float64 {
-	n := r.notifications()
-	if n <= 0 {
-		return 0
-	}
-	return float64(r.bridgeCPU.Microseconds()) / float64(n)
-}
-
-func (r result) line() string {
-	cores := func(d time.Duration) float64 { return d.Seconds() / r.wall.Seconds() }
-	n := r.notifications()
-	var b strings.Builder
-	fmt.Fprintf(&b, "bridge=%s notifications_per_s=%.0f gateway_cpu_us_per_notification=%.3f p50_ms=%.2f p99_ms=%.2f lost=%d rss_mb=%.1f bytes_per_item=%.0f",
-		r.bridge, float64(n)/r.window.Seconds(), r.cpuPerNotification(), r.b.P50ms, r.b.P99ms,
-		r.b.Lost-r.a.Lost, float64(r.rssBytes)/(1<<20), float64(r.rssBytes)/float64(r.items))
-	fmt.Fprintf(&b, " rss_peak_mb=%.1f", float64(max(r.rssPeak, r.rssBytes))/(1<<20))
-	fmt.Fprintf(&b, " items=%d offered_per_s=%.0f window_s=%.1f notifications=%d dup=%d repeat=%d unknown=%d bad=%d sub_dropped=%d max_ms=%.1f bridge_cores=%.2f sub_cores=%.2f sub_cpu_us_per_notification=%.3f sim_cores=%.2f",
-		r.items, r.offered, r.window.Seconds(), n, r.b.Dup-r.a.Dup, r.b.Repeat-r.a.Repeat, r.b.Unknown-r.a.Unknown, r.b.Bad-r.a.Bad,
-		r.b.Dropped-r.a.Dropped, r.b.MaxMs, cores(r.bridgeCPU), cores(r.subCPU),
-		float64(r.subCPU.Microseconds())/max(float64(n), 1), cores(r.simCPU))
-	if r.natsMeasured {
-		fmt.Fprintf(&b, " nats_cores=%.2f", cores(r.natsCPU))
-	}
-	st := r.b.Stages
-	if st.SampleP99 != 0 || st.UpP99 != 0 || st.DownP99 != 0 {
-		// Only messages with every timestamp (the gateway's) have stages.
-		fmt.Fprintf(&b, " sample_p50_ms=%.1f sample_p99_ms=%.1f up_p50_ms=%.1f up_p99_ms=%.1f down_p50_ms=%.1f down_p99_ms=%.1f",
-			st.SampleP50, st.SampleP99, st.UpP50, st.UpP99, st.DownP50, st.DownP99)
-	}
-	fmt.Fprintf(&b, " sub_queue_p50_ms=%.1f sub_queue_p99_ms=%.1f", st.QueueP50, st.QueueP99)
-	fmt.Fprintf(&b, " msgs=%d bytes_per_msg=%.0f setup_s=%.1f", r.b.Msgs-r.a.Msgs,
-		float64(r.b.Bytes-r.a.Bytes)/max(float64(r.b.Msgs-r.a.Msgs), 1), r.setup.Seconds())
-	return b.String()
-}
-
-// runBridge measures one bridge with a simulation server and a
-// subscriber of its own (a fresh server: the previous bridge's session must
-// not load it), and stops them before it returns.
-func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, stderr io.Writer) (result, error) {
-	r := result{bridge: bridge, items: o.items, offered: o.offered()}
-	dir := filepath.Join(o.workDir, bridge)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return r, err
-	}
-	setupCtx, cancel := context.WithTimeout(ctx, o.setupTimeout)
-	defer cancel()
-
-	sim, err := procs.start("sim", dir, simCommand(o), watchStdout)
-	if err != nil {
-		return r, err
-	}
-	defer sim.stop()
-	line, err := sim.waitLine(setupCtx, o.setupTimeout, "gateway sim: listening on ")
-	if err != nil {
-		return r, err
-	}
-	simURL := strings.TrimSpace(strings.TrimPrefix(line, "gateway sim: listening on "))
-
-	sub, err := procs.start("subscriber", dir, subscriberCommand(o), watchStdout|withStdin)
-	if err != nil {
-		return r, err
-	}
-	defer sub.stop()
-	if _, err := sub.waitLine(setupCtx, 30*time.Second, "READY"); err != nil {
-		return r, err
-	}
-
-	var argv []string
-	switch bridge {
-	case "gateway", "gateway-nolog":
-		cfg := filepath.Join(dir, "gateway.yaml")
-		if err := os.WriteFile(cfg, gatewayConfig(o, simURL, filepath.Join(dir, "state"), bridge == "gateway"), 0o600); err != nil {
-			return r, err
-		}
-		argv = gatewayCommand(o, cfg)
-	case "baseline":
-		argv = baselineCommand(o, simURL)
-	}
-	setupStart := time.Now()
-	br, err := procs.start(bridge, dir, argv, 0)
-	if err != nil {
-		return r, err
-	}
-	defer br.stop()
-
-	// Every item must have arrived once before the warm-up starts.
-	fmt.Fprintf(stderr, "gateway bench: %s: waiting for all %d items\n", bridge, o.items)
-	for {
-		st, err := sub.query(setupCtx, "stats")
-		if err != nil {
-			return r, fmt.Errorf("waiting for every item: %w%s", err, procs.tails(br, sim, sub))
-		}
-		if st.Seen >= int64(o.items) {
-			break
-		}
-		if err := br.alive(); err != nil {
-			return r, fmt.Errorf("%s exited: %w%s", bridge, err, procs.tails(br))
-		}
-		if err := sleepCtx(setupCtx, 250*time.Millisecond); err != nil {
-			return r, fmt.Errorf("%d of %d items arrived within -setup-timeout %v: %w%s", st.Seen, o.items, o.setupTimeout, err, procs.tails(br, sim, sub))
-		}
-	}
-	r.setup = time.Since(setupStart)
-	if err := sleepCtx(ctx, o.warmup); err != nil {
-		return r, err
-	}
-
-	measured := []*proc{br, sub, sim}
-	if n := procs.byName("nats-server"); n != nil {
-		measured = append(measured, n)
-		r.natsMeasured = true
-	}
-	cpuA, err := procCPUs(measured)
-	if err != nil {
-		return r, err
-	}
-	t0 := time.Now()
-	if r.a, err = sub.query(ctx, "window"); err != nil {
-		return r, err
-	}
-	// The RSS is sampled through the window: the collector lets the heap
-	// grow between collections, so the end is one point of a sawtooth.
-	end := t0.Add(o.duration)
-	for d := time.Until(end); d > 0; d = time.Until(end) {
-		if err := sleepCtx(ctx, min(d, 500*time.Millisecond)); err != nil {
-			return r, err
-		}
-		if v, err := procRSS(br.pid()); err == nil {
-			r.rssPeak = max(r.rssPeak, v)
-		}
-	}
-	if r.b, err = sub.query(ctx, "window"); err != nil {
-		return r, err
-	}
-	cpuB, err := procCPUs(measured)
-	r.wall = time.Since(t0)
-	if err != nil {
-		return r, err
-	}
-	if err := br.alive(); err != nil {
-		return r, fmt.Errorf("%s exited during the window: %w%s", bridge, err, procs.tails(br))
-	}
-	r.window = time.Duration(r.b.TimeNs - r.a.TimeNs)
-	r.bridgeCPU, r.subCPU, r.simCPU = cpuB[0]-cpuA[0], cpuB[1]-cpuA[1], cpuB[2]-cpuA[2]
-	if r.natsMeasured {
-		r.natsCPU = cpuB[3] - cpuA[3]
-	}
-	if r.rssBytes, err = procRSS(br.pid()); err != nil {
-		return r, err
-	}
-	return r, nil
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -598,275 +726,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// procCPUs returns the CPU time (user + system, all threads) of processes.
-func procCPUs(ps []*proc) ([]time.Duration, error) {
-	out := make([]time.Duration, len(ps))
-	for i, p := range ps {
-		d, err := procCPU(p.pid())
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
-		}
-		out[i] = d
-	}
-	return out, nil
-}
-
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
-// Linux architecture Go supports.
-const clockTick = 10 * time.Millisecond
-
-// procCPU reads utime + stime of a process from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return time.Duration(u+s) * clockTick, nil
-}
-
-// procRSS reads VmRSS of a process from /proc/<pid>/status, bytes.
-func procRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q: %w", pid, v, err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
-}
-
-// Child processes.
-
-// proc flags.
-const (
-	watchStdout = 1 << iota // stdout lines to lines (else to the log)
-	watchStderr             // stderr lines to lines (else to the log)
-	withStdin               // a pipe to the child's stdin
-)
-
-// procSet are the children of one bench run; stopAll ends those still
-// running, in reverse order of their start.
-type procSet struct {
-	mu    sync.Mutex
-	procs []*proc
-}
-
-// proc is one child process. Its output goes to <dir>/<name>.log; the
-// watched stream's lines also go to lines (dropped when nobody reads them
-// and 256 are pending), which is closed at the end of the stream.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	stdin   io.WriteCloser
-	lines   chan string
-	readers sync.WaitGroup
-	done    chan struct{} // closed when the process was waited for
-	err     error         // the exit status, after done
-	once    sync.Once
-}
-
-func (ps *procSet) start(name, dir string, argv []string, flags int) (*proc, error) {
-	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
-	p := &proc{name: name, logPath: logf.Name(), lines: make(chan string, 256), done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	// The child dies with us even if we are killed outright.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	var watchR, watchW *os.File
-	if flags&(watchStdout|watchStderr) != 0 {
-		if watchR, watchW, err = os.Pipe(); err != nil {
-			logf.Close()
-			return nil, err
-		}
-		if flags&watchStdout != 0 {
-			p.cmd.Stdout = watchW
-		} else {
-			p.cmd.Stderr = watchW
-		}
-	} else {
-		close(p.lines)
-	}
-	if flags&withStdin != 0 {
-		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-			logf.Close()
-			return nil, err
-		}
-	}
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		if watchR != nil {
-			watchR.Close()
-			watchW.Close()
-		}
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	if watchW != nil {
-		watchW.Close() // the child holds its end
-		p.readers.Add(1)
-		go func() {
-			defer p.readers.Done()
-			defer close(p.lines)
-			defer watchR.Close()
-			sc := bufio.NewScanner(watchR)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				if !strings.HasPrefix(sc.Text(), "{") { // not the subscriber's answers
-					fmt.Fprintln(logf, sc.Text())
-				}
-				select {
-				case p.lines <- sc.Text():
-				default:
-				}
-			}
-		}()
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		p.readers.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	ps.mu.Lock()
-	ps.procs = append(ps.procs, p)
-	ps.mu.Unlock()
-	return p, nil
-}
-
-func (ps *procSet) byName(name string) *proc {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for _, p := range ps.procs {
-		if p.name == name {
-			return p
-		}
-	}
-	return nil
-}
-
-func (ps *procSet) stopAll() {
-	ps.mu.Lock()
-	list := append([]*proc(nil), ps.procs...)
-	ps.mu.Unlock()
-	for i := len(list) - 1; i >= 0; i-- {
-		list[i].stop()
-	}
-}
-
-// tails returns the ends of the logs of ps, for an error message.
-func (ps *procSet) tails(list ...*proc) string {
-	var b strings.Builder
-	for _, p := range list {
-		data, _ := os.ReadFile(p.logPath)
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > 15 {
-			lines = lines[len(lines)-15:]
-		}
-		fmt.Fprintf(&b, "\n--- %s (%s):\n%s", p.name, p.logPath, strings.Join(lines, "\n"))
-	}
-	return b.String()
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// alive returns an error when the process has exited.
-func (p *proc) alive() error {
-	select {
-	case <-p.done:
-		if p.err == nil {
-			return errors.New("exit status 0")
-		}
-		return p.err
-	default:
-		return nil
-	}
-}
-
-// waitLine waits for a line of the watched stream that contains want.
-func (p *proc) waitLine(ctx context.Context, timeout time.Duration, want string) (string, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				<-p.done
-				return "", fmt.Errorf("%s ended (%v) before %q%s", p.name, p.err, want, (&procSet{}).tails(p))
-			}
-			if strings.Contains(l, want) {
-				return l, nil
-			}
-		case <-t.C:
-			return "", fmt.Errorf("%s: no %q within %v%s", p.name, want, timeout, (&procSet{}).tails(p))
-		case <-ctx.Done():
-			return "", fmt.Errorf("%s: waiting for %q: %w", p.name, want, ctx.Err())
-		}
-	}
-}
-
-// query sends a command to the subscriber and reads its JSON answer.
-func (p *proc) query(ctx context.Context, cmd string) (subStats, error) {
-	var st subStats
-	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
-		return st, fmt.Errorf("%s: %w", p.name, err)
-	}
-	l, err := p.waitLine(ctx, 30*time.Second, "{")
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal([]byte(l), &st); err != nil {
-		return st, fmt.Errorf("%s: %q: %w", p.name, l, err)
-	}
-	return st, nil
-}
-
-// stop ends the process: SIGTERM (stdin closed too), SIGKILL after 10 s.
-func (p *proc) stop() {
-	p.once.Do(func() {
-		if p.stdin != nil {
-			p.stdin.Close()
-		}
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		t := time.NewTimer(10 * time.Second)
-		defer t.Stop()
-		select {
-		case <-p.done:
-		case <-t.C:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
 }

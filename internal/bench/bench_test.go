@@ -44,11 +44,11 @@ func TestGatewayConfig(t *testing.T) {
 	for _, fields := range []string{"list", "browse"} {
 		o := options{items: 3000, variables: 1000, typ: "Int32", rate: 100 * time.Millisecond,
 			publishing: 20 * time.Millisecond, duration: time.Second, warmup: time.Second, setupTimeout: time.Minute,
-			queue: 10, perGroup: 2000, fields: fields, natsURL: "nats://127.0.0.1:4222"}
+			queue: 10, perGroup: 2000, fields: fields, natsURL: "nats://127.0.0.1:4222", upstream: upstreamSim, maxP99: time.Second, shape: config.ShapeSingle}
 		if err := o.resolve("gateway"); err != nil {
 			t.Fatal(err)
 		}
-		text := gatewayConfig(&o, "opc.tcp://127.0.0.1:4840", "/tmp/state", true)
+		text := gatewayConfig(&o, "opc.tcp://127.0.0.1:4840", "/tmp/state", "", true)
 		cfg, warns, err := config.Parse(text, "bench.yaml")
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", fields, err, text)
@@ -56,7 +56,7 @@ func TestGatewayConfig(t *testing.T) {
 		if !cfg.StoreOn() {
 			t.Errorf("%s: the store-and-forward log is off", fields)
 		}
-		if off, _, err := config.Parse(gatewayConfig(&o, "opc.tcp://127.0.0.1:4840", "/tmp/state", false), "bench.yaml"); err != nil || off.StoreOn() {
+		if off, _, err := config.Parse(gatewayConfig(&o, "opc.tcp://127.0.0.1:4840", "/tmp/state", "", false), "bench.yaml"); err != nil || off.StoreOn() {
 			t.Errorf("%s: without the log: %v, on=%v", fields, err, off != nil && off.StoreOn())
 		}
 		// The one warning: the simulation server's certificate is trusted as it is.
@@ -314,6 +314,9 @@ func TestProcStats(t *testing.T) {
 			t.Fatal("CPU time did not grow")
 		}
 	}
+	if d := procRunTime(pid); d < t0 {
+		t.Errorf("run time %v below the CPU time %v counted before", d, t0)
+	}
 	rss, err := procRSS(pid)
 	if err != nil || rss < 1<<20 {
 		t.Fatalf("RSS %d: %v", rss, err)
@@ -378,5 +381,62 @@ func TestStages(t *testing.T) {
 	c.message([]byte(`{"Payload":{}}`), time.Now().Add(-50*time.Millisecond).UnixNano())
 	if q := c.snapshot(true).Stages.QueueP50; q < 49 || q > 1000 {
 		t.Errorf("queue p50 %v ms, want ≥ 50", q)
+	}
+}
+
+func TestItemSteps(t *testing.T) {
+	for _, c := range []struct {
+		from, last, variables int
+		want                  []int
+	}{
+		{1000, 2000000, 1000, []int{1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 2000000}},
+		{100, 500, 500, []int{100, 200, 500}},
+		{100, 5000, 1000, []int{100, 200, 500, 1000, 2000, 5000}},
+		{300, 7000, 1000, []int{300, 600, 3000, 6000}}, // 1500 is no multiple of 1000
+	} {
+		if got := itemSteps(c.from, c.last, c.variables); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("itemSteps(%d, %d, %d) = %v, want %v", c.from, c.last, c.variables, got, c.want)
+		}
+	}
+}
+
+// TestJudge: the verdict tells a bridge that lost from a harness that fell
+// behind and from a machine with every core busy.
+func TestJudge(t *testing.T) {
+	base := func() *result {
+		r := &result{bridge: "gateway", upstream: "sim", items: 1000, offered: 10000,
+			window: 10 * time.Second, wall: 10 * time.Second, gm: metrics{},
+			machine: machineSample{cpus: 2, busy: 5 * time.Second}}
+		r.b = subStats{New: 100000, LatN: 100000, P99ms: 30}
+		r.bridgeP.cpu = time.Second
+		r.subP.cpu = time.Second
+		return r
+	}
+	for _, c := range []struct {
+		name      string
+		change    func(r *result)
+		sustained bool
+		limit     string
+	}{
+		{"sustained", func(*result) {}, true, limitNone},
+		{"lost, nothing else", func(r *result) { r.b.Lost = 5 }, false, limitBridge},
+		{"slow", func(r *result) { r.b.P99ms = 500 }, false, limitBridge},
+		{"short", func(r *result) { r.b.New = 50000 }, false, limitBridge},
+		{"sink dropped", func(r *result) { r.b.Lost = 5; r.gm["uagate_sink_dropped_messages_total"] = 3; r.b.Cut = "EOF" }, false, limitBridge},
+		{"subscriber cut", func(r *result) { r.b.Lost = 5; r.b.Cut = "EOF" }, false, limitHarness},
+		{"subscriber busy", func(r *result) { r.b.Lost = 5; r.subP.cpu = 9500 * time.Millisecond }, false, limitHarness},
+		{"subscriber queue", func(r *result) { r.b.P99ms = 500; r.b.Stages.QueueP99 = 400 }, false, limitHarness},
+		{"nats slow consumer", func(r *result) { r.b.Lost = 5; r.natsSlow = 1 }, false, limitHarness},
+		{"machine full", func(r *result) { r.b.P99ms = 500; r.machine.busy = 19800 * time.Millisecond }, false, limitMachine},
+	} {
+		r := base()
+		c.change(r)
+		v := r.judge(100 * time.Millisecond)
+		if v.sustained != c.sustained || v.limit != c.limit {
+			t.Errorf("%s: sustained %v limit %q, want %v %q (%+v)", c.name, v.sustained, v.limit, c.sustained, c.limit, v)
+		}
+		if line := r.verdictLine(v); !strings.HasPrefix(line, "verdict bridge=gateway ") {
+			t.Errorf("%s: %q", c.name, line)
+		}
 	}
 }

@@ -2,9 +2,9 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // The counting subscriber of `gateway bench` (the hidden subcommand
@@ -50,12 +48,16 @@ type subStats struct {
 	Unknown int64 `json:"unknown"` // fields that are not one of the -items nodes
 	NoTS    int64 `json:"no_ts"`   // fields without a SourceTimestamp (no latency)
 	Bad     int64 `json:"bad"`     // messages that did not scan
-	// Dropped are messages nats.go dropped because this process fell behind
-	// (slow consumer): they show as lost as well.
-	Dropped int64 `json:"dropped"`
+	// Cut is why the connection to NATS ended while it should run (NATS
+	// cuts a subscriber that falls too far behind off as a slow consumer):
+	// what it did not receive shows as lost as well.
+	Cut string `json:"cut,omitempty"`
 	// Backlog is how many received messages waited for the parser when
-	// the snapshot was taken.
-	Backlog int64 `json:"backlog"`
+	// the snapshot was taken, BacklogPeak the most since the previous
+	// window, QueuedBytes the bytes of the buffers they hold.
+	Backlog     int64 `json:"backlog"`
+	BacklogPeak int64 `json:"backlog_peak"`
+	QueuedBytes int64 `json:"queued_bytes"`
 	// Latency (receive time − SourceTimestamp) of the window: count, p50,
 	// p99 and max in milliseconds.
 	LatN  int64   `json:"lat_n"`
@@ -96,7 +98,7 @@ type stageStats struct {
 func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench-subscriber", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("nats", nats.DefaultURL, "NATS server `URL`")
+	url := fs.String("nats", "nats://127.0.0.1:4222", "NATS server `URL`")
 	subject := fs.String("subject", "opcua.json.data.>", "NATS `subject` to subscribe to")
 	items := fs.Int("items", 1000, "`number` of Load variables the bridge publishes (the first ones)")
 	variables := fs.Int("variables", 1000, "variables per Load folder")
@@ -108,22 +110,16 @@ func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	}
 	c := newCounter(*items, *variables)
 
-	nc, err := nats.Connect(*url, nats.Name("gateway-bench-subscriber"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if !errors.Is(err, nats.ErrSlowConsumer) {
-				fmt.Fprintln(stderr, "bench-subscriber:", err)
-			}
-		}))
+	sub, err := dialNATS(*url, *subject)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
-	defer nc.Close()
-	// The latency is taken on receive: nats.go's delivery goroutine stamps
-	// each message and hands it to the parser, which may lag behind a burst
+	defer sub.close()
+	// The latency is taken on receive: the socket's reader stamps each
+	// message and hands it to the parser, which may lag behind a burst
 	// (every counter of a rate ticks at once) without that wait counting as
 	// the bridge's (it shows as sub_queue_ms). The parser ends when stop is
-	// closed, after the subscription.
-	rx := make(chan rxMessage, rxQueue)
+	// closed or the connection ends.
 	stop := make(chan struct{})
 	var parser sync.WaitGroup
 	parser.Add(1)
@@ -131,8 +127,12 @@ func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		defer parser.Done()
 		for {
 			select {
-			case m := <-rx:
+			case m, ok := <-sub.rx:
+				if !ok {
+					return
+				}
 				c.message(m.b, m.at)
+				sub.release(m)
 			case <-stop:
 				return
 			}
@@ -142,29 +142,14 @@ func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	var stopOnce sync.Once
 	halt := func() { stopOnce.Do(func() { close(stop) }) }
 	defer halt()
-	sub, err := nc.Subscribe(*subject, func(m *nats.Msg) {
-		select {
-		case rx <- rxMessage{b: m.Data, at: time.Now().UnixNano()}:
-		case <-stop:
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("nats subscribe: %w", err)
-	}
-	// Bursts: every Load variable of a rate ticks at the same instant. Room
-	// for about a second of 1,000,000 notifications.
-	if err := sub.SetPendingLimits(1<<20, 512<<20); err != nil {
-		return err
-	}
-	if err := nc.Flush(); err != nil {
-		return fmt.Errorf("nats flush: %w", err)
-	}
 	w := bufio.NewWriter(stdout)
 	reply := func(window bool) error {
 		st := c.snapshot(window)
-		st.Backlog = int64(len(rx))
-		if d, err := sub.Dropped(); err == nil {
-			st.Dropped = int64(d)
+		st.Backlog = int64(len(sub.rx))
+		st.BacklogPeak = sub.backlogPeak(window)
+		st.QueuedBytes = sub.queue.Load()
+		if err := sub.ended(); err != nil {
+			st.Cut = err.Error()
 		}
 		b, _ := json.Marshal(&st)
 		w.Write(b)
@@ -194,13 +179,11 @@ func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	for {
 		select {
 		case <-ctx.Done():
-			_ = sub.Unsubscribe()
 			halt()
 			parser.Wait()
 			return reply(true)
 		case cmd, ok := <-cmds:
 			if !ok {
-				_ = sub.Unsubscribe()
 				halt()
 				parser.Wait()
 				return reply(true)
@@ -220,22 +203,12 @@ func RunSubscriber(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	}
 }
 
-// rxMessage is a message's payload and the instant it was received.
-type rxMessage struct {
-	b  []byte
-	at int64 // Unix ns
-}
-
-// rxQueue bounds the messages received and not yet parsed: at ~100 KB each,
-// a few seconds of a million notifications per second. Beyond it nats.go's
-// own pending limits apply (and a slow consumer shows as dropped).
-const rxQueue = 1 << 14
-
 // counter counts the notifications of the Load counters. Node i is
 // variable i%variables of folder i/variables; its last value is last[i]
 // (unseenValue before the first).
 type counter struct {
 	variables int
+	ts        tsMemo
 	mu        sync.Mutex
 	last      []int64
 	st        subStats
@@ -433,19 +406,24 @@ func (s *scanner) str() ([]byte, bool) {
 		return nil, false
 	}
 	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '"':
-			out := s.b[start:s.i]
-			s.i++
-			return out, true
-		case '\\':
-			s.i += 2
-		default:
-			s.i++
+	for {
+		j := bytes.IndexByte(s.b[s.i:], '"')
+		if j < 0 {
+			s.i = len(s.b)
+			return nil, false
+		}
+		end := s.i + j
+		s.i = end + 1
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		bs := 0
+		for k := end - 1; k >= start && s.b[k] == '\\'; k-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return s.b[start:end], true
 		}
 	}
-	return nil, false
 }
 
 // skip skips one value.
@@ -556,6 +534,11 @@ func (s *scanner) dataSetMessage() bool {
 			}
 			return ok
 		case "Payload":
+			if writerID > 0 || writerName >= 0 {
+				// The writer is known (the gateway writes it first): read
+				// the fields now rather than skip them and come back.
+				return s.payload(folderOf(writerName, writerID), stamp)
+			}
 			payload = s.i
 			return s.skip()
 		case "Timestamp":
@@ -570,15 +553,20 @@ func (s *scanner) dataSetMessage() bool {
 	if !ok || payload < 0 {
 		return ok
 	}
-	folder := writerName
-	if folder < 0 && writerID > 0 {
-		folder = writerID - 1
-	}
 	end := s.i
 	s.i = payload
-	ok = s.payload(folder, stamp)
+	ok = s.payload(folderOf(writerName, writerID), stamp)
 	s.i = end
 	return ok
+}
+
+// folderOf is the Load folder of a writer: by name (Fnnn), else by id
+// (nnn+1); -1 when neither is known.
+func folderOf(name, id int) int {
+	if name < 0 && id > 0 {
+		return id - 1
+	}
+	return name
 }
 
 // payload reads the fields of a DataSetMessage of Load folder folder whose
@@ -591,6 +579,10 @@ func (s *scanner) payload(folder int, stamp int64) bool {
 		var ok bool
 		valid := true // a missing Value is the default, 0 (Compact)
 		if s.peek() == '{' {
+			if x, fast := s.fastDataValue(&t); fast {
+				s.c.field(f, v, x, t, s.now)
+				return true
+			}
 			ok = s.object(func(k []byte) bool {
 				switch string(k) {
 				case "Value", "Body":
@@ -600,9 +592,9 @@ func (s *scanner) payload(folder int, stamp int64) bool {
 					b, ok := s.str()
 					if ok {
 						if k[1] == 'o' {
-							t.src = parseUTCTimestamp(b)
+							t.src = s.c.ts.parse(b)
 						} else {
-							t.srv = parseUTCTimestamp(b)
+							t.srv = s.c.ts.parse(b)
 						}
 					}
 					return ok
@@ -621,6 +613,139 @@ func (s *scanner) payload(folder int, stamp int64) bool {
 		}
 		return ok
 	})
+}
+
+var (
+	valuePrefix = []byte(`{"Value":`)
+	srcPrefix   = []byte(`"SourceTimestamp":"`)
+	srvPrefix   = []byte(`"ServerTimestamp":"`) // as long as srcPrefix
+)
+
+// fastDataValue reads a field the way the gateway writes a DataValue of an
+// integer counter, {"Value":123,"SourceTimestamp":"…","ServerTimestamp":"…"}
+// (no spaces, timestamps optional), into value and t, without the generic
+// scanner's calls per member. For anything else it returns false, leaving
+// s and t as they were, and the generic scanner reads the field.
+func (s *scanner) fastDataValue(t *fieldTimes) (int64, bool) {
+	b, i := s.b, s.i
+	if !bytes.HasPrefix(b[i:], valuePrefix) {
+		return 0, false
+	}
+	i += len(valuePrefix)
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var n int64
+	for i < len(b) && b[i]-'0' <= 9 {
+		n = n*10 + int64(b[i]-'0')
+		i++
+	}
+	if i == start || i-start > 18 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	src, srv := t.src, t.srv
+	for i < len(b) {
+		switch b[i] {
+		case '}':
+			s.i = i + 1
+			t.src, t.srv = src, srv
+			return n, true
+		case ',':
+			i++
+			var dst *int64
+			switch {
+			case bytes.HasPrefix(b[i:], srcPrefix):
+				dst = &src
+			case bytes.HasPrefix(b[i:], srvPrefix):
+				dst = &srv
+			default:
+				return 0, false
+			}
+			i += len(srcPrefix)
+			j := bytes.IndexByte(b[i:], '"')
+			if j < 0 {
+				return 0, false
+			}
+			*dst = s.c.ts.parse(b[i : i+j])
+			i += j + 1
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// tsMemo parses timestamps, remembering the Unix time of the last one's
+// minute ("2024-05-01T10:15"): the timestamps of a message share it, and
+// the rest ("SS.fffffffZ") is quick to read.
+type tsMemo struct {
+	minute [16]byte
+	base   int64 // Unix seconds at the start of minute; 0: none yet
+	// The last timestamp and its value: the fields of one tick share it.
+	last  [32]byte
+	lastN int
+	lastV int64
+}
+
+// parse is parseUTCTimestamp.
+func (m *tsMemo) parse(t []byte) int64 {
+	if len(t) == m.lastN && string(t) == string(m.last[:m.lastN]) {
+		return m.lastV
+	}
+	v := m.parseMinute(t)
+	if len(t) <= len(m.last) {
+		m.lastN = copy(m.last[:], t)
+		m.lastV = v
+	}
+	return v
+}
+
+func (m *tsMemo) parseMinute(t []byte) int64 {
+	if m.base != 0 && len(t) >= 20 && string(t[:16]) == string(m.minute[:]) && t[len(t)-1] == 'Z' {
+		if v, ok := secondsZ(t[16:]); ok {
+			return m.base*1e9 + v
+		}
+	}
+	v := parseUTCTimestamp(t)
+	if v > 0 && t[len(t)-1] == 'Z' {
+		if sec, ok := secondsZ(t[16:]); ok {
+			copy(m.minute[:], t[:16])
+			m.base = (v - sec) / 1e9
+		}
+	}
+	return v
+}
+
+// secondsZ reads ":SS[.fffffffff]Z" into nanoseconds.
+func secondsZ(t []byte) (int64, bool) {
+	if len(t) < 4 || t[0] != ':' || t[1]-'0' > 9 || t[2]-'0' > 9 {
+		return 0, false
+	}
+	sec := int64(t[1]-'0')*10 + int64(t[2]-'0')
+	if sec > 60 {
+		return 0, false
+	}
+	rest := t[3 : len(t)-1]
+	var frac int64
+	if len(rest) > 0 {
+		if rest[0] != '.' || len(rest) < 2 || len(rest) > 10 {
+			return 0, false
+		}
+		scale := int64(1e8)
+		for _, c := range rest[1:] {
+			if c-'0' > 9 {
+				return 0, false
+			}
+			frac += int64(c-'0') * scale
+			scale /= 10
+		}
+	}
+	return sec*1e9 + frac, true
 }
 
 // value reads an integer value: a number, a number in a string (Int64), or

@@ -841,7 +841,9 @@ func (p *publisher) retryItems(c *Client, now time.Time) {
 // needsMaintenance reports whether a subscription is missing on the server,
 // or has items to create or retry.
 func (p *publisher) needsMaintenance(now time.Time) bool {
-	for _, s := range p.list() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.subs {
 		if s.id.Load() == 0 {
 			return true
 		}

@@ -1026,20 +1026,61 @@ func (p *publisher) silent(now time.Time) []*Subscription {
 			// A held subscription gets no Publish requests: its silence is ours.
 			continue
 		}
-		last := time.Unix(0, s.lastActivity.Load())
-		if since := time.Unix(0, s.since.Load()); since.After(last) {
-			last = since
-		}
-		if rel := time.Unix(0, s.releasedAt.Load()); rel.After(last) {
-			last = rel
-		}
-		if bound.After(last) {
-			last = bound
-		}
-		if now.Sub(last) > s.keepAliveWindow()+p.grace {
+		if now.Sub(s.lastHeard(bound)) > s.keepAliveWindow()+p.grace {
 			out = append(out, s)
 		}
 	}
 	p.mu.Unlock()
 	return out
+}
+
+// lastHeard is when s was last heard from, or was created, released or
+// bound to the session's current channel (bound), whichever came last: its
+// keep-alive window runs from there.
+func (s *Subscription) lastHeard(bound time.Time) time.Time {
+	last := time.Unix(0, s.lastActivity.Load())
+	if since := time.Unix(0, s.since.Load()); since.After(last) {
+		last = since
+	}
+	if rel := time.Unix(0, s.releasedAt.Load()); rel.After(last) {
+		last = rel
+	}
+	if bound.After(last) {
+		last = bound
+	}
+	return last
+}
+
+// nextDeadline returns how long after now the first subscription may fall
+// silent (the end of its keep-alive window and grace, as silent counts) or
+// a failed item is to be retried; false when something calls for a check
+// at every tick: a handler running, a subscription or items not yet
+// created. With no subscription it returns a long wait.
+func (p *publisher) nextDeadline(now time.Time) (time.Duration, bool) {
+	if p.busySince.Load() != 0 {
+		return 0, false
+	}
+	d := time.Duration(math.MaxInt64)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bound := p.bound
+	for _, s := range p.subs {
+		if s.id.Load() == 0 {
+			return 0, false
+		}
+		if !s.held() {
+			d = min(d, s.lastHeard(bound).Add(s.keepAliveWindow()+p.grace).Sub(now))
+		}
+		t := &s.items
+		t.mu.Lock()
+		pending, failed, retryAt := t.pending, t.failed, t.retryAt
+		t.mu.Unlock()
+		if pending > 0 {
+			return 0, false
+		}
+		if failed > 0 && s.cfg.ItemRetryInterval > 0 {
+			d = min(d, retryAt.Sub(now))
+		}
+	}
+	return d, true
 }
