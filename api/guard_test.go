@@ -21,6 +21,7 @@ func TestBrowsersCannotDriveTheAPI(t *testing.T) {
 	m := startSession(t, srv.URL(), nil, true)
 	b := newTestBackend(t, baseConfig())
 	b.addSession("sim", srv.URL(), m)
+	b.allowCommands(t, allowStaticWrites)
 	_, c := serveReal(t, b, Options{AllowedHosts: []string{"gw.plant.example", ".cell.plant.example"},
 		CORSOrigins: []string{"https://ui.plant.example"}})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(c.base, "http://"))

@@ -14,6 +14,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/testutil"
 )
 
@@ -96,6 +97,11 @@ func (rc *realClient) metric(token, series string) string {
 
 const writeBody = `{"nodes":[{"node":"ns=1;s=Demo.Static.Int32","type":"Int32","value":42}]}`
 
+// allowStaticWrites is the command rule that lets every API key write the
+// simulation server's Demo.Static nodes (Write is what the rules allow).
+var allowStaticWrites = config.CommandRule{Callers: []string{"api:*"},
+	Write: []config.CommandTarget{{Endpoint: "sim", Node: "ns=1;s=Demo.Static.*"}}}
+
 // TestKeysFileNeverOpens: a keys file that becomes empty, unreadable or
 // malformed keeps the keys read before — never anonymous access — and says
 // so in the log (an error), the metrics and readiness, until a usable file
@@ -106,6 +112,7 @@ func TestKeysFileNeverOpens(t *testing.T) {
 	m := startSession(t, srv.URL(), nil, true)
 	b := newTestBackend(t, nil)
 	b.addSession("sim", srv.URL(), m)
+	b.allowCommands(t, allowStaticWrites)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "keys")
 	stamp := time.Now().Add(-time.Hour)

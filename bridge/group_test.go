@@ -360,7 +360,9 @@ func TestWriterGroupSplit(t *testing.T) {
 			var got []string
 			next := uint32(1)
 			for _, d := range dataSetMessages(msgs, "load") {
-				if d.SequenceNumber != next || len(got) == n {
+				// A keep-alive (a busy machine's first values late) carries the
+				// next number without taking it.
+				if d.SequenceNumber != next || len(got) == n || d.Type == jsonenc.KeepAlive {
 					continue
 				}
 				if d.Type != jsonenc.DeltaFrame {
