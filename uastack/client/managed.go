@@ -816,7 +816,7 @@ func (p *publisher) reportLost(s *Subscription) {
 // closed; it returns why.
 func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 	tick := min(m.cfg.KeepAliveGrace/2, 250*time.Millisecond)
-	t := time.NewTimer(tick)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	var statusAt time.Time
 	if m.cfg.KeepAliveInterval > 0 {
@@ -834,7 +834,6 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 				return err
 			}
 			statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
-			t.Reset(m.nextCheck(time.Now(), tick, statusAt))
 		case <-c.Done():
 			m.level = 0
 			return fmt.Errorf("client: channel ended: %w", c.Err())
@@ -879,38 +878,8 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 					m.pub.retryItems(c, now)
 				}()
 			}
-			if status != nil {
-				t.Reset(m.nextCheck(now, tick, time.Time{}))
-			} else {
-				t.Reset(m.nextCheck(now, tick, statusAt))
-			}
 		}
 	}
-}
-
-// maxCheckWait bounds supervise's sleep: a subscription created meanwhile
-// has a keep-alive window of its own that nextCheck did not see.
-const maxCheckWait = time.Second
-
-// nextCheck returns how long supervise may sleep after now: until the
-// status read at statusAt (zero: none due) or the end of a subscription's
-// keep-alive window and grace, or a failed item's retry, at most
-// maxCheckWait; only tick while a recovery is verified, a subscription or
-// items wait to be created, or a handler runs. A session at rest wakes once
-// a second instead of every tick.
-func (m *ManagedSession) nextCheck(now time.Time, tick time.Duration, statusAt time.Time) time.Duration {
-	if m.verifying {
-		return tick
-	}
-	d := maxCheckWait
-	if !statusAt.IsZero() {
-		d = min(d, statusAt.Sub(now))
-	}
-	due, ok := m.pub.nextDeadline(now)
-	if !ok {
-		return tick
-	}
-	return max(min(d, due), min(tick, 10*time.Millisecond))
 }
 
 // createMissingQuick creates subscriptions that are missing on the server

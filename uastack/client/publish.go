@@ -1050,37 +1050,3 @@ func (s *Subscription) lastHeard(bound time.Time) time.Time {
 	}
 	return last
 }
-
-// nextDeadline returns how long after now the first subscription may fall
-// silent (the end of its keep-alive window and grace, as silent counts) or
-// a failed item is to be retried; false when something calls for a check
-// at every tick: a handler running, a subscription or items not yet
-// created. With no subscription it returns a long wait.
-func (p *publisher) nextDeadline(now time.Time) (time.Duration, bool) {
-	if p.busySince.Load() != 0 {
-		return 0, false
-	}
-	d := time.Duration(math.MaxInt64)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	bound := p.bound
-	for _, s := range p.subs {
-		if s.id.Load() == 0 {
-			return 0, false
-		}
-		if !s.held() {
-			d = min(d, s.lastHeard(bound).Add(s.keepAliveWindow()+p.grace).Sub(now))
-		}
-		t := &s.items
-		t.mu.Lock()
-		pending, failed, retryAt := t.pending, t.failed, t.retryAt
-		t.mu.Unlock()
-		if pending > 0 {
-			return 0, false
-		}
-		if failed > 0 && s.cfg.ItemRetryInterval > 0 {
-			d = min(d, retryAt.Sub(now))
-		}
-	}
-	return d, true
-}
