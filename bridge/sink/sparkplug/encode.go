@@ -8,7 +8,9 @@ import (
 	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
+	pb "github.com/uagate/gateway/bridge/sink/sparkplug/sparkplugpb"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -474,7 +476,14 @@ func (e *encoder) appendArray(b []byte, v *ua.Variant) []byte {
 // what is older than the values the birth carried is history, so that it
 // does not overwrite them at the host. A protobuf message may carry a field
 // twice (the last one wins), so the flag is appended to a metric as it is.
+// A body that is not a whole Sparkplug payload (a record damaged in the
+// store) is an error: the metrics are copied as they are, so nothing in
+// them would be checked otherwise. Held data is rewritten once, after a
+// birth, so the check's decoding is not on the data path.
 func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
+	if err := proto.Unmarshal(body, new(pb.Payload)); err != nil {
+		return dst, false, fmt.Errorf("sparkplug: a held payload: %w", err)
+	}
 	dst = append(dst[:0], 0, 0, 0)
 	marked := false
 	for len(body) > 0 {
