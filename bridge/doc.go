@@ -67,10 +67,12 @@
 //     NetworkMessage header carries MessageId, PublisherId and
 //     WriterGroupName. In the single shape Messages is an object (Part 14
 //     SingleDataSetMessage), in the batched shape an array.
-//   - SequenceNumber counts a writer's DataSetMessages from 1; a
-//     ua-keepalive carries the next expected number without taking it (Part
-//     14 §7.2.4.5.6). Pieces of a split DataSetMessage share its number (a
-//     key frame continues as ua-deltaframe, see jsonenc).
+//   - SequenceNumber counts a writer's DataSetMessages from 1 and, with
+//     marks (Options.MarksDir), goes on across restarts and takeovers,
+//     never used twice; a ua-keepalive carries the next expected number
+//     without taking it (Part 14 §7.2.4.5.6). Pieces of a split
+//     DataSetMessage share its number (a key frame continues as
+//     ua-deltaframe, see jsonenc).
 //   - A key frame carries every data field. A field without a value yet is
 //     written with StatusCode BadWaitingForInitialData, or with the server's
 //     refusal of its monitored item (BadNodeIdUnknown …) when there was one
@@ -144,6 +146,17 @@
 // (possible duplicates). A subscription that is gone (or a server that
 // restarted, told by its StartTime) is created anew and the gap reported
 // (OnGap; the next DataSetMessages are key frames).
+//
+// The marks (resume.Marks, a file mapped into memory: a few stores per
+// notification message, no system call) say exactly where the last run
+// stopped: each writer's next SequenceNumber, the last notification
+// message handed to the queues, and where each writer's DataSetMessages of
+// the recent messages began. What the server republishes up to that
+// message is a replay: it goes to the at-least-once queues only (the
+// at-most-once sinks had it), marked redelivered, with the SequenceNumbers
+// it had the first time; what comes after it goes to every queue. A shared
+// Store (scale-out) carries, per writer, a SequenceNumber beyond any the
+// holder can still use, for a takeover by another replica.
 //
 // # Threading, ownership and lock order
 //

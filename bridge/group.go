@@ -49,6 +49,14 @@ type Options struct {
 	// ResumeInterval is how often a changed resume state is saved; default
 	// DefaultResumeInterval.
 	ResumeInterval time.Duration
+	// MarksDir, when set, keeps the group's marks there (resume.OpenMarks):
+	// its writers' SequenceNumbers go on across restarts, and what the
+	// server republishes after a resume reaches only the sinks that may
+	// not have it (resume.go).
+	MarksDir string
+	// ResumeShared says Resume is shared with other replicas (scale-out):
+	// its records carry the writers' SequenceNumbers for a takeover.
+	ResumeShared bool
 }
 
 // WriterGroup is one writer group (config.WriterGroup) of the pipeline: one
@@ -62,12 +70,24 @@ type WriterGroup struct {
 	fqueues []sink.Queue
 	tr      *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
-	resume      resume.Store        // nil: none
-	fingerprint string              // of the items asked for at Start
-	serverStart int64               // the server's StartTime at Start, 0 when unknown
-	saved       client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
-	savedItems  []client.ResumeItem // its list, kept only at least once (saveResume)
-	redeliver   bool                // g.mu: the message being written was redelivered after a resume
+	resume       resume.Store        // nil: none
+	fingerprint  string              // of the items asked for at Start
+	serverStart  int64               // the server's StartTime at Start, 0 when unknown
+	saved        client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
+	savedItems   []client.ResumeItem // its list, kept only at least once (saveResume)
+	savedDSMs    uint64              // DataSetMessages written at the last save
+	resumeShared bool
+	redeliver    bool          // g.mu: the message being written was redelivered after a resume
+	marks        *resume.Marks // nil: none
+	replayKnown  bool          // the marks tell what the resumed subscription's last run handed over
+	replayOn     bool          // g.mu: messages up to replayTo replay what the last run handed to the queues
+	replayTo     uint32
+	replaying    bool         // g.mu: the message being written is such a replay
+	rewound      bool         // g.mu: a writer's SequenceNumber was set back for it
+	cycle        uint64       // g.mu: counts the notification messages written
+	subID        uint32       // g.mu: the subscription of the message being written
+	aloQueues    []sink.Queue // the at-least-once ones of queues: a replay goes to them only
+	aloFQueues   []sink.Queue
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription
@@ -140,12 +160,21 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		fqueues: slices.Clone(opts.FieldQueues),
 		resume:  opts.Resume,
 	}
-	for _, q := range append(slices.Clone(g.queues), g.fqueues...) {
+	g.resumeShared = opts.ResumeShared
+	for _, q := range g.queues {
 		if q.Guarantee() == config.AtLeastOnce {
-			g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
-			break
+			g.aloQueues = append(g.aloQueues, q)
 		}
 	}
+	for _, q := range g.fqueues {
+		if q.Guarantee() == config.AtLeastOnce {
+			g.aloFQueues = append(g.aloFQueues, q)
+		}
+	}
+	if len(g.aloQueues)+len(g.aloFQueues) > 0 {
+		g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
+	}
+	g.openMarks(opts.MarksDir, len(cfg.Writers))
 	total := 0
 	for i := range cfg.Writers {
 		total += len(cfg.Writers[i].Fields)
@@ -363,6 +392,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.serverStart = serverStart(ctx, c)
 		g.fingerprint = itemsFingerprint(reqs, nil)
 		scfg.Resume = g.loadResume(g.fingerprint)
+		g.replayFrom(scfg.Resume)
 	}
 	// Before the subscription exists: a resumed one delivers what the
 	// server kept at once, before the items are even added.
@@ -521,6 +551,7 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 			g.w.Release()
 		}
 		g.wown.g = nil // the idle writers it used keep nothing of the group
+		g.closeMarks()
 		g.fenc.Release()
 		g.w, g.fenc = nil, nil
 	}()
@@ -609,7 +640,8 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 // ReplaceWriter replaces the writer of wc's name by wc (a reload that
 // changed its fields): the old one's items are deleted, the new one's
 // created, and its metadata is sent with a newer MajorVersion. Its
-// SequenceNumbers start over.
+// SequenceNumbers go on (with marks, Options.MarksDir; without, they start
+// over).
 func (g *WriterGroup) ReplaceWriter(ctx context.Context, wc config.DataSetWriter) error {
 	if err := g.RemoveWriter(ctx, wc.Name); err != nil {
 		return err

@@ -38,7 +38,7 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	if g.closed {
 		return
 	}
-	g.markRedelivered(sub)
+	g.beginMessage(sub, seq) // resume.go: a replay, or redelivered
 	defer g.clearRedelivered()
 	if g.testTap != nil {
 		g.testTap(seq, items)
@@ -121,6 +121,7 @@ func nextRound(ents []entry, k int, r int32) int32 {
 // notification message: rounds+1 of them (one per value of the field with
 // the most values), each a key frame or a delta frame.
 func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.MonitoredItemNotification) {
+	g.touch(w)
 	w.stats.notifications.Add(uint64(len(ents)))
 	if w.untyped > 0 {
 		g.learnTypes(w, ents, items)
@@ -286,7 +287,7 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 	if g.closed {
 		return
 	}
-	g.markRedelivered(sub)
+	g.beginMessage(sub, seq)
 	defer g.clearRedelivered()
 	g.stats.events.Add(uint64(len(events)))
 	open := false
@@ -305,6 +306,7 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 			open = true
 		}
 		w.stats.notifications.Add(1)
+		g.touch(w)
 		g.beginDSM(w, jsonenc.Event)
 		for k := range ev.EventFields {
 			if k >= len(sel) || g.skip {
@@ -330,6 +332,10 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 // messages carry it for acknowledgement).
 func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	g.seq, g.track = seq, track
+	if track {
+		g.cycle++
+		g.handled(seq)
+	}
 	g.w = takeWriter(g.wown, &g.wopts)
 	now := time.Now()
 	g.now = now.UnixNano()
@@ -348,6 +354,7 @@ func (g *WriterGroup) endCycle() {
 	putWriter(g.w, g.wown)
 	g.w = nil
 	g.stats.lastPublish.Store(g.now)
+	g.endReplayCycle()
 }
 
 // beginDSM opens a DataSetMessage of w (in its own NetworkMessage in the
@@ -398,6 +405,7 @@ func (g *WriterGroup) endDSM(w *writer) {
 			w.seq = g.w.NextSequenceNumber()
 		}
 	}
+	g.advanced(w)
 	if g.single {
 		g.check(g.w.End(), "")
 	}
@@ -471,7 +479,7 @@ func (g *WriterGroup) sinkData(msg []byte) error {
 	if g.single && g.cur != nil {
 		name = g.cur.name
 	}
-	g.publish(sink.KindData, name, "", msg, g.seq, g.track, false, g.queues, g.cur)
+	g.publish(sink.KindData, name, "", msg, g.seq, g.track, false, g.dataQueues(), g.cur)
 	return nil
 }
 
@@ -542,7 +550,7 @@ func (g *WriterGroup) publishField(w *writer, s int32, dv *ua.DataValue) {
 		e.Reset(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: g.namespaces})
 		return
 	}
-	g.publish(sink.KindField, w.name, name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
+	g.publish(sink.KindField, w.name, name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fieldQueues(), w)
 }
 
 // heartbeatsDue sends, for every writer, one ua-deltaframe with the last
@@ -647,6 +655,13 @@ func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.
 // of every writer is a key frame so that subscribers resynchronise.
 func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 	g.stats.gaps.Add(1)
+	if to == 0 {
+		// A new subscription numbers its messages from 1 again: none is a
+		// replay.
+		g.mu.Lock()
+		g.replayOn = false
+		g.mu.Unlock()
+	}
 	if to == 0 {
 		// The subscription itself was lost and is made anew: everything
 		// after from-1 until its first values (its key frame) is gone.

@@ -26,6 +26,10 @@
 //   COUNTER_EXCEPTION_BASED=1                  Counter reports every change: its MinimumSamplingInterval
 //                                             and the server's MinSupportedSampleRate are 0, so an item
 //                                             asking for sampling interval 0 misses no value
+//   COUNTERS                                   Int32 counters in Demo/Counters, all +1 every
+//                                             COUNTER_INTERVAL_MS, exception based as above (default 0)
+//   HISTORY_VALUES                             N > 0: Counter and the Counters are Historizing, the last N
+//                                             values of each kept in memory for HistoryRead (default 0)
 //
 // Address space (namespace 1, the server's own; string node ids):
 //
@@ -39,6 +43,8 @@
 //     Add(a Double, b Double) -> sum Double                            ns=1;s=Demo.Add
 //     Large/    folder                                                 ns=1;s=Demo.Large
 //       V00000 … V<N-1>  Int32 read-only, value = index                ns=1;s=Demo.Large.V00000
+//     Counters/ folder                                                 ns=1;s=Demo.Counters
+//       C0000 … C<N-1>  Int32 read-only, +1 every COUNTER_INTERVAL_MS  ns=1;s=Demo.Counters.C0000
 //
 // Users: anonymous; "user1"/"password1"; "admin"/"admin-secret" (any other pair is
 // refused with BadUserAccessDenied); X509 user certificates are accepted automatically.
@@ -118,7 +124,9 @@ for (const [key, name] of Object.entries(limitEnv)) {
         operationLimits[key] = v;
     }
 }
-const counterExceptionBased = (env.COUNTER_EXCEPTION_BASED ?? "") === "1";
+const counterCount = intSetting(env.COUNTERS, "COUNTERS", 0);
+const historyValues = intSetting(env.HISTORY_VALUES, "HISTORY_VALUES", 0);
+const counterExceptionBased = (env.COUNTER_EXCEPTION_BASED ?? "") === "1" || counterCount > 0;
 // Tests open many sessions in a row; keep the default of 10 from getting in the way.
 const serverCapabilities = { operationLimits, maxSessions: 100 };
 if (counterExceptionBased) {
@@ -233,10 +241,39 @@ function buildAddressSpace() {
         minimumSamplingInterval: counterExceptionBased ? 0 : counterInterval,
         value: new Variant({ dataType: DataType.Double, value: 0 }),
     });
+    const counters = [];
+    if (counterCount > 0) {
+        const folder = ns.addFolder(demo, { browseName: "Counters", nodeId: id("Demo.Counters") });
+        for (let i = 0; i < counterCount; i++) {
+            const name = "C" + String(i).padStart(4, "0");
+            counters.push(
+                ns.addVariable({
+                    organizedBy: folder,
+                    browseName: name,
+                    nodeId: id(`Demo.Counters.${name}`),
+                    dataType: "Int32",
+                    accessLevel: ro,
+                    userAccessLevel: ro,
+                    minimumSamplingInterval: 0,
+                    value: new Variant({ dataType: DataType.Int32, value: 0 }),
+                }),
+            );
+        }
+    }
+    if (historyValues > 0) {
+        for (const v of [counter, ...counters]) {
+            addressSpace.installHistoricalDataNode(v, { maxOnlineValues: historyValues });
+        }
+    }
     let count = 0;
     counterTimer = setInterval(() => {
         count += 1;
-        counter.setValueFromSource(new Variant({ dataType: DataType.Double, value: count }));
+        // One source timestamp for the tick: every counter's value count has it.
+        const now = new Date();
+        counter.setValueFromSource(new Variant({ dataType: DataType.Double, value: count }), StatusCodes.Good, now);
+        for (const c of counters) {
+            c.setValueFromSource(new Variant({ dataType: DataType.Int32, value: count }), StatusCodes.Good, now);
+        }
     }, counterInterval);
 
     const scalar = (name, dataType, value, access) =>

@@ -150,8 +150,11 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		Logger:      gw.log,
 		Resume:      gw.resume,
 	}
+	if gw.resume != nil {
+		opts.MarksDir = gw.resume.Dir
+	}
 	if gw.scale != nil {
-		opts.Resume = gw.scale
+		opts.Resume, opts.ResumeShared = gw.scale, true
 	}
 	if pf != nil {
 		opts.FieldPayload = pf.Payload
