@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,10 @@ type Options struct {
 	// ResumeShared says Resume is shared with other replicas (scale-out):
 	// its records carry the writers' SequenceNumbers for a takeover.
 	ResumeShared bool
+	// ResumeHorizon is, for a shared Resume, how long a holder may go on
+	// after its last record was saved before it stops (the lease's
+	// fencing): what its writers may write meanwhile is reserved.
+	ResumeHorizon time.Duration
 }
 
 // WriterGroup is one writer group (config.WriterGroup) of the pipeline: one
@@ -76,18 +81,23 @@ type WriterGroup struct {
 	saved        client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
 	savedItems   []client.ResumeItem // its list, kept only at least once (saveResume)
 	savedDSMs    uint64              // DataSetMessages written at the last save
+	savedAt      time.Time           // of the last shared record
 	resumeShared bool
-	redeliver    bool          // g.mu: the message being written was redelivered after a resume
-	marks        *resume.Marks // nil: none
-	replayKnown  bool          // the marks tell what the resumed subscription's last run handed over
-	replayOn     bool          // g.mu: messages up to replayTo replay what the last run handed to the queues
-	replayTo     uint32
-	replaying    bool         // g.mu: the message being written is such a replay
-	rewound      bool         // g.mu: a writer's SequenceNumber was set back for it
-	cycle        uint64       // g.mu: counts the notification messages written
-	subID        uint32       // g.mu: the subscription of the message being written
-	aloQueues    []sink.Queue // the at-least-once ones of queues: a replay goes to them only
-	aloFQueues   []sink.Queue
+	// resumeHorizon: how long a holder goes on after its last shared record.
+	resumeHorizon time.Duration
+	instance      uint64        // marks this group's records and marks (Record.Marks)
+	marksOwn      bool          // the marks were kept beside the last record: they tell where the group stopped
+	redeliver     bool          // g.mu: the message being written was redelivered after a resume
+	marks         *resume.Marks // nil: none
+	replayKnown   bool          // the marks tell what the resumed subscription's last run handed over
+	replayOn      bool          // g.mu: messages up to replayTo replay what the last run handed to the queues
+	replayTo      uint32
+	replaying     bool         // g.mu: the message being written is such a replay
+	rewound       bool         // g.mu: a writer's SequenceNumber was set back for it
+	cycle         uint64       // g.mu: counts the notification messages written
+	subID         uint32       // g.mu: the subscription of the message being written
+	aloQueues     []sink.Queue // the at-least-once ones of queues: a replay goes to them only
+	aloFQueues    []sink.Queue
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription
@@ -160,7 +170,8 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		fqueues: slices.Clone(opts.FieldQueues),
 		resume:  opts.Resume,
 	}
-	g.resumeShared = opts.ResumeShared
+	g.resumeShared, g.resumeHorizon = opts.ResumeShared, opts.ResumeHorizon
+	g.instance = randomMark()
 	for _, q := range g.queues {
 		if q.Guarantee() == config.AtLeastOnce {
 			g.aloQueues = append(g.aloQueues, q)
@@ -687,6 +698,13 @@ func (g *WriterGroup) Subscription() *client.Subscription {
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
 	return g.sub
+}
+
+// randomMark is a random non-zero 64-bit value.
+func randomMark() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
 // newMessageID returns a random UUID for messages outside the hot path.

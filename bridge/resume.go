@@ -98,6 +98,10 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 		return nil
 	}
 	rec, ok, err := g.resume.LoadResume(g.name)
+	// The marks tell where the group stopped when the last record was saved
+	// beside them (or there is none): not when another replica held the
+	// group since.
+	g.marksOwn = g.marks != nil && (!ok || rec.Marks == g.marks.PreviousRecord())
 	if ok && err == nil {
 		g.continueWriters(&rec)
 	}
@@ -147,7 +151,11 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	} else if st, ok = sub.ResumeState(); !ok {
 		return false
 	}
-	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now(), Writers: g.reservedWriters()}
+	now := time.Now()
+	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: now, Writers: g.reservedWriters(now)}
+	if g.marks != nil {
+		rec.Marks = g.instance
+	}
 	if err := g.resume.SaveResume(g.name, rec); err != nil {
 		if time.Since(time.Unix(0, g.lastLog.Load())) > 10*time.Second {
 			g.lastLog.Store(time.Now().UnixNano())
@@ -158,6 +166,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	// The mark taken before the state: a change in between saves once more.
 	g.saved = mark
 	if g.marks != nil {
+		g.marks.SetRecord(g.instance)
 		if err := g.marks.Sync(); err != nil {
 			g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
 		}
@@ -251,14 +260,20 @@ func (g *WriterGroup) markWriter(w *writer) {
 
 // reservedWriters are the writers' continuation points for a shared
 // record (Options.ResumeShared; nil otherwise): each writer's next
-// SequenceNumber, plus twice what it wrote since the last save and a few,
-// for what it may still write until its holder stops (a record is saved
-// every ResumeInterval; a holder that cannot save stops within a lease's
-// fencing time). Resume loop (or Start before it runs).
-func (g *WriterGroup) reservedWriters() []resume.WriterSeq {
+// SequenceNumber, plus what it may still write until its holder stops
+// (twice its rate over the last interval, for the save interval and the
+// lease horizon, and a few): a holder that cannot save its record stops
+// within the horizon (fencing). Resume loop (or Start before it runs).
+func (g *WriterGroup) reservedWriters(now time.Time) []resume.WriterSeq {
 	if !g.resumeShared || g.marks == nil {
 		return nil
 	}
+	elapsed := now.Sub(g.savedAt)
+	if g.savedAt.IsZero() || elapsed <= 0 {
+		elapsed = g.resumeEvery
+	}
+	g.savedAt = now
+	window := float64(g.resumeEvery+g.resumeHorizon) / float64(elapsed)
 	ws := *g.snapshot.Load()
 	out := make([]resume.WriterSeq, 0, len(ws))
 	for _, w := range ws {
@@ -267,29 +282,23 @@ func (g *WriterGroup) reservedWriters() []resume.WriterSeq {
 		}
 		wm := g.marks.Writer(int(w.mark))
 		n := w.stats.dataSetMessages.Load()
-		ahead := 2*(n-w.savedDSMs) + reserveSlack
+		ahead := uint64(2*float64(n-w.savedDSMs)*window) + reserveSlack
 		w.savedDSMs = n
 		out = append(out, resume.WriterSeq{Name: w.name, Seq: wm.Seq + uint32(min(ahead, 1<<30)), Frames: wm.Frames})
 	}
 	return out
 }
 
-// reserveSlack is what a shared record reserves beyond twice a writer's
-// last interval.
+// reserveSlack is what a shared record reserves beyond its estimate.
 const reserveSlack = 16
 
 // continueWriters goes on, in a writer whose marks do not know better,
 // from the SequenceNumber a shared record reserved (a takeover from another
-// replica); a restart that finds its own marks of the record's
-// subscription goes on from them. Start, before the subscription exists.
+// replica); a restart that finds the marks the record was saved beside
+// goes on from them. Start, before the subscription exists.
 func (g *WriterGroup) continueWriters(rec *resume.Record) {
-	if len(rec.Writers) == 0 {
+	if len(rec.Writers) == 0 || g.marksOwn {
 		return
-	}
-	if g.marks != nil {
-		if sub, _, ok := g.marks.Previous(); ok && sub == rec.State.SubscriptionID && sub != 0 {
-			return
-		}
 	}
 	by := make(map[string]resume.WriterSeq, len(rec.Writers))
 	for _, ws := range rec.Writers {
@@ -314,7 +323,7 @@ func (g *WriterGroup) continueWriters(rec *resume.Record) {
 // is created): what the server republishes up to the last message the
 // marks say was handed to the queues.
 func (g *WriterGroup) replayFrom(st *client.ResumeState) {
-	if g.marks == nil || st == nil {
+	if g.marks == nil || st == nil || !g.marksOwn {
 		return
 	}
 	sub, handled, ok := g.marks.Previous()

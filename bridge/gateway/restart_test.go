@@ -14,6 +14,8 @@ import (
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/testpeer/nodeopcua"
+	"github.com/uagate/gateway/uastack/server"
+	"github.com/uagate/gateway/uastack/ua"
 )
 
 // Restarts against any server: a gateway child process publishing many
@@ -251,8 +253,53 @@ func waitChild(t *testing.T, g *gatewayChild, what string, cond func() bool) {
 	}
 }
 
-// TestRestartNodeOPCUA: kill -9 against node-opcua, anonymous over None and
-// a user over Basic256Sha256 SignAndEncrypt, 3 s down.
+// restartIdentities are the two ways in: anonymous over None (node-opcua
+// and our server refuse to transfer its subscriptions: the session must be
+// activated again), and a user over Basic256Sha256 SignAndEncrypt.
+func restartIdentities(t *testing.T, user, password string) []struct {
+	name string
+	ep   config.Endpoint
+} {
+	return []struct {
+		name string
+		ep   config.Endpoint
+	}{
+		{"anonymous", config.Endpoint{SecurityPolicy: "None", SecurityMode: "None"}},
+		{"user", config.Endpoint{SecurityPolicy: "Basic256Sha256", SecurityMode: "SignAndEncrypt",
+			Identity: config.Identity{Username: user, Password: config.Secret{File: secretFile(t, password)}}}},
+	}
+}
+
+// restartDowns are how long the gateway stays down: 3 s, and 30 s for
+// the anonymous case (the others behind UAGATE_TEST_RESTART_LARGE).
+func restartDowns(name string) []time.Duration {
+	if name == "anonymous" || os.Getenv("UAGATE_TEST_RESTART_LARGE") != "" {
+		return []time.Duration{3 * time.Second, 30 * time.Second}
+	}
+	return []time.Duration{3 * time.Second}
+}
+
+// runRestarts runs the restart scenario for every identity and down time.
+func runRestarts(t *testing.T, up restartUpstream, sizes restartSizes, user, password string) {
+	for _, c := range restartIdentities(t, user, password) {
+		for _, down := range restartDowns(c.name) {
+			t.Run(fmt.Sprintf("%s/down=%v", c.name, down), func(t *testing.T) {
+				mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+				ns := brokertest.StartNATS(t, brokertest.NATSOptions{})
+				cfg := restartConfig(up, c.ep, sizes.queue(down), mosq.URL(), ns.URL(), filepath.Join(t.TempDir(), "state"))
+				alo, amo, log1, log2 := restartScenario(t, cfg, sizes, down, mosq.URL(), ns.URL())
+				t.Logf("at-least-once (MQTT): %v", alo)
+				t.Logf("at-most-once (NATS): %v", amo)
+				checkRestart(t, alo, amo, cfg, log1, log2)
+				if !strings.Contains(log2, "session of an earlier process reactivated") {
+					t.Errorf("the second run did not activate the first run's session again:\n%s", tail(log2, 16<<10))
+				}
+			})
+		}
+	}
+}
+
+// TestRestartNodeOPCUA: kill -9 of the gateway against node-opcua.
 func TestRestartNodeOPCUA(t *testing.T) {
 	sizes := restartSizesFor()
 	peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: sizes.period,
@@ -261,23 +308,31 @@ func TestRestartNodeOPCUA(t *testing.T) {
 	for i := range sizes.counters {
 		up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
 	}
-	for _, c := range []struct {
-		name string
-		ep   config.Endpoint
-	}{
-		{"user", config.Endpoint{SecurityPolicy: "Basic256Sha256", SecurityMode: "SignAndEncrypt",
-			Identity: config.Identity{Username: "user1", Password: config.Secret{File: secretFile(t, nodeopcua.Users["user1"])}}}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
-			ns := brokertest.StartNATS(t, brokertest.NATSOptions{})
-			cfg := restartConfig(up, c.ep, sizes.queue(3*time.Second), mosq.URL(), ns.URL(), filepath.Join(t.TempDir(), "state"))
-			alo, amo, log1, log2 := restartScenario(t, cfg, sizes, 3*time.Second, mosq.URL(), ns.URL())
-			t.Logf("at-least-once (MQTT): %v", alo)
-			t.Logf("at-most-once (NATS): %v", amo)
-			checkRestart(t, alo, amo, cfg, log1, log2)
-		})
+	runRestarts(t, up, sizes, "user1", nodeopcua.Users["user1"])
+}
+
+// TestRestartSim: kill -9 of the gateway against our simulation server.
+func TestRestartSim(t *testing.T) {
+	sizes := restartSizesFor()
+	srv, err := server.New(&server.Config{
+		Address: "127.0.0.1:0",
+		Users:   map[string]string{"user1": "password1"},
+		Logger:  quietLogger(),
+		Sim: server.SimConfig{Folders: 1, Variables: sizes.counters, Rates: []time.Duration{sizes.period},
+			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1},
+	})
+	if err == nil {
+		err = srv.Start()
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	up := restartUpstream{url: srv.URL()}
+	for i := range sizes.counters {
+		up.nodes = append(up.nodes, server.LoadNode(0, i))
+	}
+	runRestarts(t, up, sizes, "user1", "password1")
 }
 
 // checkRestart judges a restart scenario's reports.

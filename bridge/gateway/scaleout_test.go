@@ -47,6 +47,10 @@ func scaleConfig(t *testing.T, simURL, natsURL string, groups int) string {
 // scaleConfigOf is scaleConfig with the writer groups named.
 func scaleConfigOf(t *testing.T, simURL, natsURL string, groups []string) string {
 	c := standalone(simURL)
+	// A user: a replica that takes a group over transfers its subscription
+	// to a session of its own, which servers refuse for an anonymous user
+	// on an unsecured channel (Part 4 §5.13.7).
+	c.Endpoints[0].Identity = config.Identity{Username: simUser, Password: config.Secret{File: secretFile(t, simPassword)}}
 	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(8 * time.Second)}
 	c.Sinks = jetStreamSink(natsURL, false)
 	for _, g := range groups {

@@ -30,7 +30,8 @@ import (
 // files, the marks are kept in memory and written at Sync.
 //
 // Layout (little endian): a header (magic, ring length, writer slots,
-// subscription id, handled sequence number), then one slot per writer: the
+// subscription id, handled sequence number, the mark of the last resume
+// record saved beside them), then one slot per writer: the
 // FNV-64a hash of its name, its next SequenceNumber and data
 // DataSetMessage count, and a ring of (notification message, SequenceNumber
 // and count at its first DataSetMessage of the writer) entries.
@@ -83,6 +84,7 @@ type marksImage struct {
 	ok      bool
 	sub     uint32
 	handled uint32
+	record  uint64
 	ring    int
 	writers map[uint64]prevWriter
 }
@@ -128,6 +130,7 @@ func OpenMarks(dir, group string, writers, ring int) (*Marks, error) {
 	// Until the group handles something, the file says what it said.
 	binary.LittleEndian.PutUint32(img[16:], m.prev.sub)
 	binary.LittleEndian.PutUint32(img[20:], m.prev.handled)
+	binary.LittleEndian.PutUint64(img[24:], m.prev.record)
 	m.index = make(map[uint64]int, m.slots)
 	for h, w := range m.prev.writers {
 		m.index[h] = m.used
@@ -172,6 +175,7 @@ func parseMarks(b []byte) marksImage {
 	img.ok, img.ring = true, ring
 	img.sub = binary.LittleEndian.Uint32(b[16:])
 	img.handled = binary.LittleEndian.Uint32(b[20:])
+	img.record = binary.LittleEndian.Uint64(b[24:])
 	img.writers = map[uint64]prevWriter{}
 	for i := range slots {
 		s := b[headerSize+i*size : headerSize+(i+1)*size]
@@ -194,6 +198,20 @@ func (m *Marks) slotSize() int { return slotHead + m.ring*ringEntry }
 // without a readable file.
 func (m *Marks) Previous() (sub, handled uint32, ok bool) {
 	return m.prev.sub, m.prev.handled, m.prev.ok
+}
+
+// PreviousRecord is the mark of the last resume record saved beside these
+// marks (SetRecord): a record that carries another one was saved by
+// someone else since (another replica that held the group), and the marks
+// no longer tell where the group stopped.
+func (m *Marks) PreviousRecord() uint64 { return m.prev.record }
+
+// SetRecord notes that a resume record marked r was saved beside these
+// marks (the group marks its records, Record.Marks).
+func (m *Marks) SetRecord(r uint64) {
+	m.mu.RLock() // from the resume loop, beside Slot
+	binary.LittleEndian.PutUint64(m.mem[24:], r)
+	m.mu.RUnlock()
 }
 
 // PreviousRing is where the writer named name began its DataSetMessages of

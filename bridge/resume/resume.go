@@ -22,6 +22,10 @@ type Record struct {
 	// never uses one twice. A restart on the same machine goes on from its
 	// Marks instead, exactly.
 	Writers []WriterSeq `json:"writers,omitempty"`
+	// Marks names the writer group (a process's) whose Marks were kept
+	// beside this record: a restart whose marks carry the same value finds
+	// in them, exactly, where the group stopped; others go on from Writers.
+	Marks uint64 `json:"marks,omitempty"`
 }
 
 // WriterSeq is a dataset writer's continuation point in a Record.
