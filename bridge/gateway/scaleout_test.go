@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/internal/testutil"
 )
 
@@ -639,6 +640,62 @@ func TestScaleOutReload(t *testing.T) {
 	for _, g := range []string{"g1", "g2"} {
 		if v, _ := ownership(sr.read(t), g); len(v) > 0 {
 			t.Errorf("%s served twice at once: %v", g, v)
+		}
+	}
+}
+
+// TestScaleOutClientIDs: the replicas of a scaled-out gateway run the same
+// sinks, each connected as itself: the replica id ends the MQTT client id
+// and the NATS connection name. With one client id for both, mosquitto
+// closed one replica's connection whenever the other connected (57 "mqtt
+// connection lost" on each in 16 s).
+func TestScaleOutClientIDs(t *testing.T) {
+	nodes := startNATSCluster(t, 1)
+	url := nodes[0].URL()
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	srv := startCounterSim(t, "", 50*time.Millisecond)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gateway.yaml")
+	c := standalone(srv.URL())
+	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(5 * time.Second)}
+	c.Sinks = config.Sinks{
+		MQTT: []config.MQTTSink{{Name: "m", URL: mosq.URL(), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
+		NATS: []config.NATSSink{{Name: "n", URL: url}},
+	}
+	for _, g := range []string{"g0", "g1"} {
+		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
+			Name: g, Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("w", field("Counter", "ns=1;s=Demo.Counter"))},
+		})
+	}
+	if err := os.WriteFile(cfgPath, []byte(marshalConfig(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	onMQTT := subscribeMQTT(t, mosq.URL(), "", "", "", "opcua/json/data/#")
+	gws, logs := startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
+	if !testutil.Eventually(45*time.Second, func() bool {
+		h := holders(t, url, 2)
+		return len(h) == 2 && h["g0"].Replica != h["g1"].Replica && onMQTT.count("g0", "w") > 10 && onMQTT.count("g1", "w") > 10
+	}) {
+		t.Fatalf("the groups are not shared and streaming: %v\n%s", holders(t, url, 2), logs())
+	}
+	// Both replicas stay connected: the broker never closes one for the other.
+	before := onMQTT.count("g0", "w") + onMQTT.count("g1", "w")
+	testutil.WaitFor(t, 20*time.Second, "more messages", func() bool {
+		return onMQTT.count("g0", "w")+onMQTT.count("g1", "w") > before+40
+	})
+	mlog := mosq.Log()
+	for _, id := range []string{"gw-m-gw0", "gw-m-gw1"} {
+		if !strings.Contains(mlog, " as "+id+" ") {
+			t.Errorf("no MQTT client %s:\n%s", id, mlog)
+		}
+	}
+	if strings.Contains(mlog, "already connected") {
+		t.Errorf("the broker closed a replica's connection for another's:\n%s", mlog)
+	}
+	for _, id := range []string{"gw0", "gw1"} {
+		if n := strings.Count(gws[id].stderr.String(), "connection lost"); n > 0 {
+			t.Errorf("%s lost its broker connection %d times:\n%s", id, n, logs())
 		}
 	}
 }
