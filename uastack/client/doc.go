@@ -32,9 +32,11 @@
 // endpoint URL that cannot work) from one a retry may cure.
 //
 // Services. Read, Write, Browse (following continuation points to the end),
-// BrowseNext, TranslateBrowsePathsToNodeIDs, RegisterNodes, UnregisterNodes and
-// Call split their requests to fit the server's OperationLimits and reassemble the
-// results in request order; a server that enforces a limit it did not publish gets
+// BrowseNext, TranslateBrowsePathsToNodeIDs, RegisterNodes, UnregisterNodes,
+// Call and HistoryReadRaw (history.go: raw values of a time range, continuation
+// points followed or released, MaxNodesPerHistoryReadData and
+// MaxHistoryContinuationPoints kept) split their requests to fit the server's
+// OperationLimits and reassemble the results in request order; a server that enforces a limit it did not publish gets
 // smaller requests after its first BadTooManyOperations. Send sends any other
 // service request on the session, filling in the request header.
 //

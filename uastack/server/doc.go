@@ -26,7 +26,9 @@
 //     CloseSession, session timeouts and MaxSessionCount;
 //   - services.go: Browse, BrowseNext, Read, Write,
 //     TranslateBrowsePathsToNodeIds, RegisterNodes, Call and the simulated
-//     methods;
+//     methods; history.go: HistoryRead of the generated variables' raw
+//     values (SimConfig.History: computed from the generators, nothing
+//     stored; continuation points per session, bounded);
 //   - subscription.go, publish.go: subscriptions, the retransmission queue,
 //     Republish, TransferSubscriptions (to a session of the same user; an
 //     anonymous user's only between sessions of one client application on

@@ -45,6 +45,7 @@ type session struct {
 	publishQ    []parkedPublish // oldest first
 	statusQ     []statusMessage // notifications for subscriptions that left the session
 	cps         map[string]*continuation
+	hcps        map[string]*histCont // HistoryRead's (history.go)
 	lastCP      uint64
 	rr          int // round-robin start among ready subscriptions
 }
@@ -411,7 +412,7 @@ func (s *Server) closeSession(sess *session, deleteSubs bool, reason ua.StatusCo
 	sess.mu.Lock()
 	parked := sess.publishQ
 	subs := sess.subs
-	sess.publishQ, sess.subs, sess.cps, sess.statusQ = nil, nil, nil, nil
+	sess.publishQ, sess.subs, sess.cps, sess.hcps, sess.statusQ = nil, nil, nil, nil, nil
 	sess.mu.Unlock()
 	if ch := sess.ch.Load(); ch != nil {
 		ch.mu.Lock()
