@@ -81,7 +81,14 @@
 //     status says why the value is missing. Delta frames omit such a field.
 //   - Values the server sent with the Overflow info bit (its monitored
 //     item's queue discarded values) are counted (GroupStats.Overflows) and
-//     logged, at most every 10 s.
+//     logged, at most every 10 s. With backfill: history (backfill.go) the
+//     values lost upstream — an overflow, lost notification messages, a
+//     subscription created anew, also after a restart (resume.Times keeps
+//     each field's last delivered source timestamp) — are read from the
+//     server's history for the Historizing fields and published after the
+//     live ones, ordered by source timestamp, in NetworkMessages whose
+//     MessageId starts with BackfillPrefix, each DataSetMessage's Timestamp
+//     the values' source timestamp.
 //   - The first DataSetMessage of a writer, and the first after the client
 //     reported lost messages (OnGap), is a key frame. The samples format has
 //     no frames: every value is a sample.

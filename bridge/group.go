@@ -98,6 +98,12 @@ type WriterGroup struct {
 	subID         uint32       // g.mu: the subscription of the message being written
 	aloQueues     []sink.Queue // the at-least-once ones of queues: a replay goes to them only
 	aloFQueues    []sink.Queue
+	bf            *backfiller   // backfill: history; nil otherwise (backfill.go)
+	times         *resume.Times // the fields' last delivered source timestamps (backfill)
+	prevTimes     *resume.Times // times whose Previous are the last run's of these slots; nil: none
+	awaitBits     []uint64      // g.mu: fields waiting for their first value after a gap
+	awaitN        int           // g.mu: how many
+	backfilling   bool          // g.mu: the message being written is a backfill
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription
@@ -185,6 +191,9 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 	if len(g.aloQueues)+len(g.aloFQueues) > 0 {
 		g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
 	}
+	if cfg.Backfill == config.BackfillHistory {
+		g.bf = newBackfiller(g)
+	}
 	g.openMarks(opts.MarksDir, len(cfg.Writers))
 	total := 0
 	for i := range cfg.Writers {
@@ -197,6 +206,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 			return nil, err
 		}
 	}
+	g.openTimes(opts.MarksDir) // backfill.go
 	// The writers keep what they need of their configuration (until Start);
 	// cfg is not kept, so the group does not hold its fields twice.
 	g.configureWriter()
@@ -450,6 +460,10 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.wg.Add(1)
 		go g.resumeLoop(ctx2, sub, g.resumeEvery)
 	}
+	if g.bf != nil {
+		g.wg.Add(1)
+		go g.bf.run(ctx2)
+	}
 	return nil
 }
 
@@ -563,6 +577,10 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 		}
 		g.wown.g = nil // the idle writers it used keep nothing of the group
 		g.closeMarks()
+		if g.times != nil {
+			_ = g.times.Close()
+			g.times = nil
+		}
 		g.fenc.Release()
 		g.w, g.fenc = nil, nil
 	}()
@@ -602,6 +620,11 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 	nf, nw := len(g.fields), len(g.writers)
 	g.invalidateNodes()
 	err := g.appendWriter(wc)
+	if err == nil && g.times != nil {
+		if gerr := g.times.Grow(len(g.fields)); gerr != nil {
+			g.log.Warn("bridge: the times file cannot grow; the new writer's fields have no backfill start after a restart", "group", g.name, "err", gerr)
+		}
+	}
 	if err != nil {
 		g.fields, g.writers = g.fields[:nf], g.writers[:nw]
 		if g.samples {

@@ -50,7 +50,8 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	n := uint32(len(g.fields))
 	unknown, overflows := 0, 0
 	for i := range items {
-		if items[i].Value.Status&overflowBits == overflowBits {
+		ovf := items[i].Value.Status&overflowBits == overflowBits
+		if ovf {
 			overflows++
 		}
 		idx := items[i].ClientHandle - g.base // wraps for handles below base
@@ -61,6 +62,9 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 		if g.fields[idx].flags&(fieldRemoved|fieldEvent) != 0 {
 			unknown++
 			continue
+		}
+		if g.bf != nil {
+			g.lostBefore(int32(idx), &items[i].Value, ovf) // backfill.go
 		}
 		s := int32(idx)
 		if s <= prev {
@@ -138,6 +142,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 			}
 			e := &ents[k]
 			g.storeValue(&g.fields[e.slot], &items[e.item].Value)
+			if g.times != nil {
+				g.times.Set(int(e.slot), int64(items[e.item].Value.SourceTimestamp))
+			}
 		}
 		g.vmu.Unlock()
 		key := g.keyFrame(w)
@@ -674,6 +681,7 @@ func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 	for _, w := range g.writers {
 		w.forceKey = true
 	}
+	g.awaitGap() // backfill.go
 	g.mu.Unlock()
 }
 

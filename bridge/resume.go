@@ -114,6 +114,10 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 	case rec.Fingerprint != fp:
 		g.log.Info("bridge: the resume state is for other items; subscribing anew", "group", g.name)
 		return nil
+	}
+	// The same items in the same slots: the last run's times name them.
+	g.prevTimes = g.times
+	switch {
 	case rec.State.SubscriptionID == 0:
 		return nil
 	case rec.ServerStart != 0 && g.serverStart != 0 && rec.ServerStart != g.serverStart:
@@ -169,6 +173,9 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		g.marks.SetRecord(g.instance)
 		if err := g.marks.Sync(); err != nil {
 			g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
+		}
+		if g.times != nil {
+			_ = g.times.Sync()
 		}
 	}
 	if g.tr != nil || g.resumeShared {
@@ -449,6 +456,10 @@ func seqAfter(a, b uint32) bool { return int32(a-b) > 0 }
 func (g *WriterGroup) messageID(data bool) {
 	if g.redeliver && data {
 		g.nmHdr.MessageID = RedeliveredPrefix + newMessageID()
+		return
+	}
+	if g.backfilling && data {
+		g.nmHdr.MessageID = BackfillPrefix + newMessageID()
 		return
 	}
 	g.nmHdr.MessageID = ""

@@ -361,6 +361,9 @@ func (wg *WriterGroup) validate(v *validator, p string) {
 	oneOf(v, p+".fieldEncoding", wg.FieldEncoding, FieldVariant, FieldDataValue, FieldRaw)
 	oneOf(v, p+".encoding", wg.Encoding, EncodingCompact, EncodingVerbose)
 	oneOf(v, p+".format", wg.Format, FormatPart14, FormatSamples)
+	if wg.Backfill != "" {
+		oneOf(v, p+".backfill", wg.Backfill, BackfillNone, BackfillHistory)
+	}
 	if wg.MaxUnacked < 1 || wg.MaxUnacked > MaxUnackedLimit {
 		v.errorf(p+".maxUnacked", "%d: want 1 to %d", wg.MaxUnacked, MaxUnackedLimit)
 	}

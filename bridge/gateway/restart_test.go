@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/internal/testutil"
@@ -91,6 +92,7 @@ type valueReport struct {
 	dsms, values      int
 	lost, dups        int
 	restated          int // key frame values restating their field's last value
+	backfillDSMs      int // DataSetMessages of backfill (values read from the server's history)
 	dupUnmarked       int // duplicates in messages not marked redelivered
 	lostSample        []string
 	seqRepeats        int // DataSetMessages whose SequenceNumber came before with the same content
@@ -100,8 +102,8 @@ type valueReport struct {
 }
 
 func (r valueReport) String() string {
-	return fmt.Sprintf("%d DataSetMessages (SequenceNumber %d..%d), %d values (%d key frame restatements), %d lost %v, %d duplicates (%d unmarked), SequenceNumbers: %d repeated, %d reused, %d backwards",
-		r.dsms, r.firstSeq, r.lastSeq, r.values, r.restated, r.lost, r.lostSample, r.dups, r.dupUnmarked, r.seqRepeats, r.seqReused, r.seqBackwards)
+	return fmt.Sprintf("%d DataSetMessages (%d backfill; SequenceNumber %d..%d), %d values (%d key frame restatements), %d lost %v, %d duplicates (%d unmarked), SequenceNumbers: %d repeated, %d reused, %d backwards",
+		r.dsms, r.backfillDSMs, r.firstSeq, r.lastSeq, r.values, r.restated, r.lost, r.lostSample, r.dups, r.dupUnmarked, r.seqRepeats, r.seqReused, r.seqBackwards)
 }
 
 // checkValues counts, over the DataSetMessages of group/writer, every
@@ -124,12 +126,16 @@ func checkValues(t *testing.T, msgs []*e2eMsg, group, writer string, fields int)
 		if m.MessageType != "ua-data" || m.WriterGroupName != group {
 			continue
 		}
-		redelivered := strings.HasPrefix(m.MessageId, "redelivered-")
+		redelivered := strings.HasPrefix(m.MessageId, bridge.RedeliveredPrefix)
+		backfill := strings.HasPrefix(m.MessageId, bridge.BackfillPrefix)
 		for _, d := range m.dsms {
 			if d.DataSetWriterName != writer || d.MessageType == "ua-keepalive" {
 				continue
 			}
 			r.dsms++
+			if backfill {
+				r.backfillDSMs++
+			}
 			content := fmt.Sprint(d.Payload)
 			if old, ok := bySeq[d.SequenceNumber]; ok {
 				if old == content {
@@ -279,31 +285,47 @@ func restartDowns(name string) []time.Duration {
 	return []time.Duration{3 * time.Second}
 }
 
-// runRestarts runs the restart scenario for every identity and down time.
+// runRestarts runs the restart scenario for every identity and down time,
+// and once past the session's timeout: anonymous over None, the session
+// gone and the subscription not transferable, so it is created anew; what
+// changed meanwhile comes from the server's history (backfill: history).
 func runRestarts(t *testing.T, up restartUpstream, sizes restartSizes, user, password string) {
+	run := func(name string, ep config.Endpoint, down time.Duration, backfill bool) {
+		t.Run(name, func(t *testing.T) {
+			mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+			ns := brokertest.StartNATS(t, brokertest.NATSOptions{})
+			cfg := restartConfig(up, ep, sizes.queue(down), mosq.URL(), ns.URL(), filepath.Join(t.TempDir(), "state"))
+			if backfill {
+				cfg.WriterGroups[0].Backfill = config.BackfillHistory
+			}
+			alo, amo, log1, log2 := restartScenario(t, cfg, sizes, down, mosq.URL(), ns.URL())
+			t.Logf("at-least-once (MQTT): %v", alo)
+			t.Logf("at-most-once (NATS): %v", amo)
+			checkRestart(t, alo, amo, cfg, log1, log2)
+			switch {
+			case backfill:
+				if !strings.Contains(log2, "filled from the server's history") || alo.backfillDSMs == 0 || amo.backfillDSMs == 0 {
+					t.Errorf("nothing filled from the server's history:\n%s", tail(log2, 16<<10))
+				}
+			case !strings.Contains(log2, "session of an earlier process reactivated"):
+				t.Errorf("the second run did not activate the first run's session again:\n%s", tail(log2, 16<<10))
+			}
+		})
+	}
 	for _, c := range restartIdentities(t, user, password) {
 		for _, down := range restartDowns(c.name) {
-			t.Run(fmt.Sprintf("%s/down=%v", c.name, down), func(t *testing.T) {
-				mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
-				ns := brokertest.StartNATS(t, brokertest.NATSOptions{})
-				cfg := restartConfig(up, c.ep, sizes.queue(down), mosq.URL(), ns.URL(), filepath.Join(t.TempDir(), "state"))
-				alo, amo, log1, log2 := restartScenario(t, cfg, sizes, down, mosq.URL(), ns.URL())
-				t.Logf("at-least-once (MQTT): %v", alo)
-				t.Logf("at-most-once (NATS): %v", amo)
-				checkRestart(t, alo, amo, cfg, log1, log2)
-				if !strings.Contains(log2, "session of an earlier process reactivated") {
-					t.Errorf("the second run did not activate the first run's session again:\n%s", tail(log2, 16<<10))
-				}
-			})
+			run(fmt.Sprintf("%s/down=%v", c.name, down), c.ep, down, false)
 		}
 	}
+	ep := config.Endpoint{SecurityPolicy: "None", SecurityMode: "None", SessionTimeout: dur(2 * time.Second)}
+	run("anonymous/past-session-timeout", ep, 8*time.Second, true)
 }
 
 // TestRestartNodeOPCUA: kill -9 of the gateway against node-opcua.
 func TestRestartNodeOPCUA(t *testing.T) {
 	sizes := restartSizesFor()
 	peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: sizes.period,
-		Env: []string{"COUNTERS=" + strconv.Itoa(sizes.counters)}})
+		Env: []string{"COUNTERS=" + strconv.Itoa(sizes.counters), "HISTORY_VALUES=" + strconv.Itoa(int(time.Minute/sizes.period))}})
 	up := restartUpstream{url: peer.URL}
 	for i := range sizes.counters {
 		up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
@@ -315,11 +337,13 @@ func TestRestartNodeOPCUA(t *testing.T) {
 func TestRestartSim(t *testing.T) {
 	sizes := restartSizesFor()
 	srv, err := server.New(&server.Config{
-		Address: "127.0.0.1:0",
-		Users:   map[string]string{"user1": "password1"},
-		Logger:  quietLogger(),
+		Address:           "127.0.0.1:0",
+		MinSessionTimeout: time.Second, // the case past the session's timeout
+		Users:             map[string]string{"user1": "password1"},
+		Logger:            quietLogger(),
 		Sim: server.SimConfig{Folders: 1, Variables: sizes.counters, Rates: []time.Duration{sizes.period},
-			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1},
+			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
+			History: time.Minute},
 	})
 	if err == nil {
 		err = srv.Start()

@@ -66,15 +66,11 @@ type RingMark struct {
 
 // Marks is one writer group's marks file.
 type Marks struct {
-	path  string
-	ring  int
-	slots int
-
-	mu    sync.RWMutex // write: Slot (remapping); read: Sync, Writer
-	file  *os.File
-	mem   []byte         // the mapping (or, unmapped, the memory written at Sync)
-	used  int            // slots handed out
-	index map[uint64]int // slot by name hash
+	mapped // mu: write: Slot (remapping); read: Sync, Writer
+	ring   int
+	slots  int
+	used   int            // slots handed out
+	index  map[uint64]int // slot by name hash
 
 	prev marksImage // what the file held when it was opened
 }
@@ -110,7 +106,7 @@ func OpenMarks(dir, group string, writers, ring int) (*Marks, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("resume: the state directory: %w", err)
 	}
-	m := &Marks{path: MarksPath(dir, group), ring: ring}
+	m := &Marks{mapped: mapped{path: MarksPath(dir, group)}, ring: ring}
 	old, err := os.ReadFile(m.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -155,6 +151,10 @@ func OpenMarks(dir, group string, writers, ring int) (*Marks, error) {
 	}
 	return m, nil
 }
+
+// remap sizes the file for m.slots and maps it (again); m.mu held for
+// writing, or the marks not shared yet.
+func (m *Marks) remap() error { return m.resize(headerSize + m.slots*m.slotSize()) }
 
 // parseMarks reads a marks file; a file it cannot read is no marks (the
 // group starts its writers at 1, as without one).
@@ -298,35 +298,6 @@ func (m *Marks) SetRing(i int, n uint32, rm RingMark) {
 	binary.LittleEndian.PutUint32(e[12:], rm.Seq)
 }
 
-// Sync makes the marks durable against a machine crash (a process that
-// dies leaves them in the page cache anyway).
-func (m *Marks) Sync() error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.mem == nil {
-		return nil
-	}
-	return m.sync()
-}
-
-// Close syncs and releases the file.
-func (m *Marks) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mem == nil {
-		return nil
-	}
-	err := m.sync()
-	if uerr := m.unmap(); err == nil {
-		err = uerr
-	}
-	m.mem = nil
-	if cerr := m.file.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // RemoveMarks deletes a group's marks file (the group was removed).
 func RemoveMarks(dir, group string) error {
 	err := os.Remove(MarksPath(dir, group))
@@ -343,4 +314,53 @@ func nameHash(name string) uint64 {
 		return s
 	}
 	return 1
+}
+
+// mapped is a file mapped into memory (mapFile): the stores into mem reach
+// the page cache, which outlives the process.
+type mapped struct {
+	path string
+	mu   sync.RWMutex // write: remapping, Close; read: Sync
+	file *os.File
+	mem  []byte // the mapping (or, unmapped, the memory written at Sync)
+}
+
+// resize sizes the file and maps it (again); mu held for writing, or the
+// file not shared yet.
+func (m *mapped) resize(size int) error {
+	mem, err := mapFile(m.file, m.mem, size, m.path)
+	if err != nil {
+		return err
+	}
+	m.mem = mem
+	return nil
+}
+
+// Sync makes what was stored durable against a machine crash (a process
+// that dies leaves it in the page cache anyway).
+func (m *mapped) Sync() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.mem == nil {
+		return nil
+	}
+	return syncMapped(m.file, m.mem, m.path)
+}
+
+// Close syncs and releases the file.
+func (m *mapped) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mem == nil {
+		return nil
+	}
+	err := syncMapped(m.file, m.mem, m.path)
+	if uerr := unmapMem(m.mem, m.path); err == nil {
+		err = uerr
+	}
+	m.mem = nil
+	if cerr := m.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -7,29 +7,28 @@ import (
 	"os"
 )
 
-// Without a mapping the marks live in memory and reach the file at Sync:
-// a process killed loses what changed since.
+// Without a mapping the memory is the process's and reaches the file at
+// Sync: a process killed loses what changed since.
 
-func (m *Marks) remap() error {
-	size := headerSize + m.slots*m.slotSize()
-	if m.mem == nil {
-		b, err := os.ReadFile(m.path)
+func mapFile(f *os.File, old []byte, size int, path string) ([]byte, error) {
+	if old == nil {
+		b, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("resume: %w", err)
+			return nil, fmt.Errorf("resume: %w", err)
 		}
-		m.mem = b
+		old = b
 	}
-	if len(m.mem) < size {
-		m.mem = append(m.mem, make([]byte, size-len(m.mem))...)
+	if len(old) < size {
+		old = append(old, make([]byte, size-len(old))...)
 	}
-	return nil
+	return old, nil
 }
 
-func (m *Marks) unmap() error { return nil }
+func unmapMem([]byte, string) error { return nil }
 
-func (m *Marks) sync() error {
-	if _, err := m.file.WriteAt(m.mem, 0); err != nil {
-		return fmt.Errorf("resume: %s: %w", m.path, err)
+func syncMapped(f *os.File, mem []byte, path string) error {
+	if _, err := f.WriteAt(mem, 0); err != nil {
+		return fmt.Errorf("resume: %s: %w", path, err)
 	}
-	return m.file.Sync()
+	return f.Sync()
 }

@@ -147,3 +147,34 @@ func TestMarksSurviveKill(t *testing.T) {
 		t.Fatalf("writer %+v", wm)
 	}
 }
+
+func TestTimes(t *testing.T) {
+	dir := t.TempDir()
+	tm, err := OpenTimes(dir, "g/1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Previous(0) != 0 {
+		t.Fatal("a new file has previous times")
+	}
+	tm.Set(0, 100)
+	tm.Set(2, 300)
+	tm.Set(7, 700) // beyond the file: ignored
+	if err := tm.Grow(10); err != nil {
+		t.Fatal(err)
+	}
+	tm.Set(7, 700)
+	if err := tm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tm2, err := OpenTimes(dir, "g/1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm2.Close()
+	for i, want := range map[int]int64{0: 100, 1: 0, 2: 300, 7: 700, 50: 0} {
+		if got := tm2.Previous(i); got != want {
+			t.Errorf("slot %d: %d, want %d", i, got, want)
+		}
+	}
+}

@@ -4,44 +4,42 @@ package resume
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// remap sizes the file for m.slots and maps it (again); m.mu held for
-// writing, or the marks not shared yet.
-func (m *Marks) remap() error {
-	size := headerSize + m.slots*m.slotSize()
-	if err := m.file.Truncate(int64(size)); err != nil {
-		return fmt.Errorf("resume: %s: %w", m.path, err)
+// mapFile sizes f to size bytes and maps it, read-write and shared, in place
+// of old (unmapped once the new mapping exists: when mapping fails, old
+// stays usable).
+func mapFile(f *os.File, old []byte, size int, path string) ([]byte, error) {
+	if err := f.Truncate(int64(size)); err != nil {
+		return nil, fmt.Errorf("resume: %s: %w", path, err)
 	}
-	// The new mapping first: when it fails, the old one stays usable.
-	mem, err := unix.Mmap(int(m.file.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("resume: mapping %s: %w", m.path, err)
+		return nil, fmt.Errorf("resume: mapping %s: %w", path, err)
 	}
-	if err := m.unmap(); err != nil {
-		return err
+	if err := unmapMem(old, path); err != nil {
+		_ = unix.Munmap(mem)
+		return nil, err
 	}
-	m.mem = mem
-	return nil
+	return mem, nil
 }
 
-func (m *Marks) unmap() error {
-	if m.mem == nil {
+func unmapMem(mem []byte, path string) error {
+	if mem == nil {
 		return nil
 	}
-	err := unix.Munmap(m.mem)
-	m.mem = nil
-	if err != nil {
-		return fmt.Errorf("resume: unmapping %s: %w", m.path, err)
+	if err := unix.Munmap(mem); err != nil {
+		return fmt.Errorf("resume: unmapping %s: %w", path, err)
 	}
 	return nil
 }
 
-func (m *Marks) sync() error {
-	if err := unix.Msync(m.mem, unix.MS_SYNC); err != nil {
-		return fmt.Errorf("resume: %s: %w", m.path, err)
+func syncMapped(_ *os.File, mem []byte, path string) error {
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		return fmt.Errorf("resume: %s: %w", path, err)
 	}
 	return nil
 }
