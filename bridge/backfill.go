@@ -103,14 +103,15 @@ func (b *backfiller) add(r gapRange) {
 }
 
 // openTimes keeps the fields' last delivered source timestamps in dir (the
-// marks' directory), for a backfill after a restart; g.mu not needed (New).
+// marks' directory), for a restart: where a backfill starts, and which
+// first values were delivered before (resend.go); g.mu not needed (New).
 func (g *WriterGroup) openTimes(dir string) {
-	if dir == "" || g.bf == nil {
+	if dir == "" {
 		return
 	}
 	t, err := resume.OpenTimes(dir, g.name, len(g.fields))
 	if err != nil {
-		g.log.Warn("bridge: the times file cannot be used; a backfill after a restart has no start", "group", g.name, "err", err)
+		g.log.Warn("bridge: the times file cannot be used; after a restart a field's last value may be sent again, and a backfill has no start", "group", g.name, "err", err)
 		return
 	}
 	g.times = t

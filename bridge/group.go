@@ -104,6 +104,8 @@ type WriterGroup struct {
 	awaitBits     []uint64      // g.mu: fields waiting for their first value after a gap
 	awaitN        int           // g.mu: how many
 	backfilling   bool          // g.mu: the message being written is a backfill
+	resendCheck   bool          // the last run's times name these slots: a field's first value may be one it delivered (resend.go)
+	anySilent     bool          // g.mu: the message being written has values not to send
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription

@@ -26,8 +26,22 @@ import (
 // of the same slot) goes into the k-th DataSetMessage of the writer.
 type entry struct {
 	slot int32
+	// item is the index of the notification; ^index (negative) for one
+	// cached but not sent: a value the last run delivered, sent again
+	// (resend.go).
 	item int32
 }
+
+// at is the index of e's notification.
+func (e *entry) at() int32 {
+	if e.item < 0 {
+		return ^e.item
+	}
+	return e.item
+}
+
+// silent reports whether e is cached but not sent.
+func (e *entry) silent() bool { return e.item < 0 }
 
 func cmpSlot(a, b entry) int { return cmp.Compare(a.slot, b.slot) }
 
@@ -44,6 +58,7 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 		g.testTap(seq, items)
 	}
 	g.stats.notifications.Add(uint64(len(items)))
+	g.anySilent = false
 	ents := g.ents[:0]
 	inOrder, dup := true, false
 	prev := int32(-1)
@@ -66,12 +81,19 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 		if g.bf != nil {
 			g.lostBefore(int32(idx), &items[i].Value, ovf) // backfill.go
 		}
+		// A replay is written as it was the first time.
+		silent := g.resendCheck && !g.replaying && g.resentFromLastRun(int32(idx), &items[i].Value) // resend.go
 		s := int32(idx)
 		if s <= prev {
 			inOrder = false
 		}
 		prev = s
-		ents = append(ents, entry{slot: s, item: int32(i)})
+		e := entry{slot: s, item: int32(i)}
+		if silent {
+			e.item = ^e.item
+			g.anySilent = true
+		}
+		ents = append(ents, e)
 	}
 	if unknown > 0 {
 		g.stats.unknownHandles.Add(uint64(unknown))
@@ -141,13 +163,22 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 				}
 			}
 			e := &ents[k]
-			g.storeValue(&g.fields[e.slot], &items[e.item].Value)
+			g.storeValue(&g.fields[e.slot], &items[e.at()].Value)
 			if g.times != nil {
-				g.times.Set(int(e.slot), int64(items[e.item].Value.SourceTimestamp))
+				g.times.Set(int(e.slot), int64(items[e.at()].Value.SourceTimestamp))
 			}
 		}
 		g.vmu.Unlock()
+		if g.anySilent && !visibleIn(ents, rounds, r) {
+			continue // only values sent again: cached, nothing to send
+		}
 		key := g.keyFrame(w)
+		if key && g.replaying {
+			// A replay knows only its message's values, not the cache the
+			// key frame had the first time: the values it carries, with the
+			// key frame's SequenceNumber.
+			key = false
+		}
 		typ := jsonenc.DeltaFrame
 		if key {
 			typ = jsonenc.KeyFrame
@@ -179,7 +210,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 					}
 				}
 				e := &ents[k]
-				g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
+				if !e.silent() {
+					g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
+				}
 			}
 		}
 		g.endDSM(w)
@@ -191,7 +224,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 						continue
 					}
 				}
-				g.publishField(w, ents[k].slot, &items[ents[k].item].Value)
+				if e := &ents[k]; !e.silent() {
+					g.publishField(w, e.slot, &items[e.item].Value)
+				}
 			}
 		}
 	}
@@ -257,7 +292,7 @@ func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredIt
 	g.vmu.Lock()
 	for k := range ents {
 		f := &g.fields[ents[k].slot]
-		v := &items[ents[k].item].Value.Value
+		v := &items[ents[k].at()].Value.Value
 		if f.flags&fieldTypeKnown != 0 || v.IsNull() {
 			continue
 		}

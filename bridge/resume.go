@@ -117,6 +117,9 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 	}
 	// The same items in the same slots: the last run's times name them.
 	g.prevTimes = g.times
+	g.mu.Lock()
+	g.resendCheck = g.times != nil
+	g.mu.Unlock()
 	switch {
 	case rec.State.SubscriptionID == 0:
 		return nil

@@ -55,17 +55,24 @@ func restartSizesFor() restartSizes {
 // restartUpstream is the upstream of a restart test: its URL and the node
 // ids of its counters.
 type restartUpstream struct {
-	url   string
-	nodes []string
+	url    string
+	nodes  []string
+	static string // a variable that does not change: sent once, never again
 }
 
 func counterField(i int) string { return "C" + strconv.Itoa(i) }
+
+// staticField is the field of restartUpstream.static.
+const staticField = "S"
 
 // restartConfig is the gateway configuration of a restart test.
 func restartConfig(up restartUpstream, ep config.Endpoint, queue uint32, mqttURL, natsURL, stateDir string) *config.Config {
 	w := writer("counters")
 	for i, n := range up.nodes {
 		w.Fields = append(w.Fields, field(counterField(i), n))
+	}
+	if up.static != "" {
+		w.Fields = append(w.Fields, field(staticField, up.static))
 	}
 	ep.Name, ep.URL = "up", up.url
 	ep.AutoAccept = true
@@ -93,6 +100,7 @@ type valueReport struct {
 	lost, dups        int
 	restated          int // key frame values restating their field's last value
 	backfillDSMs      int // DataSetMessages of backfill (values read from the server's history)
+	staticAgain       int // delta frames carrying the static field after its first value
 	dupUnmarked       int // duplicates in messages not marked redelivered
 	lostSample        []string
 	seqRepeats        int // DataSetMessages whose SequenceNumber came before with the same content
@@ -102,8 +110,8 @@ type valueReport struct {
 }
 
 func (r valueReport) String() string {
-	return fmt.Sprintf("%d DataSetMessages (%d backfill; SequenceNumber %d..%d), %d values (%d key frame restatements), %d lost %v, %d duplicates (%d unmarked), SequenceNumbers: %d repeated, %d reused, %d backwards",
-		r.dsms, r.backfillDSMs, r.firstSeq, r.lastSeq, r.values, r.restated, r.lost, r.lostSample, r.dups, r.dupUnmarked, r.seqRepeats, r.seqReused, r.seqBackwards)
+	return fmt.Sprintf("%d DataSetMessages (%d backfill; SequenceNumber %d..%d), %d values (%d key frame restatements), %d lost %v, %d duplicates (%d unmarked), SequenceNumbers: %d repeated, %d reused, %d backwards; the static field again %d",
+		r.dsms, r.backfillDSMs, r.firstSeq, r.lastSeq, r.values, r.restated, r.lost, r.lostSample, r.dups, r.dupUnmarked, r.seqRepeats, r.seqReused, r.seqBackwards, r.staticAgain)
 }
 
 // checkValues counts, over the DataSetMessages of group/writer, every
@@ -121,6 +129,7 @@ func checkValues(t *testing.T, msgs []*e2eMsg, group, writer string, fields int)
 	}
 	bySeq := map[uint32]string{}
 	last := make([]int64, fields)
+	staticSeen := false
 	var maxSeq uint32
 	for _, m := range msgs {
 		if m.MessageType != "ua-data" || m.WriterGroupName != group {
@@ -136,9 +145,18 @@ func checkValues(t *testing.T, msgs []*e2eMsg, group, writer string, fields int)
 			if backfill {
 				r.backfillDSMs++
 			}
+			if _, ok := d.Payload[staticField]; ok {
+				if staticSeen && d.MessageType != "ua-keyframe" {
+					r.staticAgain++
+				}
+				staticSeen = true
+			}
 			content := fmt.Sprint(d.Payload)
 			if old, ok := bySeq[d.SequenceNumber]; ok {
-				if old == content {
+				// A replay (marked redelivered) repeats the first time's
+				// SequenceNumbers; a key frame then carries only the
+				// message's values.
+				if old == content || redelivered {
 					r.seqRepeats++
 				} else {
 					r.seqReused++
@@ -245,7 +263,12 @@ func restartScenario(t *testing.T, cfg *config.Config, sizes restartSizes, down 
 			return testutil.Consistently(500*time.Millisecond, s)
 		})
 	}
-	fields := len(cfg.WriterGroups[0].Writers[0].Fields)
+	fields := 0
+	for _, f := range cfg.WriterGroups[0].Writers[0].Fields {
+		if f.Name != staticField {
+			fields++
+		}
+	}
 	alo = checkValues(t, onMQTT.all(t), "g", "counters", fields)
 	amo = checkValues(t, onNATS.all(t), "g", "counters", fields)
 	return alo, amo, log1, log2
@@ -326,7 +349,7 @@ func TestRestartNodeOPCUA(t *testing.T) {
 	sizes := restartSizesFor()
 	peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: sizes.period,
 		Env: []string{"COUNTERS=" + strconv.Itoa(sizes.counters), "HISTORY_VALUES=" + strconv.Itoa(int(time.Minute/sizes.period))}})
-	up := restartUpstream{url: peer.URL}
+	up := restartUpstream{url: peer.URL, static: nodeopcua.NodeInt32}
 	for i := range sizes.counters {
 		up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
 	}
@@ -352,7 +375,7 @@ func TestRestartSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	up := restartUpstream{url: srv.URL()}
+	up := restartUpstream{url: srv.URL(), static: server.StaticNode(ua.TypeInt32, false)}
 	for i := range sizes.counters {
 		up.nodes = append(up.nodes, server.LoadNode(0, i))
 	}
@@ -381,6 +404,9 @@ func checkRestart(t *testing.T, alo, amo valueReport, cfg *config.Config, log1, 
 	}
 	if amo.dups > 0 {
 		fail("at-most-once sink: %d duplicates", amo.dups)
+	}
+	if amo.staticAgain > 0 || alo.staticAgain > 0 {
+		fail("the static field's value sent again after its first: %d times at the at-most-once sink, %d at the at-least-once sink", amo.staticAgain, alo.staticAgain)
 	}
 	for _, r := range []valueReport{alo, amo} {
 		if r.seqReused > 0 || r.seqBackwards > 0 {
