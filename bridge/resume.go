@@ -177,9 +177,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		if err := g.marks.Sync(); err != nil {
 			g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
 		}
-		if g.times != nil {
-			_ = g.times.Sync()
-		}
+
 	}
 	if g.tr != nil || g.resumeShared {
 		// At least once, LastAcked moves with every acknowledgement (and a

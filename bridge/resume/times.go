@@ -16,7 +16,9 @@ import (
 // that delivered them died (a restart after the session's timeout, whose
 // subscription is created anew). Like Marks, a small file mapped into
 // memory: one store per notification, no system call, nothing a kill -9
-// loses. Only a group with backfill keeps them.
+// loses. Unlike the marks they are not synced with every resume record (a
+// million fields would write 8 MB a second): the kernel writes them back
+// in its own time, Close syncs them.
 //
 // Layout (little endian): magic, the number of slots, then one int64
 // (UA DateTime) per slot.
