@@ -59,7 +59,7 @@ func hotPathGroup(tb testing.TB, n int, q sink.Queue) (*WriterGroup, []ua.Monito
 }
 
 // withMarks gives g marks in a directory of the test's, with rings of ring
-// entries (as at least once).
+// entries (as at least once), and times.
 func withMarks(tb testing.TB, g *WriterGroup, ring int) {
 	tb.Helper()
 	m, err := resume.OpenMarks(tb.TempDir(), g.name, len(g.writers), ring)
@@ -71,6 +71,12 @@ func withMarks(tb testing.TB, g *WriterGroup, ring int) {
 	for _, w := range g.writers {
 		g.markWriter(w)
 	}
+	tm, err := resume.OpenTimes(tb.TempDir(), g.name, len(g.fields))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = tm.Close() })
+	g.times = tm
 }
 
 // step changes every value and delivers the message as the client does.
