@@ -319,6 +319,7 @@ func (g *WriterGroup) continueWriters(rec *resume.Record) {
 		if !ok || w.removed || !seqAfter(ws.Seq, w.hi) {
 			continue
 		}
+		g.log.Info("bridge: SequenceNumbers go on from the shared resume record", "group", g.name, "writer", w.name, "from", w.hi, "to", ws.Seq)
 		w.seq, w.hi = ws.Seq, ws.Seq
 		w.frames, w.framesHi = max(w.frames, ws.Frames), max(w.framesHi, ws.Frames)
 		if w.mark >= 0 {

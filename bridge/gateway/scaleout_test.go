@@ -201,7 +201,8 @@ func parseSinkMsgQuiet(data []byte) sinkMsg {
 // holder, never used twice: a takeover goes on beyond what the last holder
 // can have used. So a number appears once in the whole stream (a message
 // stored twice by a retried publish has the same MessageId and is
-// skipped), and the numbers stay within reorderWindow of the highest so
+// skipped; a replay marked redelivered repeats numbers), and the numbers
+// stay within reorderWindow of the highest so
 // far (a retried publish may be stored after its successors); they may
 // jump forward. Another holder's messages interleaved would repeat numbers,
 // or fall far behind. A holder builds the writer with a MetaDataVersion of
@@ -231,7 +232,10 @@ func ownership(msgs []streamMsg, group string) (violations []string, runs []time
 			switch {
 			case top != 0 && d.Seq+reorderWindow < top:
 				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d after %d", m.Seq, m.At.Format("15:04:05.000"), d.Seq, top))
-			case data && seen[d.Seq]:
+			case data && seen[d.Seq] && !m.Redelivered:
+				// A replay after a holder took its own group back (its
+				// marks) repeats the first time's numbers, marked
+				// redelivered; anything else seen twice is another holder's.
 				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d twice", m.Seq, m.At.Format("15:04:05.000"), d.Seq))
 			}
 			if data {
