@@ -20,6 +20,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0
 	go.etcd.io/bbolt v1.5.0
 	google.golang.org/protobuf v1.36.12
+	golang.org/x/sys v0.49.0
 )
 
 require (
@@ -40,7 +41,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

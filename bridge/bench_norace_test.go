@@ -14,12 +14,21 @@ import (
 // TestWriterGroupHotPathAllocs: in steady state a notification message of
 // 100 numeric fields costs at most one allocation (≤ 0.01 per notification),
 // key frames included.
+// With marks (a restart's continuation points, stored into a mapped file
+// per notification message) too.
 func TestWriterGroupHotPathAllocs(t *testing.T) {
-	for _, shape := range []string{config.ShapeSingle, config.ShapeBatched} {
+	for _, c := range []struct {
+		shape string
+		marks bool
+	}{{config.ShapeSingle, false}, {config.ShapeBatched, false}, {config.ShapeSingle, true}} {
+		shape := c.shape
 		q := &discardQueue{}
 		g, items := hotPathGroup(t, 100, q)
 		g.single = shape == config.ShapeSingle
 		g.configureWriter()
+		if c.marks {
+			withMarks(t, g, 72)
+		}
 		seq := uint32(1)
 		for ; seq <= 20; seq++ {
 			step(g, items, seq)
@@ -33,6 +42,14 @@ func TestWriterGroupHotPathAllocs(t *testing.T) {
 		}
 		if q.messages == 0 || g.Stats().KeyFrames < 20 {
 			t.Fatalf("%s: nothing written: %d messages, %+v", shape, q.messages, g.Stats())
+		}
+		if c.marks {
+			if _, h, _ := g.marks.Previous(); h != 0 {
+				t.Fatalf("a new marks file says %d was handled before", h)
+			}
+			if wm := g.marks.Writer(int(g.writers[0].mark)); wm.Seq != g.writers[0].seq || wm.Seq < 200 {
+				t.Fatalf("marks: writer at %+v, the writer at %d", wm, g.writers[0].seq)
+			}
 		}
 	}
 }

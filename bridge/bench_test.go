@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -70,6 +71,27 @@ func roundsGroup(tb testing.TB, fields, rounds int, q sink.Queue) (*WriterGroup,
 	return g, items
 }
 
+// withMarks gives g marks in a directory of the test's, with rings of ring
+// entries (as at least once), and times.
+func withMarks(tb testing.TB, g *WriterGroup, ring int) {
+	tb.Helper()
+	m, err := resume.OpenMarks(tb.TempDir(), g.name, len(g.writers), ring)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = m.Close() })
+	g.marks = m
+	for _, w := range g.writers {
+		g.markWriter(w)
+	}
+	tm, err := resume.OpenTimes(tb.TempDir(), g.name, len(g.fields))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = tm.Close() })
+	g.times = tm
+}
+
 // step changes every value and delivers the message as the client does.
 func step(g *WriterGroup, items []ua.MonitoredItemNotification, seq uint32) {
 	for i := range items {
@@ -78,33 +100,47 @@ func step(g *WriterGroup, items []ua.MonitoredItemNotification, seq uint32) {
 	g.onDataChange(nil, seq, items)
 }
 
+// hotPathRun measures g's hot path on items (n of them) into q.
+func hotPathRun(b *testing.B, g *WriterGroup, items []ua.MonitoredItemNotification, q *discardQueue, n int) {
+	for s := uint32(1); s <= 20; s++ { // warm up: metadata, pools, scratch
+		step(g, items, s)
+	}
+	q.messages, q.bytes = 0, 0
+	b.ReportAllocs()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	b.ResetTimer()
+	for i := range b.N {
+		step(g, items, uint32(i+21))
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&ms1)
+	notes := float64(b.N) * float64(n)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/notes, "ns/notification")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/notes, "allocs/notification")
+	b.ReportMetric(float64(q.bytes)/float64(q.messages), "B/msg")
+}
+
 // BenchmarkWriterGroupHotPath measures notification → cache → Part 14 JSON
 // → sink.Message for one notification message of n numeric fields (one
 // DataSetMessage, a key frame every 10th), against a naive bridge that
 // builds a map per message and encodes it with encoding/json.
 func BenchmarkWriterGroupHotPath(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("bridge/fields=%d", n), func(b *testing.B) {
-			q := &discardQueue{}
-			g, items := hotPathGroup(b, n, q)
-			for s := uint32(1); s <= 20; s++ { // warm up: metadata, pools, scratch
-				step(g, items, s)
+		for _, marks := range []bool{false, true} {
+			name := "bridge"
+			if marks {
+				name = "bridge+marks" // the restart marks stored per message
 			}
-			q.messages, q.bytes = 0, 0
-			b.ReportAllocs()
-			var ms0, ms1 runtime.MemStats
-			runtime.ReadMemStats(&ms0)
-			b.ResetTimer()
-			for i := range b.N {
-				step(g, items, uint32(i+21))
-			}
-			b.StopTimer()
-			runtime.ReadMemStats(&ms1)
-			notes := float64(b.N) * float64(n)
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/notes, "ns/notification")
-			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/notes, "allocs/notification")
-			b.ReportMetric(float64(q.bytes)/float64(q.messages), "B/msg")
-		})
+			b.Run(fmt.Sprintf("%s/fields=%d", name, n), func(b *testing.B) {
+				q := &discardQueue{}
+				g, items := hotPathGroup(b, n, q)
+				if marks {
+					withMarks(b, g, 72)
+				}
+				hotPathRun(b, g, items, q, n)
+			})
+		}
 		b.Run(fmt.Sprintf("bridge/rounds=10x%d", n/10), func(b *testing.B) {
 			q := &discardQueue{}
 			g, items := roundsGroup(b, n/10, 10, q)

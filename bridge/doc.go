@@ -73,10 +73,12 @@
 //     NetworkMessage header carries MessageId, PublisherId and
 //     WriterGroupName. In the single shape Messages is an object (Part 14
 //     SingleDataSetMessage), in the batched shape an array.
-//   - SequenceNumber counts a writer's DataSetMessages from 1; a
-//     ua-keepalive carries the next expected number without taking it (Part
-//     14 §7.2.4.5.6). Pieces of a split DataSetMessage share its number (a
-//     key frame continues as ua-deltaframe, see jsonenc).
+//   - SequenceNumber counts a writer's DataSetMessages from 1 and, with
+//     marks (Options.MarksDir), goes on across restarts and takeovers,
+//     never used twice; a ua-keepalive carries the next expected number
+//     without taking it (Part 14 §7.2.4.5.6). Pieces of a split
+//     DataSetMessage share its number (a key frame continues as
+//     ua-deltaframe, see jsonenc).
 //   - A key frame carries every data field. A field without a value yet is
 //     written with StatusCode BadWaitingForInitialData, or with the server's
 //     refusal of its monitored item (BadNodeIdUnknown …) when there was one
@@ -85,7 +87,14 @@
 //     status says why the value is missing. Delta frames omit such a field.
 //   - Values the server sent with the Overflow info bit (its monitored
 //     item's queue discarded values) are counted (GroupStats.Overflows) and
-//     logged, at most every 10 s.
+//     logged, at most every 10 s. With backfill: history (backfill.go) the
+//     values lost upstream — an overflow, lost notification messages, a
+//     subscription created anew, also after a restart (resume.Times keeps
+//     each field's last delivered source timestamp) — are read from the
+//     server's history for the Historizing fields and published after the
+//     live ones, ordered by source timestamp, in NetworkMessages whose
+//     MessageId starts with BackfillPrefix, each DataSetMessage's Timestamp
+//     the values' source timestamp.
 //   - The first DataSetMessage of a writer, and the first after the client
 //     reported lost messages (OnGap), is a key frame. The samples format has
 //     no frames: every value is a sample.
@@ -164,6 +173,17 @@
 // (possible duplicates). A subscription that is gone (or a server that
 // restarted, told by its StartTime) is created anew and the gap reported
 // (OnGap; the next DataSetMessages are key frames).
+//
+// The marks (resume.Marks, a file mapped into memory: a few stores per
+// notification message, no system call) say exactly where the last run
+// stopped: each writer's next SequenceNumber, the last notification
+// message handed to the queues, and where each writer's DataSetMessages of
+// the recent messages began. What the server republishes up to that
+// message is a replay: it goes to the at-least-once queues only (the
+// at-most-once sinks had it), marked redelivered, with the SequenceNumbers
+// it had the first time; what comes after it goes to every queue. A shared
+// Store (scale-out) carries, per writer, a SequenceNumber beyond any the
+// holder can still use, for a takeover by another replica.
 //
 // # Threading, ownership and lock order
 //

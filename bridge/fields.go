@@ -110,6 +110,12 @@ type writer struct {
 	untyped     int                // fields whose built-in type is not settled
 	seq         uint32             // SequenceNumber of its next DataSetMessage
 	frames      uint64             // data DataSetMessages written (key frame count)
+	hi          uint32             // the SequenceNumber to go on from after a replay (resume.go)
+	framesHi    uint64             // frames to go on from after a replay
+	mark        int32              // its slot in the group's marks; -1: none
+	cycle       uint64             // the group's cycle of its last ring entry
+	rewound     bool               // a replay set seq back for the cycle being written
+	savedDSMs   uint64             // its DataSetMessages at the last shared record (resume loop)
 	forceKey    bool               // the next DataSetMessage is a key frame (after a gap)
 	names       string             // its fields' names, one after the other (field.name)
 	version     jsonenc.ConfigurationVersion
@@ -185,8 +191,11 @@ func (g *WriterGroup) appendWriter(wc config.DataSetWriter) error {
 		cfg:   wc,
 		first: int32(len(g.fields)),
 		seq:   1,
+		hi:    1,
+		mark:  -1,
 		nodes: make([]string, len(wc.Fields)),
 	}
+	g.markWriter(w) // resume.go: its SequenceNumbers go on from the last run's
 	var text strings.Builder
 	text.Grow(size)
 	g.fields = slices.Grow(g.fields, len(wc.Fields))

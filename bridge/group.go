@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,18 @@ type Options struct {
 	// prefixes the MessageId of the retained ua-metadata messages. nil:
 	// no fence.
 	Fence *fence.Fence
+	// MarksDir, when set, keeps the group's marks there (resume.OpenMarks):
+	// its writers' SequenceNumbers go on across restarts, and what the
+	// server republishes after a resume reaches only the sinks that may
+	// not have it (resume.go).
+	MarksDir string
+	// ResumeShared says Resume is shared with other replicas (scale-out):
+	// its records carry the writers' SequenceNumbers for a takeover.
+	ResumeShared bool
+	// ResumeHorizon is, for a shared Resume, how long a holder may go on
+	// after its last record was saved before it stops (the lease's
+	// fencing): what its writers may write meanwhile is reserved.
+	ResumeHorizon time.Duration
 }
 
 // WriterGroup is one writer group (config.WriterGroup) of the pipeline: one
@@ -74,14 +87,39 @@ type WriterGroup struct {
 	vsinks  []ValueSink
 	tr      *ackTracker // nil: no AtLeastOnce queue, the client acknowledges on return
 
-	fence       *fence.Fence        // nil: none
-	fenced      bool                // the cycle being written is past the fence; g.mu
-	resume      resume.Store        // nil: none
-	fingerprint string              // of the items asked for at Start
-	serverStart int64               // the server's StartTime at Start, 0 when unknown
-	saved       client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
-	savedItems  []client.ResumeItem // its list, kept only at least once (saveResume)
-	redeliver   bool                // g.mu: the message being written was redelivered after a resume
+	fence        *fence.Fence        // nil: none
+	fenced       bool                // the cycle being written is past the fence; g.mu
+	resume       resume.Store        // nil: none
+	fingerprint  string              // of the items asked for at Start
+	serverStart  int64               // the server's StartTime at Start, 0 when unknown
+	saved        client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
+	savedItems   []client.ResumeItem // its list, kept only at least once (saveResume)
+	savedDSMs    uint64              // DataSetMessages written at the last save
+	savedAt      time.Time           // of the last shared record
+	resumeShared bool
+	// resumeHorizon: how long a holder goes on after its last shared record.
+	resumeHorizon time.Duration
+	instance      uint64        // marks this group's records and marks (Record.Marks)
+	marksOwn      bool          // the marks were kept beside the last record: they tell where the group stopped
+	redeliver     bool          // g.mu: the message being written was redelivered after a resume
+	marks         *resume.Marks // nil: none
+	replayKnown   bool          // the marks tell what the resumed subscription's last run handed over
+	replayOn      bool          // g.mu: messages up to replayTo replay what the last run handed to the queues
+	replayTo      uint32
+	replaying     bool         // g.mu: the message being written is such a replay
+	rewound       bool         // g.mu: a writer's SequenceNumber was set back for it
+	cycle         uint64       // g.mu: counts the notification messages written
+	subID         uint32       // g.mu: the subscription of the message being written
+	aloQueues     []sink.Queue // the at-least-once ones of queues: a replay goes to them only
+	aloFQueues    []sink.Queue
+	bf            *backfiller   // backfill: history; nil otherwise (backfill.go)
+	times         *resume.Times // the fields' last delivered source timestamps (backfill)
+	prevTimes     *resume.Times // times whose Previous are the last run's of these slots; nil: none
+	awaitBits     []uint64      // g.mu: fields waiting for their first value after a gap
+	awaitN        int           // g.mu: how many
+	backfilling   bool          // g.mu: the message being written is a backfill
+	resendCheck   bool          // the last run's times name these slots: a field's first value may be one it delivered (resend.go)
+	anySilent     bool          // g.mu: the message being written has values not to send
 
 	opMu    sync.Mutex // serialises Start, AddWriter, RemoveWriter, Stop
 	sub     *client.Subscription
@@ -159,12 +197,25 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		resume:  opts.Resume,
 		fence:   opts.Fence,
 	}
-	for _, q := range append(slices.Clone(g.queues), g.fqueues...) {
+	g.resumeShared, g.resumeHorizon = opts.ResumeShared, opts.ResumeHorizon
+	g.instance = randomMark()
+	for _, q := range g.queues {
 		if q.Guarantee() == config.AtLeastOnce {
-			g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
-			break
+			g.aloQueues = append(g.aloQueues, q)
 		}
 	}
+	for _, q := range g.fqueues {
+		if q.Guarantee() == config.AtLeastOnce {
+			g.aloFQueues = append(g.aloFQueues, q)
+		}
+	}
+	if len(g.aloQueues)+len(g.aloFQueues) > 0 {
+		g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
+	}
+	if cfg.Backfill == config.BackfillHistory {
+		g.bf = newBackfiller(g)
+	}
+	g.openMarks(opts.MarksDir, len(cfg.Writers))
 	total := 0
 	for i := range cfg.Writers {
 		total += len(cfg.Writers[i].Fields)
@@ -176,6 +227,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 			return nil, err
 		}
 	}
+	g.openTimes(opts.MarksDir) // backfill.go
 	// The writers keep what they need of their configuration (until Start);
 	// cfg is not kept, so the group does not hold its fields twice.
 	g.configureWriter()
@@ -383,6 +435,7 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.serverStart = serverStart(ctx, c)
 		g.fingerprint = itemsFingerprint(reqs, nil)
 		scfg.Resume = g.loadResume(g.fingerprint)
+		g.replayFrom(scfg.Resume)
 	}
 	// Before the subscription exists: a resumed one delivers what the
 	// server kept at once, before the items are even added.
@@ -430,6 +483,10 @@ func (g *WriterGroup) Start(ctx context.Context) error {
 		g.saveResume(sub, true)
 		g.wg.Add(1)
 		go g.resumeLoop(ctx2, sub, g.resumeEvery)
+	}
+	if g.bf != nil {
+		g.wg.Add(1)
+		go g.bf.run(ctx2)
 	}
 	return nil
 }
@@ -569,6 +626,11 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 			g.w.Release()
 		}
 		g.wown.g = nil // the idle writers it used keep nothing of the group
+		g.closeMarks()
+		if g.times != nil {
+			_ = g.times.Close()
+			g.times = nil
+		}
 		g.fenc.Release()
 		g.w, g.fenc = nil, nil
 	}()
@@ -608,6 +670,11 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 	nf, nw := len(g.fields), len(g.writers)
 	g.invalidateNodes()
 	err := g.appendWriter(wc)
+	if err == nil && g.times != nil {
+		if gerr := g.times.Grow(len(g.fields)); gerr != nil {
+			g.log.Warn("bridge: the times file cannot grow; the new writer's fields have no backfill start after a restart", "group", g.name, "err", gerr)
+		}
+	}
 	if err != nil {
 		g.fields, g.writers = g.fields[:nf], g.writers[:nw]
 		if g.samples {
@@ -657,7 +724,8 @@ func (g *WriterGroup) AddWriter(ctx context.Context, wc config.DataSetWriter) er
 // ReplaceWriter replaces the writer of wc's name by wc (a reload that
 // changed its fields): the old one's items are deleted, the new one's
 // created, and its metadata is sent with a newer MajorVersion. Its
-// SequenceNumbers start over.
+// SequenceNumbers go on (with marks, Options.MarksDir; without, they start
+// over).
 func (g *WriterGroup) ReplaceWriter(ctx context.Context, wc config.DataSetWriter) error {
 	if err := g.RemoveWriter(ctx, wc.Name); err != nil {
 		return err
@@ -703,6 +771,13 @@ func (g *WriterGroup) Subscription() *client.Subscription {
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
 	return g.sub
+}
+
+// randomMark is a random non-zero 64-bit value.
+func randomMark() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
 // newMessageID returns a random UUID for messages outside the hot path.

@@ -24,6 +24,9 @@ import (
 // of the same slot) goes into the k-th DataSetMessage of the writer.
 type entry struct {
 	slot int32
+	// item is the index of the notification; ^index (negative) for one
+	// cached but not sent: a value the last run delivered, sent again
+	// (resend.go).
 	item int32
 }
 
@@ -75,6 +78,17 @@ func sortEntries(ents, tmp []entry) (sorted, spare []entry) {
 	return src, dst[:0]
 }
 
+// at is the index of e's notification.
+func (e *entry) at() int32 {
+	if e.item < 0 {
+		return ^e.item
+	}
+	return e.item
+}
+
+// silent reports whether e is cached but not sent.
+func (e *entry) silent() bool { return e.item < 0 }
+
 // onDataChange is the subscription's DataChangeHandler.
 func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
 	g.mu.Lock()
@@ -82,19 +96,21 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	if g.closed {
 		return
 	}
-	g.markRedelivered(sub)
+	g.beginMessage(sub, seq) // resume.go: a replay, or redelivered
 	defer g.clearRedelivered()
 	if g.testTap != nil {
 		g.testTap(seq, items)
 	}
 	g.stats.notifications.Add(uint64(len(items)))
+	g.anySilent = false
 	ents := g.ents[:0]
 	inOrder, dup := true, false
 	prev := int32(-1)
 	n := uint32(len(g.fields))
 	unknown, overflows := 0, 0
 	for i := range items {
-		if items[i].Value.Status&overflowBits == overflowBits {
+		ovf := items[i].Value.Status&overflowBits == overflowBits
+		if ovf {
 			overflows++
 		}
 		idx := items[i].ClientHandle - g.base // wraps for handles below base
@@ -106,12 +122,22 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 			unknown++
 			continue
 		}
+		if g.bf != nil {
+			g.lostBefore(int32(idx), &items[i].Value, ovf) // backfill.go
+		}
+		// A replay is written as it was the first time.
+		silent := g.resendCheck && !g.replaying && g.resentFromLastRun(int32(idx), &items[i].Value) // resend.go
 		s := int32(idx)
 		if s <= prev {
 			inOrder = false
 		}
 		prev = s
-		ents = append(ents, entry{slot: s, item: int32(i)})
+		e := entry{slot: s, item: int32(i)}
+		if silent {
+			e.item = ^e.item
+			g.anySilent = true
+		}
+		ents = append(ents, e)
 	}
 	if unknown > 0 {
 		g.stats.unknownHandles.Add(uint64(unknown))
@@ -167,6 +193,7 @@ func nextRound(ents []entry, k int, r int32) int32 {
 // notification message: rounds+1 of them (one per value of the field with
 // the most values), each a key frame or a delta frame.
 func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.MonitoredItemNotification) {
+	g.touch(w)
 	w.stats.notifications.Add(uint64(len(ents)))
 	if w.untyped > 0 {
 		g.learnTypes(w, ents, items)
@@ -182,10 +209,22 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 				}
 			}
 			e := &ents[k]
-			g.storeValue(&g.fields[e.slot], &items[e.item].Value)
+			g.storeValue(&g.fields[e.slot], &items[e.at()].Value)
+			if g.times != nil {
+				g.times.Set(int(e.slot), int64(items[e.at()].Value.SourceTimestamp))
+			}
 		}
 		g.vmu.Unlock()
+		if g.anySilent && !visibleIn(ents, rounds, r) {
+			continue // only values sent again: cached, nothing to send
+		}
 		key := g.keyFrame(w)
+		if key && g.replaying {
+			// A replay knows only its message's values, not the cache the
+			// key frame had the first time: the values it carries, with the
+			// key frame's SequenceNumber.
+			key = false
+		}
 		typ := jsonenc.DeltaFrame
 		if key {
 			typ = jsonenc.KeyFrame
@@ -217,7 +256,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 					}
 				}
 				e := &ents[k]
-				g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
+				if !e.silent() {
+					g.addField(w, &g.fields[e.slot], e.slot, &items[e.item].Value)
+				}
 			}
 		}
 		g.endDSM(w)
@@ -232,7 +273,9 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 						continue
 					}
 				}
-				g.publishField(w, ents[k].slot, &items[ents[k].item].Value)
+				if e := &ents[k]; !e.silent() {
+					g.publishField(w, e.slot, &items[e.item].Value)
+				}
 			}
 		}
 	}
@@ -298,7 +341,7 @@ func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredIt
 	g.vmu.Lock()
 	for k := range ents {
 		f := &g.fields[ents[k].slot]
-		v := &items[ents[k].item].Value.Value
+		v := &items[ents[k].at()].Value.Value
 		if f.flags&fieldTypeKnown != 0 || v.IsNull() {
 			continue
 		}
@@ -335,7 +378,7 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 	if g.closed {
 		return
 	}
-	g.markRedelivered(sub)
+	g.beginMessage(sub, seq)
 	defer g.clearRedelivered()
 	g.stats.events.Add(uint64(len(events)))
 	open := false
@@ -354,6 +397,7 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 			open = true
 		}
 		w.stats.notifications.Add(1)
+		g.touch(w)
 		g.beginDSM(w, jsonenc.Event)
 		for k := range ev.EventFields {
 			if k >= len(sel) || g.skip {
@@ -379,6 +423,10 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 // messages carry it for acknowledgement).
 func (g *WriterGroup) beginCycle(seq uint32, track bool) {
 	g.seq, g.track = seq, track
+	if track {
+		g.cycle++
+		g.handled(seq)
+	}
 	g.w = takeWriter(g.wown, &g.wopts)
 	now := time.Now()
 	g.now = now.UnixNano()
@@ -401,6 +449,7 @@ func (g *WriterGroup) endCycle() {
 	g.w = nil
 	g.fenced = false
 	g.stats.lastPublish.Store(g.now)
+	g.endReplayCycle()
 }
 
 // beginDSM opens a DataSetMessage of w (in its own NetworkMessage in the
@@ -451,6 +500,7 @@ func (g *WriterGroup) endDSM(w *writer) {
 			w.seq = g.w.NextSequenceNumber()
 		}
 	}
+	g.advanced(w)
 	if g.single {
 		g.check(g.w.End(), "")
 	}
@@ -524,7 +574,7 @@ func (g *WriterGroup) sinkData(msg []byte) error {
 	if g.single && g.cur != nil {
 		name = g.cur.name
 	}
-	g.publish(sink.KindData, name, "", msg, g.seq, g.track, false, g.queues, g.cur)
+	g.publish(sink.KindData, name, "", msg, g.seq, g.track, false, g.dataQueues(), g.cur)
 	return nil
 }
 
@@ -618,7 +668,7 @@ func (g *WriterGroup) publishField(w *writer, s int32, dv *ua.DataValue) {
 		e.Reset(nil, jsonenc.Options{Mode: g.headerMode, NamespaceURIs: g.namespaces})
 		return
 	}
-	g.publish(sink.KindField, w.name, name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fqueues, w)
+	g.publish(sink.KindField, w.name, name, e.Bytes(), g.seq, g.track, g.fieldKeep, g.fieldQueues(), w)
 }
 
 // heartbeatsDue sends, for every writer, one ua-deltaframe with the last
@@ -724,6 +774,13 @@ func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.
 func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 	g.stats.gaps.Add(1)
 	if to == 0 {
+		// A new subscription numbers its messages from 1 again: none is a
+		// replay.
+		g.mu.Lock()
+		g.replayOn = false
+		g.mu.Unlock()
+	}
+	if to == 0 {
 		// The subscription itself was lost and is made anew: everything
 		// after from-1 until its first values (its key frame) is gone.
 		g.log.Warn("bridge: notification messages lost: the subscription was gone and is created anew; the next messages are key frames with the current values",
@@ -735,6 +792,7 @@ func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 	for _, w := range g.writers {
 		w.forceKey = true
 	}
+	g.awaitGap() // backfill.go
 	g.mu.Unlock()
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/bridge/resume"
+	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -97,6 +98,13 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 		return nil
 	}
 	rec, ok, err := g.resume.LoadResume(g.name)
+	// The marks tell where the group stopped when the last record was saved
+	// beside them (or there is none): not when another replica held the
+	// group since.
+	g.marksOwn = g.marks != nil && (!ok || rec.Marks == g.marks.PreviousRecord())
+	if ok && err == nil {
+		g.continueWriters(&rec)
+	}
 	switch {
 	case err != nil:
 		g.log.Warn("bridge: reading the resume state failed; subscribing anew", "group", g.name, "err", err)
@@ -106,6 +114,13 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 	case rec.Fingerprint != fp:
 		g.log.Info("bridge: the resume state is for other items; subscribing anew", "group", g.name)
 		return nil
+	}
+	// The same items in the same slots: the last run's times name them.
+	g.prevTimes = g.times
+	g.mu.Lock()
+	g.resendCheck = g.times != nil
+	g.mu.Unlock()
+	switch {
 	case rec.State.SubscriptionID == 0:
 		return nil
 	case rec.ServerStart != 0 && g.serverStart != 0 && rec.ServerStart != g.serverStart:
@@ -126,9 +141,16 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 // item, is built only to be saved and not kept.
 func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	mark, ok := sub.ResumeMark()
-	if !ok || !force && mark == g.saved {
+	if !ok {
 		return false
 	}
+	// A shared record carries the writers' SequenceNumbers: it is saved
+	// when they moved too.
+	dsms := g.stats.dataSetMessages.Load()
+	if !force && mark == g.saved && (!g.resumeShared || dsms == g.savedDSMs) {
+		return false
+	}
+	g.savedDSMs = dsms
 	var st client.ResumeState
 	if g.savedItems != nil && mark.SubscriptionID == g.saved.SubscriptionID && mark.Items == g.saved.Items {
 		// Only LastAcked moved: the list saved last time is still true.
@@ -136,7 +158,11 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	} else if st, ok = sub.ResumeState(); !ok {
 		return false
 	}
-	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: time.Now()}
+	now := time.Now()
+	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: now, Writers: g.reservedWriters(now)}
+	if g.marks != nil {
+		rec.Marks = g.instance
+	}
 	if err := g.resume.SaveResume(g.name, rec); err != nil {
 		if time.Since(time.Unix(0, g.lastLog.Load())) > 10*time.Second {
 			g.lastLog.Store(time.Now().UnixNano())
@@ -146,9 +172,17 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	}
 	// The mark taken before the state: a change in between saves once more.
 	g.saved = mark
-	if g.tr != nil {
-		// At least once, LastAcked moves with every acknowledgement: the
-		// list is kept for the next saves rather than built each second.
+	if g.marks != nil {
+		g.marks.SetRecord(g.instance)
+		if err := g.marks.Sync(); err != nil {
+			g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
+		}
+
+	}
+	if g.tr != nil || g.resumeShared {
+		// At least once, LastAcked moves with every acknowledgement (and a
+		// shared record with every DataSetMessage): the list is kept for
+		// the next saves rather than built each second.
 		g.savedItems = st.Items
 	}
 	return true
@@ -170,16 +204,253 @@ func (g *WriterGroup) resumeLoop(ctx context.Context, sub *client.Subscription, 
 	}
 }
 
-// markRedelivered notes, for the message being written, whether the client
-// redelivers it after a resume; g.mu held.
-func (g *WriterGroup) markRedelivered(sub *client.Subscription) {
-	if sub != nil && sub.Redelivered() {
+// Marks (Options.MarksDir, resume.Marks): the record above is written once
+// a second, so alone it cannot tell exactly where the last run stopped.
+// The marks can, at the cost of a few stores into a mapped file per
+// notification message: the writers' SequenceNumbers, the last
+// notification message handed to the queues, and, with at-least-once
+// sinks, where each writer's DataSetMessages of the recent messages began.
+// A restart then
+//
+//   - goes on with every writer's SequenceNumbers (never one used twice;
+//     after a subscription created anew too);
+//   - when it resumed the subscription the marks speak of, takes every
+//     message the server republishes up to the last one handed to the
+//     queues for a replay: it goes to the at-least-once queues only (the
+//     at-most-once ones had it), marked redelivered, its DataSetMessages
+//     written with the SequenceNumbers they had the first time, so that a
+//     consumer tells the duplicates by (DataSetWriterId, SequenceNumber);
+//     the writers then go on where they were. Messages after it are new
+//     to every sink and go to all queues unmarked.
+//
+// Without marks (no state directory, or a subscription other than the one
+// they speak of), what the client says it republished after a resume is
+// marked and goes to every queue, as the record alone allows.
+
+// openMarks opens the group's marks in dir ("" none) for writers writers;
+// a failure is logged and the group goes on without them.
+func (g *WriterGroup) openMarks(dir string, writers int) {
+	if dir == "" {
+		return
+	}
+	ring := 0
+	if g.tr != nil {
+		// The notification messages a replay can hold: those not yet
+		// acknowledged, and a few whose acknowledgement was still to be sent.
+		ring = g.maxUnacked + 16
+	}
+	m, err := resume.OpenMarks(dir, g.name, writers, ring)
+	if err != nil {
+		g.log.Warn("bridge: the marks file cannot be used; SequenceNumbers start at 1 and a replay goes to every sink", "group", g.name, "err", err)
+		return
+	}
+	g.marks = m
+}
+
+// markWriter gives w its slot in the marks and goes on from the
+// SequenceNumber it holds (appendWriter).
+func (g *WriterGroup) markWriter(w *writer) {
+	if g.marks == nil {
+		return
+	}
+	i, wm, err := g.marks.Slot(w.name)
+	if err != nil {
+		g.log.Warn("bridge: writer without marks", "group", g.name, "writer", w.name, "err", err)
+		return
+	}
+	w.mark = int32(i)
+	if wm.Seq != 0 {
+		w.seq, w.frames = wm.Seq, wm.Frames
+	}
+	w.hi, w.framesHi = w.seq, w.frames
+	g.marks.SetWriter(i, resume.WriterMark{Seq: w.hi, Frames: w.framesHi})
+}
+
+// reservedWriters are the writers' continuation points for a shared
+// record (Options.ResumeShared; nil otherwise): each writer's next
+// SequenceNumber, plus what it may still write until its holder stops
+// (twice its rate over the last interval, for the save interval and the
+// lease horizon, and a few): a holder that cannot save its record stops
+// within the horizon (fencing). Resume loop (or Start before it runs).
+func (g *WriterGroup) reservedWriters(now time.Time) []resume.WriterSeq {
+	if !g.resumeShared || g.marks == nil {
+		return nil
+	}
+	elapsed := now.Sub(g.savedAt)
+	if g.savedAt.IsZero() || elapsed <= 0 {
+		elapsed = g.resumeEvery
+	}
+	g.savedAt = now
+	window := float64(g.resumeEvery+g.resumeHorizon) / float64(elapsed)
+	ws := *g.snapshot.Load()
+	out := make([]resume.WriterSeq, 0, len(ws))
+	for _, w := range ws {
+		if w.mark < 0 {
+			continue
+		}
+		wm := g.marks.Writer(int(w.mark))
+		n := w.stats.dataSetMessages.Load()
+		ahead := uint64(2*float64(n-w.savedDSMs)*window) + reserveSlack
+		w.savedDSMs = n
+		out = append(out, resume.WriterSeq{Name: w.name, Seq: wm.Seq + uint32(min(ahead, 1<<30)), Frames: wm.Frames})
+	}
+	return out
+}
+
+// reserveSlack is what a shared record reserves beyond its estimate.
+const reserveSlack = 16
+
+// continueWriters goes on, in a writer whose marks do not know better,
+// from the SequenceNumber a shared record reserved (a takeover from another
+// replica); a restart that finds the marks the record was saved beside
+// goes on from them. Start, before the subscription exists.
+func (g *WriterGroup) continueWriters(rec *resume.Record) {
+	if len(rec.Writers) == 0 || g.marksOwn {
+		return
+	}
+	by := make(map[string]resume.WriterSeq, len(rec.Writers))
+	for _, ws := range rec.Writers {
+		by[ws.Name] = ws
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.writers {
+		ws, ok := by[w.name]
+		if !ok || w.removed || !seqAfter(ws.Seq, w.hi) {
+			continue
+		}
+		g.log.Info("bridge: SequenceNumbers go on from the shared resume record", "group", g.name, "writer", w.name, "from", w.hi, "to", ws.Seq)
+		w.seq, w.hi = ws.Seq, ws.Seq
+		w.frames, w.framesHi = max(w.frames, ws.Frames), max(w.framesHi, ws.Frames)
+		if w.mark >= 0 {
+			g.marks.SetWriter(int(w.mark), resume.WriterMark{Seq: w.hi, Frames: w.framesHi})
+		}
+	}
+}
+
+// replayFrom arms the replay of a resumed subscription (Start, before it
+// is created): what the server republishes up to the last message the
+// marks say was handed to the queues.
+func (g *WriterGroup) replayFrom(st *client.ResumeState) {
+	if g.marks == nil || st == nil || !g.marksOwn {
+		return
+	}
+	sub, handled, ok := g.marks.Previous()
+	if !ok || sub != st.SubscriptionID || handled == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.replayKnown, g.replayOn, g.replayTo = true, true, handled
+	g.mu.Unlock()
+}
+
+// beginMessage notes, for notification message seq of sub about to be
+// written, whether it is a replay (the marks), or else redelivered after a
+// resume (the client), and records it as handled; g.mu held.
+func (g *WriterGroup) beginMessage(sub *client.Subscription, seq uint32) {
+	g.replaying = false
+	g.redeliver = false
+	if sub == nil { // tests drive the handlers without one
+		return
+	}
+	g.subID = sub.ID()
+	if g.replayOn {
+		if seqAfter(seq, g.replayTo) {
+			g.replayOn = false
+		} else {
+			g.replaying = true
+		}
+	}
+	if g.replaying || !g.replayKnown && sub.Redelivered() {
 		g.redeliver = true
 		g.stats.redelivered.Add(1)
 	}
 }
 
-func (g *WriterGroup) clearRedelivered() { g.redeliver = false }
+func (g *WriterGroup) clearRedelivered() { g.redeliver, g.replaying = false, false }
+
+// handled records, before anything of notification message seq reaches a
+// queue, that it is handed over: a process killed in the middle of it does
+// not send it again to an at-most-once sink. A replay moves nothing.
+func (g *WriterGroup) handled(seq uint32) {
+	if g.marks != nil && !g.replaying {
+		g.marks.SetHandled(g.subID, seq)
+	}
+}
+
+// touch is called before w's first DataSetMessage of a notification
+// message: in a replay it sets w's SequenceNumber back to what it was for
+// that message the first time; it records where w begins for a later
+// replay. g.mu held.
+func (g *WriterGroup) touch(w *writer) {
+	if !g.track || w.cycle == g.cycle || w.mark < 0 {
+		return
+	}
+	w.cycle = g.cycle
+	if g.replaying {
+		if rm, ok := g.marks.PreviousRing(w.name, g.seq); ok {
+			w.seq, w.frames, w.rewound = rm.Seq, rm.Frames, true
+			g.rewound = true
+		}
+	}
+	g.marks.SetRing(int(w.mark), g.seq, resume.RingMark{Seq: w.seq, Frames: w.frames})
+}
+
+// advanced records w's SequenceNumber after a DataSetMessage; g.mu held.
+func (g *WriterGroup) advanced(w *writer) {
+	if seqAfter(w.seq, w.hi) {
+		w.hi = w.seq
+	}
+	w.framesHi = max(w.framesHi, w.frames)
+	if w.mark >= 0 {
+		g.marks.SetWriter(int(w.mark), resume.WriterMark{Seq: w.hi, Frames: w.framesHi})
+	}
+}
+
+// endReplayCycle puts the writers a replay set back where they were; g.mu
+// held.
+func (g *WriterGroup) endReplayCycle() {
+	if !g.rewound {
+		return
+	}
+	g.rewound = false
+	for _, w := range g.writers {
+		if w.rewound {
+			w.seq, w.frames, w.rewound = w.hi, w.framesHi, false
+		}
+	}
+}
+
+// dataQueues are the queues the message being written goes to: the
+// at-least-once ones in a replay, all of them otherwise.
+func (g *WriterGroup) dataQueues() []sink.Queue {
+	if g.replaying {
+		return g.aloQueues
+	}
+	return g.queues
+}
+
+func (g *WriterGroup) fieldQueues() []sink.Queue {
+	if g.replaying {
+		return g.aloFQueues
+	}
+	return g.fqueues
+}
+
+// closeMarks syncs and releases the marks (Stop, g.mu held).
+func (g *WriterGroup) closeMarks() {
+	if g.marks == nil {
+		return
+	}
+	if err := g.marks.Close(); err != nil {
+		g.log.Warn("bridge: closing the marks file", "group", g.name, "err", err)
+	}
+	g.marks = nil
+}
+
+// seqAfter reports whether sequence number a comes after b, allowing for
+// the wrap-around (a is less than 2^31 ahead).
+func seqAfter(a, b uint32) bool { return int32(a-b) > 0 }
 
 // messageID sets the MessageId of the next NetworkMessage: generated by the
 // writer, or, for redelivered data (a recovery, not the steady state), one
@@ -187,6 +458,10 @@ func (g *WriterGroup) clearRedelivered() { g.redeliver = false }
 func (g *WriterGroup) messageID(data bool) {
 	if g.redeliver && data {
 		g.nmHdr.MessageID = RedeliveredPrefix + g.nmHdr.MessageIDPrefix + newMessageID()
+		return
+	}
+	if g.backfilling && data {
+		g.nmHdr.MessageID = BackfillPrefix + newMessageID()
 		return
 	}
 	g.nmHdr.MessageID = ""

@@ -14,14 +14,15 @@ import (
 // (which may be blocked on a full Block queue).
 
 type groupCounters struct {
-	notifications, events, unknownHandles    atomic.Uint64
-	dataSetMessages, messages, fieldMessages atomic.Uint64
-	keyFrames, keepAlives, metaData          atomic.Uint64
-	heartbeats, bytes                        atomic.Uint64
-	encodeErrors, badItems, gaps             atomic.Uint64
-	redelivered, fenced                      atomic.Uint64
-	overflows, overflowsLogged               atomic.Uint64
-	lastPublish                              atomic.Int64
+	notifications, events, unknownHandles      atomic.Uint64
+	dataSetMessages, messages, fieldMessages   atomic.Uint64
+	keyFrames, keepAlives, metaData            atomic.Uint64
+	heartbeats, bytes                          atomic.Uint64
+	encodeErrors, badItems, gaps               atomic.Uint64
+	redelivered, fenced                        atomic.Uint64
+	backfilled, backfillRanges, backfillMissed atomic.Uint64
+	overflows, overflowsLogged                 atomic.Uint64
+	lastPublish                                atomic.Int64
 }
 
 type writerCounters struct {
@@ -60,6 +61,13 @@ type GroupStats struct {
 	// its monitored item's queue was full and it discarded values next to
 	// this one (Part 4 §5.12.1.5). The values themselves are lost upstream.
 	Overflows uint64 `json:"overflows"`
+	// Backfilled counts values read from the server's history to fill what
+	// was lost upstream (backfill: history), BackfillRanges the fields'
+	// lost ranges filled, BackfillMissed those left as they were (no
+	// history, or not all of it readable).
+	Backfilled     uint64 `json:"backfilled"`
+	BackfillRanges uint64 `json:"backfillRanges"`
+	BackfillMissed uint64 `json:"backfillMissed"`
 	// Unacked is the number of notification messages whose sink messages
 	// are not all settled; Acked those acknowledged upstream after every
 	// at-least-once queue confirmed them; Undelivered those left
@@ -118,6 +126,9 @@ func (g *WriterGroup) Stats() GroupStats {
 		Gaps:               g.stats.gaps.Load(),
 		Redelivered:        g.stats.redelivered.Load(),
 		Overflows:          g.stats.overflows.Load(),
+		Backfilled:         g.stats.backfilled.Load(),
+		BackfillRanges:     g.stats.backfillRanges.Load(),
+		BackfillMissed:     g.stats.backfillMissed.Load(),
 		SubscriptionStatus: ua.StatusCode(g.subState.Load()),
 		LastPublish:        unixTime(g.stats.lastPublish.Load()),
 	}

@@ -28,9 +28,11 @@
 //                                             and the server's MinSupportedSampleRate are 0, so an item
 //                                             asking for sampling interval 0 misses no value
 //   --counters N      / COUNTERS                Int32 counters in Demo/Counters (default 0), all +1 every
-//                                             COUNTER_INTERVAL_MS in one timer; they report every change
+//                                             COUNTER_INTERVAL_MS with the Counter; they report every change
 //                                             (MinimumSamplingInterval 0, as COUNTER_EXCEPTION_BASED):
 //                                             the load of `gateway bench -upstream nodeopcua`
+//   HISTORY_VALUES                             N > 0: Counter and the Counters are Historizing, the last N
+//                                             values of each kept in memory for HistoryRead (default 0)
 //
 // Address space (namespace 1, the server's own; string node ids):
 //
@@ -127,6 +129,7 @@ for (const [key, name] of Object.entries(limitEnv)) {
         operationLimits[key] = v;
     }
 }
+const historyValues = intSetting(env.HISTORY_VALUES, "HISTORY_VALUES", 0);
 const counterExceptionBased = (env.COUNTER_EXCEPTION_BASED ?? "") === "1" || counterCount > 0;
 // Tests open many sessions in a row; keep the default of 10 from getting in the way.
 const serverCapabilities = { operationLimits, maxSessions: 100 };
@@ -222,7 +225,6 @@ const server = new OPCUAServer({
 });
 
 let counterTimer = null;
-let countersTimer = null;
 
 function buildAddressSpace() {
     const addressSpace = server.engine.addressSpace;
@@ -243,10 +245,39 @@ function buildAddressSpace() {
         minimumSamplingInterval: counterExceptionBased ? 0 : counterInterval,
         value: new Variant({ dataType: DataType.Double, value: 0 }),
     });
+    const counters = [];
+    if (counterCount > 0) {
+        const folder = ns.addFolder(demo, { browseName: "Counters", nodeId: id("Demo.Counters") });
+        for (let i = 0; i < counterCount; i++) {
+            const name = "V" + String(i).padStart(5, "0");
+            counters.push(
+                ns.addVariable({
+                    organizedBy: folder,
+                    browseName: name,
+                    nodeId: id(`Demo.Counters.${name}`),
+                    dataType: "Int32",
+                    accessLevel: ro,
+                    userAccessLevel: ro,
+                    minimumSamplingInterval: 0,
+                    value: new Variant({ dataType: DataType.Int32, value: 0 }),
+                }),
+            );
+        }
+    }
+    if (historyValues > 0) {
+        for (const v of [counter, ...counters]) {
+            addressSpace.installHistoricalDataNode(v, { maxOnlineValues: historyValues });
+        }
+    }
     let count = 0;
     counterTimer = setInterval(() => {
         count += 1;
-        counter.setValueFromSource(new Variant({ dataType: DataType.Double, value: count }));
+        // One source timestamp for the tick: every counter's value count has it.
+        const now = new Date();
+        counter.setValueFromSource(new Variant({ dataType: DataType.Double, value: count }), StatusCodes.Good, now);
+        for (const c of counters) {
+            c.setValueFromSource(new Variant({ dataType: DataType.Int32, value: count }), StatusCodes.Good, now);
+        }
     }, counterInterval);
 
     const scalar = (name, dataType, value, access) =>
@@ -299,34 +330,6 @@ function buildAddressSpace() {
         };
     });
 
-    if (counterCount > 0) {
-        const folder = ns.addFolder(demo, { browseName: "Counters", nodeId: id("Demo.Counters") });
-        const vars = [];
-        for (let i = 0; i < counterCount; i++) {
-            const name = "V" + String(i).padStart(5, "0");
-            vars.push(
-                ns.addVariable({
-                    organizedBy: folder,
-                    browseName: name,
-                    nodeId: id(`Demo.Counters.${name}`),
-                    dataType: "Int32",
-                    accessLevel: ro,
-                    userAccessLevel: ro,
-                    minimumSamplingInterval: 0,
-                    value: new Variant({ dataType: DataType.Int32, value: 0 }),
-                }),
-            );
-        }
-        let n = 0;
-        countersTimer = setInterval(() => {
-            n += 1;
-            const v = new Variant({ dataType: DataType.Int32, value: n });
-            for (const x of vars) {
-                x.setValueFromSource(v);
-            }
-        }, counterInterval);
-    }
-
     const large = ns.addFolder(demo, { browseName: "Large", nodeId: id("Demo.Large") });
     for (let i = 0; i < largeCount; i++) {
         const name = "V" + String(i).padStart(5, "0");
@@ -351,9 +354,6 @@ async function shutdown(why, code = 0) {
     log(`shutting down (${why})`);
     if (counterTimer) {
         clearInterval(counterTimer);
-    }
-    if (countersTimer) {
-        clearInterval(countersTimer);
     }
     // A hung shutdown must not keep the port: leave after 5 s whatever happens.
     setTimeout(() => process.exit(code || 1), 5000).unref();

@@ -214,7 +214,7 @@ func TestExpandWriterGroup(t *testing.T) {
 			t.Errorf("found field %s without the node defaults: %+v", f.Name, f)
 		}
 	}
-	if names(out.Writers[1].Fields) != "x" || out.Writers[1].ID != 2 {
+	if names(out.Writers[1].Fields) != "x" || out.Writers[1].ID != writerHome("g", "plain") {
 		t.Errorf("writer without browse changed: %+v", out.Writers[1])
 	}
 	if !reflect.DeepEqual(before.WriterGroups[0], wg) {

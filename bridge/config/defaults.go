@@ -1,9 +1,12 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -171,8 +174,12 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Endpoints {
 		c.Endpoints[i].applyDefaults(g.StateDir)
 	}
+	groups := make([]*WriterGroup, len(c.WriterGroups))
 	for i := range c.WriterGroups {
-		wg := &c.WriterGroups[i]
+		groups[i] = &c.WriterGroups[i]
+	}
+	assignWriterIDs(groups) // across the configuration: one PublisherId
+	for _, wg := range groups {
 		if wg.Endpoint == "" && len(c.Endpoints) == 1 {
 			wg.Endpoint = c.Endpoints[0].Name
 		}
@@ -305,25 +312,9 @@ func (wg *WriterGroup) ApplyDefaults() {
 	setString(&nd.Deadband.Type, DeadbandNone)
 	setString(&nd.Trigger, TriggerStatusValue)
 
-	used := map[uint16]bool{}
-	for _, w := range wg.Writers {
-		used[w.ID] = true
-	}
-	next := uint16(1)
+	assignWriterIDs([]*WriterGroup{wg})
 	for i := range wg.Writers {
 		w := &wg.Writers[i]
-		if w.ID == 0 {
-			// Its position, or the next id no other writer has.
-			if p := i + 1; p <= 0xFFFF && !used[uint16(p)] {
-				w.ID = uint16(p)
-			} else {
-				for used[next] && next < 0xFFFF {
-					next++
-				}
-				w.ID = next
-			}
-			used[w.ID] = true
-		}
 		setString(&w.Name, "writer"+strconv.Itoa(int(w.ID)))
 		for j := range w.Fields {
 			w.Fields[j].applyDefaults(nd, pi)
@@ -335,6 +326,67 @@ func (wg *WriterGroup) ApplyDefaults() {
 			setInt(&b.MaxNodes, DefaultBrowseMaxNodes)
 		}
 	}
+}
+
+// assignWriterIDs gives the writers of groups without a DataSetWriterId
+// one of their own. Part 14 §6.2.4.1 wants a DataSetWriterId unique across
+// all the writers of a PublisherId, so the defaults are assigned across the
+// whole configuration (Config.ApplyDefaults passes every group; a group
+// defaulted alone, only its own writers), and they must not move when
+// another writer is added or removed, nor between runs: a writer's id
+// follows from its group's and its own name (writerHome, an FNV-1a hash onto
+// 1 … 65535), taken unless a writer with an id given by hand has it or
+// another default took it first; then the next free one. Writers are served
+// in the order of their home ids (then group and writer name), so that only
+// writers whose names hash to the same id can move one another. A writer
+// without a name (it gets "writer<id>") hashes its position in the group.
+func assignWriterIDs(groups []*WriterGroup) {
+	used := map[uint16]bool{}
+	type pending struct {
+		w     *DataSetWriter
+		home  uint16
+		group string
+		name  string
+	}
+	var todo []pending
+	for _, wg := range groups {
+		for i := range wg.Writers {
+			w := &wg.Writers[i]
+			if w.ID != 0 {
+				used[w.ID] = true
+				continue
+			}
+			name := w.Name
+			if name == "" {
+				name = "#" + strconv.Itoa(i)
+			}
+			todo = append(todo, pending{w: w, home: writerHome(wg.Name, name), group: wg.Name, name: name})
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	slices.SortFunc(todo, func(a, b pending) int {
+		return cmp.Or(cmp.Compare(a.home, b.home), strings.Compare(a.group, b.group), strings.Compare(a.name, b.name))
+	})
+	for _, p := range todo {
+		id := p.home
+		for n := 0; used[id] && n < 0xFFFF; n++ {
+			id = id%0xFFFF + 1 // 1 … 65535, wrapping
+		}
+		p.w.ID = id // with all 65535 taken, a duplicate validation reports
+		used[id] = true
+	}
+}
+
+// writerHome is the DataSetWriterId a writer named name in the group named
+// group gets by default, unless taken.
+func writerHome(group, name string) uint16 {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	return uint16(h.Sum32()%0xFFFF) + 1
 }
 
 // queueFor is a monitored-item queue that holds two publishing intervals of

@@ -83,7 +83,7 @@ func TestParseMinimal(t *testing.T) {
 		t.Errorf("warnings: %v", w)
 	}
 	wg := c.WriterGroups[0]
-	if wg.Endpoint != "plc" || wg.PublishingInterval.D() != time.Second || wg.Writers[0].ID != 1 {
+	if wg.Endpoint != "plc" || wg.PublishingInterval.D() != time.Second || wg.Writers[0].ID != writerHome("line1", "temps") {
 		t.Errorf("defaults not applied: %+v", wg)
 	}
 	f := wg.Writers[0].Fields[0]

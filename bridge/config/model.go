@@ -236,6 +236,12 @@ type Secret struct {
 	ok       bool   // resolved is valid
 }
 
+// Backfill of a writer group.
+const (
+	BackfillNone    = "none"
+	BackfillHistory = "history"
+)
+
 // Message shapes of a writer group.
 const (
 	ShapeSingle  = "single"  // one DataSetMessage per NetworkMessage, topic per dataset writer
@@ -283,6 +289,12 @@ type WriterGroup struct {
 	// in one message of the subscription; default 1000; negative: no bound
 	// but the server's own.
 	MaxNotificationsPerPublish int `yaml:"maxNotificationsPerPublish"`
+	// Backfill says what fills values lost upstream (the server's queue
+	// overflowed, the subscription had to be created anew, notification
+	// messages lost): "none" (default: the gap is reported) or "history":
+	// the lost range of every field whose node is Historizing is read with
+	// HistoryRead and published in order, marked as backfill.
+	Backfill string `yaml:"backfill"`
 	// Defaults for the nodes of the group's writers.
 	Nodes   NodeDefaults    `yaml:"nodes"`
 	Writers []DataSetWriter `yaml:"writers"`

@@ -82,10 +82,26 @@ func (c *Config) validate() (errs, warns []Issue) {
 		}
 	}
 	groups := map[string]bool{}
+	// Part 14 §6.2.4.1: a DataSetWriterId is unique across all the writers
+	// of a PublisherId, that is of the whole configuration.
+	type place struct{ g, w int }
+	writerIDs := map[uint16]place{}
 	for i := range c.WriterGroups {
 		p := "writerGroups[" + strconv.Itoa(i) + "]"
 		wg := &c.WriterGroups[i]
 		wg.validate(v, p)
+		for j := range wg.Writers {
+			w := &wg.Writers[j]
+			if w.ID == 0 {
+				continue
+			}
+			if o, dup := writerIDs[w.ID]; !dup {
+				writerIDs[w.ID] = place{i, j}
+			} else if og := &c.WriterGroups[o.g]; o.g != i && og.Name != wg.Name { // else said already
+				v.errorf(fmt.Sprintf("%s.writers[%d].id", p, j), "%d is also the DataSetWriterId of writerGroups[%d].writers[%d] (writer %q of group %q): DataSetWriterIds are unique per PublisherId",
+					w.ID, o.g, o.w, og.Writers[o.w].Name, og.Name)
+			}
+		}
 		if wg.Name != "" {
 			if groups[wg.Name] {
 				v.errorf(p+".name", "writer group %q is defined twice", wg.Name)
@@ -417,6 +433,9 @@ func (wg *WriterGroup) validate(v *validator, p string) {
 	oneOf(v, p+".fieldEncoding", wg.FieldEncoding, FieldVariant, FieldDataValue, FieldRaw)
 	oneOf(v, p+".encoding", wg.Encoding, EncodingCompact, EncodingVerbose)
 	oneOf(v, p+".format", wg.Format, FormatPart14, FormatSamples)
+	if wg.Backfill != "" {
+		oneOf(v, p+".backfill", wg.Backfill, BackfillNone, BackfillHistory)
+	}
 	if wg.MaxUnacked < 1 || wg.MaxUnacked > MaxUnackedLimit {
 		v.errorf(p+".maxUnacked", "%d: want 1 to %d", wg.MaxUnacked, MaxUnackedLimit)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,15 @@ func TestValidateRules(t *testing.T) {
 			w := c.WriterGroups[0].Writers[0]
 			w.Name = "w2"
 			c.WriterGroups[0].Writers = append(c.WriterGroups[0].Writers, w)
-		}, "writerGroups[0].writers[1].id: 1 is also the id of writers[0]"},
+		}, "writerGroups[0].writers[1].id: " + strconv.Itoa(int(writerHome("g", "w"))) + " is also the id of writers[0]"},
+		{"writer id twice in the configuration", func(c *Config) {
+			g := c.WriterGroups[0]
+			g.Name = "h"
+			g.Writers = []DataSetWriter{c.WriterGroups[0].Writers[0]}
+			g.Writers[0].Name = "other"
+			c.WriterGroups = append(c.WriterGroups, g)
+		}, "writerGroups[1].writers[0].id: " + strconv.Itoa(int(writerHome("g", "w"))) +
+			` is also the DataSetWriterId of writerGroups[0].writers[0] (writer "w" of group "g"): DataSetWriterIds are unique per PublisherId`},
 		{"writer name twice", func(c *Config) {
 			w := c.WriterGroups[0].Writers[0]
 			w.ID = 2
@@ -311,11 +320,13 @@ sinks:
 	if wg.KeepAlive.D().String() != "20s" || wg.Nodes.SamplingInterval.D().String() != "200ms" || wg.Nodes.QueueSize != 20 {
 		t.Errorf("group: keepAlive %v sampling %v queue %d", wg.KeepAlive, wg.Nodes.SamplingInterval, wg.Nodes.QueueSize)
 	}
-	// The second writer's position (2) is taken by the third: it gets the next free id.
-	if ids := [3]uint16{wg.Writers[0].ID, wg.Writers[1].ID, wg.Writers[2].ID}; ids != [3]uint16{1, 3, 2} {
-		t.Errorf("writer ids %v, want [1 3 2]", ids)
+	// The second writer's id follows from its group and its position (it has
+	// no name), unless taken.
+	home := writerHome("g", "#1")
+	if ids := [3]uint16{wg.Writers[0].ID, wg.Writers[1].ID, wg.Writers[2].ID}; ids != [3]uint16{1, home, 2} {
+		t.Errorf("writer ids %v, want [1 %d 2]", ids, home)
 	}
-	if wg.Writers[1].Name != "writer3" || wg.Writers[0].Fields[0].Name != "i=2258" || wg.Writers[1].Fields[0].SamplingInterval.D() != 0 {
+	if wg.Writers[1].Name != "writer"+strconv.Itoa(int(home)) || wg.Writers[0].Fields[0].Name != "i=2258" || wg.Writers[1].Fields[0].SamplingInterval.D() != 0 {
 		t.Errorf("writers %+v", wg.Writers)
 	}
 	if c.Sinks.File[1].Name != "file2" || c.Sinks.WebSocket != nil || len(c.Sinks.MQTT) != 0 || c.Embedded.MQTT.On() {
@@ -433,5 +444,57 @@ func TestStoreAndForwardScaleOut(t *testing.T) {
 	err := scaled(&on).Validate()
 	if err == nil || !strings.Contains(err.Error(), "storeAndForward.enabled: not with scaleOut") {
 		t.Errorf("the log switched on under scale-out: %v", err)
+	}
+}
+
+// TestWriterIDsAcrossGroups: default DataSetWriterIds are unique across the
+// whole configuration (one PublisherId, Part 14 §6.2.4.1), follow from the
+// group's and the writer's name, and stay what they are when writers or
+// groups are added, removed or reordered; an id given by hand keeps its
+// number and pushes a default off it.
+func TestWriterIDsAcrossGroups(t *testing.T) {
+	group := func(name string, writers ...string) WriterGroup {
+		wg := WriterGroup{Name: name, Endpoint: "e"}
+		for _, w := range writers {
+			wg.Writers = append(wg.Writers, DataSetWriter{Name: w, Fields: []Field{{Node: "i=2258"}}})
+		}
+		return wg
+	}
+	ids := func(c *Config) map[string]uint16 {
+		c.ApplyDefaults()
+		out := map[string]uint16{}
+		seen := map[uint16]string{}
+		for _, g := range c.WriterGroups {
+			for _, w := range g.Writers {
+				k := g.Name + "/" + w.Name
+				if o, dup := seen[w.ID]; dup {
+					t.Fatalf("%s and %s share DataSetWriterId %d", o, k, w.ID)
+				}
+				seen[w.ID], out[k] = k, w.ID
+			}
+		}
+		return out
+	}
+	a := ids(&Config{Endpoints: []Endpoint{{Name: "e", URL: "opc.tcp://e:4840"}},
+		WriterGroups: []WriterGroup{group("line1", "w", "x"), group("line2", "w", "x")}})
+	// More groups and writers, in another order: the first ones keep theirs.
+	var many []WriterGroup
+	for i := range 40 {
+		many = append(many, group("more"+strconv.Itoa(i), "w", "x", "y"))
+	}
+	b := ids(&Config{Endpoints: []Endpoint{{Name: "e", URL: "opc.tcp://e:4840"}},
+		WriterGroups: append(many, group("line2", "x", "w", "z"), group("line1", "x", "w"))})
+	for k, id := range a {
+		if b[k] != id {
+			t.Errorf("%s: DataSetWriterId %d, then %d after the configuration grew", k, id, b[k])
+		}
+	}
+	// A writer given line1/w's id by hand keeps it; line1/w gets another.
+	g := group("hand", "h")
+	g.Writers[0].ID = a["line1/w"]
+	c := ids(&Config{Endpoints: []Endpoint{{Name: "e", URL: "opc.tcp://e:4840"}},
+		WriterGroups: []WriterGroup{group("line1", "w", "x"), g}})
+	if c["hand/h"] != a["line1/w"] || c["line1/w"] == a["line1/w"] || c["line1/x"] != a["line1/x"] {
+		t.Errorf("with an id given by hand: %v (before %v)", c, a)
 	}
 }

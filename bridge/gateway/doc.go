@@ -27,7 +27,11 @@
 //     (sparkplug.go), or Options.SparkplugCommands.
 //   - The writer groups' lifecycle (groups.go) and the sessions they share
 //     (sessions.go: an endpoint's groups share its sessions, reference
-//     counted; under scale-out each group has its own).
+//     counted; under scale-out each group has its own). Each session keeps
+//     its state in <stateDir>/sessions (mode 0600, written by the session's
+//     worker at every activation): the next run activates the same session
+//     again on a new channel, its subscriptions still there, before it
+//     would create one and transfer them.
 //   - Reload by difference (apply.go): Apply, Retry, Watch and the Report of
 //     what was applied and what failed, all-or-nothing per writer group.
 //   - Scale-out (scaleout.go): the lease.Handler that starts and detaches
@@ -39,8 +43,10 @@
 //   - Memory policy (memory.go): the setup memory given back, the pools'
 //     periodic trim, GOGC once the groups are set up, the container's memory
 //     limit.
-//   - Stop (stop.go): groups detached (their subscriptions kept at the
-//     server for a restart) or stopped, the log's readers stopped while the
+//   - Stop (stop.go): groups suspended (their sessions and subscriptions
+//     kept at the server for a restart to activate again; under scale-out
+//     detached: the session closed, the subscriptions kept for the replica
+//     that takes them over) or stopped, the log's readers stopped while the
 //     sinks drain, the log closed (its cursors saved), sessions closed.
 //
 // # Concurrency: the control plane never waits on the data plane

@@ -409,6 +409,15 @@ func (gw *Gateway) startEmbedded(ctx context.Context, cfg *config.Config) error 
 }
 
 // listenError names the setting that moves a listener whose port is taken.
+// replicaName is a broker client id or connection name of this replica:
+// name, with the replica id appended under scale-out.
+func replicaName(name, sep, replica string) string {
+	if replica == "" {
+		return name
+	}
+	return name + sep + replica
+}
+
 func listenError(what, addr, setting string, err error) error {
 	return fmt.Errorf("%s: listen %s: %w (set %s)", what, addr, err, setting)
 }
@@ -439,6 +448,13 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		gw.outputs = append(gw.outputs, &runOutput{Output: o, kind: kind, perField: pf, node: node})
 		return nil
 	}
+	// Under scale-out the replicas run the same sinks: each connects as
+	// itself, or a broker would take one replica's connection for another's
+	// (MQTT closes the older of two with one client id).
+	replica := ""
+	if so := cfg.ScaleOut; so.Enabled {
+		replica = so.ReplicaID
+	}
 	for _, m := range cfg.Sinks.MQTT {
 		if m.Sparkplug != nil {
 			sc := sparkplug.FromConfig(m, m.Password.Reveal())
@@ -459,6 +475,7 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			continue
 		}
 		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
+		mc.ClientID = replicaName(mc.ClientID, "-", replica)
 		mc.URL = gw.url(mc.URL)
 		mc.Logger = gw.log
 		var s sink.Sink
@@ -477,6 +494,7 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	}
 	for _, n := range cfg.Sinks.NATS {
 		nc := natssink.FromConfig(n, n.Password.Reveal(), n.Token.Reveal())
+		nc.ClientName = replicaName("uagate "+n.Name, " ", replica)
 		nc.URL = gw.url(nc.URL)
 		nc.Logger = gw.log
 		s, err := natssink.New(nc)

@@ -179,9 +179,14 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 		Logger:      gw.log,
 		Resume:      gw.resume,
 	}
+	if gw.resume != nil {
+		opts.MarksDir = gw.resume.Dir
+	}
 	if gw.scale != nil {
-		// The holding's resume record and its publishing deadline.
-		opts.Resume = gw.scale
+		// The holding's resume record (shared, for a takeover) and its
+		// publishing deadline.
+		opts.Resume, opts.ResumeShared = gw.scale, true
+		opts.ResumeHorizon = gw.view.Load().cfg.ScaleOut.LeaseTTL.D()
 		opts.Fence = gw.scale.Fence(wg.Name)
 	}
 	if pf != nil {
@@ -278,18 +283,29 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 	m := gw.releaseSessionLocked(rg.ss)
 	gw.mu.Unlock()
 	gw.closeSession(ctx, name, m)
+	if m != nil {
+		gw.forgetSession(rg.ss.label)
+	}
 }
 
 // detachGroup stops a writer group keeping its subscription at the server
-// (client.ManagedSession.Detach) and returns the subscription's final resume
-// state (nil when it has none). rg is no longer in gw.groups.
-func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup) *client.ResumeState {
+// and returns the subscription's final resume state (nil when it has none).
+// rg is no longer in gw.groups. For this process's restart (suspend) the
+// session stays at the server too (client.ManagedSession.Suspend): the next
+// run activates it again and the subscription goes on; for another replica
+// to take the group over, the session is closed keeping the subscription
+// (Detach), which the other transfers.
+func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup, suspend bool) *client.ResumeState {
 	rg.cancel() // a Start still waiting for the session ends
 	// Detach first: Stop alone would delete the subscription at the server.
 	// A session shared with other groups is detached for all of them: this
 	// runs for every group at shutdown (scale-out, which hands single
 	// groups over, gives each group a session of its own).
-	if err := rg.ss.m.Detach(ctx); err != nil {
+	detach := rg.ss.m.Detach
+	if suspend {
+		detach = rg.ss.m.Suspend
+	}
+	if err := detach(ctx); err != nil {
 		gw.log.Debug("session detach", "group", name, "err", err)
 	}
 	var final *client.ResumeState

@@ -85,6 +85,9 @@ func (g *gatewayChild) stop(t *testing.T) {
 	}
 }
 
+// The user the counter simulation servers accept.
+const simUser, simPassword = "user1", "password1"
+
 // startCounterSim starts a simulation server whose Demo.Counter ticks every
 // rate, on addr ("" for a free port).
 func startCounterSim(t *testing.T, addr string, rate time.Duration) *server.Server {
@@ -99,6 +102,7 @@ func startCounterSim(t *testing.T, addr string, rate time.Duration) *server.Serv
 		srv, err = server.New(&server.Config{
 			Address:  addr,
 			Policies: []uasc.EndpointSecurity{{PolicyURI: uasc.SecurityPolicyNone, Mode: ua.MessageSecurityModeNone}},
+			Users:    map[string]string{simUser: simPassword},
 			Logger:   quietLogger(),
 			Sim:      server.SimConfig{DemoRate: rate, Folders: -1, Variables: -1, AlarmSources: -1},
 		})

@@ -63,7 +63,7 @@ func (h scaleHandler) Halt(ctx context.Context, name string) *client.ResumeState
 	if rg == nil {
 		return nil
 	}
-	return gw.detachGroup(ctx, name, rg)
+	return gw.detachGroup(ctx, name, rg, false)
 }
 
 // startScaleOut connects to the lease bucket's NATS and starts the KV over

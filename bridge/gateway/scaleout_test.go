@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/internal/testutil"
 )
 
@@ -47,6 +48,10 @@ func scaleConfig(t *testing.T, simURL, natsURL string, groups int) string {
 // scaleConfigOf is scaleConfig with the writer groups named.
 func scaleConfigOf(t *testing.T, simURL, natsURL string, groups []string) string {
 	c := standalone(simURL)
+	// A user: a replica that takes a group over transfers its subscription
+	// to a session of its own, which servers refuse for an anonymous user
+	// on an unsecured channel (Part 4 §5.13.7).
+	c.Endpoints[0].Identity = config.Identity{Username: simUser, Password: config.Secret{File: secretFile(t, simPassword)}}
 	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(8 * time.Second)}
 	c.Sinks = jetStreamSink(natsURL, false)
 	for _, g := range groups {
@@ -70,8 +75,9 @@ type streamMsg struct {
 }
 
 type dsmSeq struct {
-	Type string // ua-keyframe, ua-deltaframe, ua-keepalive
-	Seq  uint32
+	Type    string // ua-keyframe, ua-deltaframe, ua-keepalive
+	Seq     uint32
+	Version uint32 // MetaDataVersion.MajorVersion: a holder's, set when it built the writer
 }
 
 // streamReader reads the stream's data messages one by one by sequence
@@ -151,8 +157,11 @@ func (r *streamReader) read(t *testing.T) []streamMsg {
 func parseStreamMsg(data []byte) streamMsg {
 	sm := streamMsg{sinkMsg: parseSinkMsgQuiet(data)}
 	type dsm struct {
-		MessageType    string `json:"MessageType"`
-		SequenceNumber uint32 `json:"SequenceNumber"`
+		MessageType     string `json:"MessageType"`
+		SequenceNumber  uint32 `json:"SequenceNumber"`
+		MetaDataVersion struct {
+			MajorVersion uint32 `json:"MajorVersion"`
+		} `json:"MetaDataVersion"`
 	}
 	var nm struct {
 		MessageID string          `json:"MessageId"`
@@ -170,7 +179,7 @@ func parseStreamMsg(data []byte) streamMsg {
 		}
 	}
 	for _, d := range dsms {
-		sm.DSMs = append(sm.DSMs, dsmSeq{Type: d.MessageType, Seq: d.SequenceNumber})
+		sm.DSMs = append(sm.DSMs, dsmSeq{Type: d.MessageType, Seq: d.SequenceNumber, Version: d.MetaDataVersion.MajorVersion})
 	}
 	return sm
 }
@@ -188,13 +197,17 @@ func parseSinkMsgQuiet(data []byte) sinkMsg {
 }
 
 // ownership walks a group's messages in stream order and returns where they
-// show two holders at once. Each holder's writer numbers its DataSetMessages
-// from 1: a data message with sequence 1 starts a holder's run. Within a
-// run a number appears once (a message stored twice by a retried publish has
-// the same MessageId and is skipped), and the numbers stay within
-// reorderWindow of the highest so far (a retried publish may be stored
-// after its successors). Another holder's messages interleaved would repeat
-// numbers, or be far from the run's. It also returns when each run began.
+// show two holders at once. A writer's SequenceNumbers go on from holder to
+// holder, never used twice: a takeover goes on beyond what the last holder
+// can have used. So a number appears once in the whole stream (a message
+// stored twice by a retried publish has the same MessageId and is
+// skipped; a replay marked redelivered repeats numbers), and the numbers
+// stay within reorderWindow of the highest so
+// far (a retried publish may be stored after its successors); they may
+// jump forward. Another holder's messages interleaved would repeat numbers,
+// or fall far behind. A holder builds the writer with a MetaDataVersion of
+// its own: a new one starts a holder's run; it also returns when each run
+// began.
 func ownership(msgs []streamMsg, group string) (violations []string, runs []time.Time) {
 	// Beyond what the sink has in flight: MaxUnacked 32 notification
 	// messages, each of which may carry several DataSetMessages (one per
@@ -202,8 +215,9 @@ func ownership(msgs []streamMsg, group string) (violations []string, runs []time
 	// 64 was 32 × 2, and a run at a NATS node kill went 65 beyond (CI).
 	const reorderWindow = 4 * 32
 	ids := map[string]bool{}
-	var seen map[uint32]bool // this run's data sequence numbers
-	top := uint32(0)         // the highest of them; 0: no run yet
+	versions := map[uint32]bool{}
+	seen := map[uint32]bool{}
+	top := uint32(0) // the highest number so far; 0: none yet
 	for _, m := range msgs {
 		if m.Group != group || len(m.DSMs) == 0 || ids[m.MessageID] {
 			continue
@@ -211,19 +225,18 @@ func ownership(msgs []streamMsg, group string) (violations []string, runs []time
 		ids[m.MessageID] = true
 		for _, d := range m.DSMs {
 			data := d.Type != "ua-keepalive"
-			if data && d.Seq == 1 {
+			if data && !versions[d.Version] {
+				versions[d.Version] = true
 				runs = append(runs, m.At)
-				seen, top = map[uint32]bool{1: true}, 1
-				continue
 			}
 			switch {
-			case top == 0:
-				violations = append(violations, fmt.Sprintf("stream seq %d: the first message has sequence %d", m.Seq, d.Seq))
-				seen, top = map[uint32]bool{}, d.Seq
-			case d.Seq > top+reorderWindow || d.Seq+reorderWindow < top:
-				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d in a run at %d", m.Seq, m.At.Format("15:04:05.000"), d.Seq, top))
-			case data && seen[d.Seq]:
-				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d twice in a run", m.Seq, m.At.Format("15:04:05.000"), d.Seq))
+			case top != 0 && d.Seq+reorderWindow < top:
+				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d after %d", m.Seq, m.At.Format("15:04:05.000"), d.Seq, top))
+			case data && seen[d.Seq] && !m.Redelivered:
+				// A replay after a holder took its own group back (its
+				// marks) repeats the first time's numbers, marked
+				// redelivered; anything else seen twice is another holder's.
+				violations = append(violations, fmt.Sprintf("stream seq %d (%s): sequence %d twice", m.Seq, m.At.Format("15:04:05.000"), d.Seq))
 			}
 			if data {
 				seen[d.Seq] = true
@@ -518,7 +531,8 @@ func head[T any](s []T, n int) []T {
 // at once.
 func TestOwnershipCheck(t *testing.T) {
 	msg := func(id string, seq uint32) streamMsg {
-		return streamMsg{sinkMsg: sinkMsg{Group: "g"}, MessageID: id, DSMs: []dsmSeq{{Type: "ua-deltaframe", Seq: seq}}}
+		v := uint32(id[0]) // the holder's MetaDataVersion
+		return streamMsg{sinkMsg: sinkMsg{Group: "g"}, MessageID: id, DSMs: []dsmSeq{{Type: "ua-deltaframe", Seq: seq, Version: v}}}
 	}
 	run := func(holder string, from, to uint32) []streamMsg {
 		var out []streamMsg
@@ -530,17 +544,22 @@ func TestOwnershipCheck(t *testing.T) {
 	one := run("a", 1, 10)
 	one = append(one, msg("a5", 5))                                   // stored twice
 	one = append(one, msg("a12", 12), msg("a11", 11), msg("a13", 13)) // reordered
-	one = append(one, run("b", 1, 20)...)                             // handed over
+	one = append(one, run("b", 60, 80)...)                            // handed over, beyond a's reservation
 	if v, runs := ownership(one, "g"); len(v) != 0 || len(runs) != 2 {
 		t.Errorf("one holder at a time: violations %v, %d runs", v, len(runs))
 	}
-	// b takes over while a goes on at 200.
+	// b takes over at 260 while a goes on at 200: a reaches b's numbers.
 	two := run("a", 1, 200)
-	for i := uint32(1); i <= 5; i++ {
-		two = append(two, msg("b"+strconv.Itoa(int(i)), i), msg("a"+strconv.Itoa(int(200+i)), 200+i))
+	for i := uint32(1); i <= 80; i++ {
+		two = append(two, msg("b"+strconv.Itoa(int(260+i)), 260+i), msg("a"+strconv.Itoa(int(200+i)), 200+i))
 	}
 	if v, _ := ownership(two, "g"); len(v) == 0 {
 		t.Error("interleaved holders not detected")
+	}
+	// b takes over from where a stood, a number used twice.
+	reuse := append(run("a", 1, 50), run("b", 45, 60)...)
+	if v, _ := ownership(reuse, "g"); len(v) == 0 {
+		t.Error("a SequenceNumber used again not detected")
 	}
 	// Both start at once.
 	var both []streamMsg
@@ -625,6 +644,62 @@ func TestScaleOutReload(t *testing.T) {
 	for _, g := range []string{"g1", "g2"} {
 		if v, _ := ownership(sr.read(t), g); len(v) > 0 {
 			t.Errorf("%s served twice at once: %v", g, v)
+		}
+	}
+}
+
+// TestScaleOutClientIDs: the replicas of a scaled-out gateway run the same
+// sinks, each connected as itself: the replica id ends the MQTT client id
+// and the NATS connection name. With one client id for both, mosquitto
+// closed one replica's connection whenever the other connected (57 "mqtt
+// connection lost" on each in 16 s).
+func TestScaleOutClientIDs(t *testing.T) {
+	nodes := startNATSCluster(t, 1)
+	url := nodes[0].URL()
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	srv := startCounterSim(t, "", 50*time.Millisecond)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gateway.yaml")
+	c := standalone(srv.URL())
+	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(5 * time.Second)}
+	c.Sinks = config.Sinks{
+		MQTT: []config.MQTTSink{{Name: "m", URL: mosq.URL(), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
+		NATS: []config.NATSSink{{Name: "n", URL: url}},
+	}
+	for _, g := range []string{"g0", "g1"} {
+		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
+			Name: g, Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("w", field("Counter", "ns=1;s=Demo.Counter"))},
+		})
+	}
+	if err := os.WriteFile(cfgPath, []byte(marshalConfig(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	onMQTT := subscribeMQTT(t, mosq.URL(), "", "", "", "opcua/json/data/#")
+	gws, logs := startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
+	if !testutil.Eventually(45*time.Second, func() bool {
+		h := holders(t, url, 2)
+		return len(h) == 2 && h["g0"].Replica != h["g1"].Replica && onMQTT.count("g0", "w") > 10 && onMQTT.count("g1", "w") > 10
+	}) {
+		t.Fatalf("the groups are not shared and streaming: %v\n%s", holders(t, url, 2), logs())
+	}
+	// Both replicas stay connected: the broker never closes one for the other.
+	before := onMQTT.count("g0", "w") + onMQTT.count("g1", "w")
+	testutil.WaitFor(t, 20*time.Second, "more messages", func() bool {
+		return onMQTT.count("g0", "w")+onMQTT.count("g1", "w") > before+40
+	})
+	mlog := mosq.Log()
+	for _, id := range []string{"gw-m-gw0", "gw-m-gw1"} {
+		if !strings.Contains(mlog, " as "+id+" ") {
+			t.Errorf("no MQTT client %s:\n%s", id, mlog)
+		}
+	}
+	if strings.Contains(mlog, "already connected") {
+		t.Errorf("the broker closed a replica's connection for another's:\n%s", mlog)
+	}
+	for _, id := range []string{"gw0", "gw1"} {
+		if n := strings.Count(gws[id].stderr.String(), "connection lost"); n > 0 {
+			t.Errorf("%s lost its broker connection %d times:\n%s", id, n, logs())
 		}
 	}
 }

@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strconv"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/uastack/client"
 )
 
@@ -45,6 +47,7 @@ const MaxPublishRequests = 64
 // sharedSession is a session of the pool and the writer groups on it.
 type sharedSession struct {
 	key   client.PoolKey
+	label string // the pool's group: names the session and its saved state
 	m     *client.ManagedSession
 	refs  int           // writer groups on it
 	slots chan struct{} // groups setting up on it (setupSlotsPerSession)
@@ -141,13 +144,14 @@ func (gw *Gateway) sessionForLocked(ep *config.Endpoint, group string, ccfg *cli
 			key, label, fewest = k, l, n
 		}
 	}
+	gw.keepSession(mc, label)
 	m, err := gw.pool.SessionWith(url, label, mc)
 	if err != nil {
 		return nil, err
 	}
 	ss := gw.sessions[key]
 	if ss == nil {
-		ss = &sharedSession{key: key, m: m, slots: make(chan struct{}, setupSlotsPerSession)}
+		ss = &sharedSession{key: key, label: label, m: m, slots: make(chan struct{}, setupSlotsPerSession)}
 		if gw.sessions == nil {
 			gw.sessions = map[client.PoolKey]*sharedSession{}
 		}
@@ -155,6 +159,42 @@ func (gw *Gateway) sessionForLocked(ep *config.Endpoint, group string, ccfg *cli
 	}
 	ss.refs++
 	return ss, nil
+}
+
+// sessionsDir keeps the sessions' states (resume.SaveSession), for a
+// restart to activate them again rather than create new ones.
+func (gw *Gateway) sessionsDir() string {
+	return filepath.Join(gw.cfg.Gateway.StateDir, "sessions")
+}
+
+// keepSession makes the session labelled label save its state at every
+// activation, and ask at its first connection for the one the last run
+// saved: the new run activates that session again on a new channel, its
+// subscriptions still there (client.ResumeSession), before it would create
+// one and transfer them. The files are read and written by the session's
+// worker, never under gw.mu.
+func (gw *Gateway) keepSession(mc *client.ManagedConfig, label string) {
+	dir := gw.sessionsDir()
+	mc.SavedSession = func() *client.SessionState {
+		st, err := resume.LoadSession(dir, label)
+		if err != nil {
+			gw.log.Warn("the saved session cannot be read; a new one is created", "session", label, "err", err)
+			return nil
+		}
+		return st
+	}
+	mc.OnSession = func(_ *client.ManagedSession, st client.SessionState) {
+		if err := resume.SaveSession(dir, label, st); err != nil {
+			gw.log.Warn("saving the session's state failed; a restart creates a new session", "session", label, "err", err)
+		}
+	}
+}
+
+// forgetSession deletes the saved state of a session closed for good.
+func (gw *Gateway) forgetSession(label string) {
+	if err := resume.RemoveSession(gw.sessionsDir(), label); err != nil {
+		gw.log.Debug("removing a session's saved state", "session", label, "err", err)
+	}
 }
 
 // releaseSessionLocked counts the writer group out of ss and, when no group

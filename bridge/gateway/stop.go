@@ -79,7 +79,7 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 					// A restart within the subscription's lifetime takes it
 					// back with what the server queued meanwhile (a rolling
 					// upgrade loses nothing, as a kill -9 does not).
-					gw.keepResumeState(name, gw.detachGroup(ctx, name, rg))
+					gw.keepResumeState(name, gw.detachGroup(ctx, name, rg, true))
 					return
 				}
 				if err := rg.g.Load().Stop(ctx); err != nil {

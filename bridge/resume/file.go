@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/uagate/gateway/uastack/client"
 )
 
 // maxRecordSize bounds a resume record read back (a million items take
@@ -112,4 +114,60 @@ func writeAtomic(p string, b []byte) error {
 		d.Close()
 	}
 	return nil
+}
+
+// maxSessionSize bounds a session state file read back.
+const maxSessionSize = 1 << 20
+
+// sessionPath names the file of the session labelled name in dir.
+func sessionPath(dir, name string) string {
+	return filepath.Join(dir, url.PathEscape(name)+".session.json")
+}
+
+// SaveSession keeps what it takes to activate the session labelled name
+// again from another process (client.SessionState: its authentication
+// token and the server's nonce are secrets) in dir, readable by the
+// gateway's user only, written atomically.
+func SaveSession(dir, name string, st client.SessionState) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	return writeAtomic(sessionPath(dir, name), b) // CreateTemp makes it 0600
+}
+
+// LoadSession reads what SaveSession kept (nil, nil: nothing).
+func LoadSession(dir, name string) (*client.SessionState, error) {
+	p := sessionPath(dir, name)
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if fi.Size() > maxSessionSize {
+		return nil, fmt.Errorf("resume: %s: %d bytes, more than %d", p, fi.Size(), maxSessionSize)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	var st client.SessionState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("resume: %s: %w", p, err)
+	}
+	return &st, nil
+}
+
+// RemoveSession deletes a session's file (the session was closed).
+func RemoveSession(dir, name string) error {
+	err := os.Remove(sessionPath(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

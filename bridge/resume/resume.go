@@ -16,6 +16,23 @@ type Record struct {
 	ServerStart int64              `json:"serverStart"`
 	State       client.ResumeState `json:"state"`
 	Saved       time.Time          `json:"saved"`
+	// Writers are, in a record another replica may take over (a shared
+	// Store), where each dataset writer's SequenceNumbers may go on: beyond
+	// any its holder can have used before it stops, so that a takeover
+	// never uses one twice. A restart on the same machine goes on from its
+	// Marks instead, exactly.
+	Writers []WriterSeq `json:"writers,omitempty"`
+	// Marks names the writer group (a process's) whose Marks were kept
+	// beside this record: a restart whose marks carry the same value finds
+	// in them, exactly, where the group stopped; others go on from Writers.
+	Marks uint64 `json:"marks,omitempty"`
+}
+
+// WriterSeq is a dataset writer's continuation point in a Record.
+type WriterSeq struct {
+	Name   string `json:"name"`
+	Seq    uint32 `json:"seq"`
+	Frames uint64 `json:"frames"`
 }
 
 // Store keeps writer groups' resume records: a state file (a restart), or a

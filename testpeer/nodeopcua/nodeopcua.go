@@ -53,6 +53,13 @@ const (
 // LargeNode returns the node id of variable i of NodeLarge; its value is i.
 func LargeNode(i int) string { return fmt.Sprintf("ns=1;s=Demo.Large.V%05d", i) }
 
+// CounterNode returns the node id of counter i of the folder Demo.Counters
+// (Env "COUNTERS=N"): an Int32 that counts the ticks of CounterInterval, all
+// counters with the same value and source timestamp at each tick, reported
+// at every change (MinimumSamplingInterval 0). With "HISTORY_VALUES=N" the
+// counters and NodeCounter are Historizing, their last N values kept.
+func CounterNode(i int) string { return fmt.Sprintf("ns=1;s=Demo.Counters.V%05d", i) }
+
 // Users the peer accepts with a UserName token. Any other name or password is
 // refused with BadUserAccessDenied.
 var Users = map[string]string{

@@ -47,6 +47,7 @@ type Client struct {
 	conn channel // *uasc.Channel, or a fake in unit tests
 
 	session *sessionState
+	resumed bool // the session is one an earlier process made (ResumeSession)
 
 	handle atomic.Uint32
 	limits [numLimits]atomic.Uint32

@@ -32,9 +32,11 @@
 // endpoint URL that cannot work) from one a retry may cure.
 //
 // Services. Read, Write, Browse (following continuation points to the end),
-// BrowseNext, TranslateBrowsePathsToNodeIDs, RegisterNodes, UnregisterNodes and
-// Call split their requests to fit the server's OperationLimits and reassemble the
-// results in request order; a server that enforces a limit it did not publish gets
+// BrowseNext, TranslateBrowsePathsToNodeIDs, RegisterNodes, UnregisterNodes,
+// Call and HistoryReadRaw (history.go: raw values of a time range, continuation
+// points followed or released, MaxNodesPerHistoryReadData and
+// MaxHistoryContinuationPoints kept) split their requests to fit the server's
+// OperationLimits and reassemble the results in request order; a server that enforces a limit it did not publish gets
 // smaller requests after its first BadTooManyOperations. Send sends any other
 // service request on the session, filling in the request header.
 //
@@ -90,12 +92,26 @@
 // duplicates). When the server no longer has it, it is created anew and
 // OnGap(LastAcked+1, 0) reports the loss.
 //
+// Restarts (sessionstate.go). A session outlives its channel and its
+// process: Client.SessionState is what another process needs to activate it
+// again on a new secure channel (ResumeSession; Part 4 §5.6.3), for the same
+// application certificate and user. Its subscriptions are then still its own:
+// SubscriptionConfig.Resume takes them up without TransferSubscriptions
+// (Subscription.Stats().Adopted), which servers refuse for an anonymous user
+// on an unsecured channel; what the server kept unacknowledged, and what it
+// queued meanwhile, is delivered as after a transfer. ManagedConfig.SavedSession
+// and OnSession make a managed session keep and reuse its state;
+// ManagedSession.Suspend stops a process's use of a session leaving it at the
+// server for the next process, Detach leaves only the subscriptions (for
+// another process that cannot use the session: another certificate).
+//
 // Managed sessions (managed.go, backoff.go, pool.go). A ManagedSession
 // reconnects with Backoff, watches keep-alives and the server's status (a
 // stalled connection is noticed within a subscription's keep-alive window
 // plus KeepAliveGrace), and recovers its subscriptions: reactivate the session
 // on a new channel, else transfer the subscriptions to a new session, else
-// recreate them (the loss is reported). A permanent failure puts it in
+// recreate them (the loss is reported). Its first connection activates the
+// session of an earlier process first (SavedSession). A permanent failure puts it in
 // StateFailed with its FailureReason, retrying on the slow PermanentBackoff
 // (1 min to 10 min) so that a wrong password does not lock the account and a
 // fixed trust list or configuration is still picked up. Its Publish requests

@@ -24,6 +24,10 @@ type OperationLimits struct {
 	// MaxBrowseContinuationPoints (ServerCapabilities) bounds the nodes browsed
 	// at once too, so that every node of a request can get a continuation point.
 	MaxBrowseContinuationPoints uint32
+	// MaxNodesPerHistoryReadData, and MaxHistoryContinuationPoints
+	// (ServerCapabilities) as for browsing, bound the nodes of a HistoryRead.
+	MaxNodesPerHistoryReadData   uint32
+	MaxHistoryContinuationPoints uint32
 }
 
 // limitKind indexes Client.limits.
@@ -38,6 +42,8 @@ const (
 	limitTranslate
 	limitMonitoredItems
 	limitBrowseCP
+	limitHistoryData
+	limitHistoryCP
 	numLimits
 )
 
@@ -52,6 +58,8 @@ var limitNodes = [...]uint32{
 	limitTranslate:      ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerTranslateBrowsePathsToNodeIds,
 	limitMonitoredItems: ua.ID_Server_ServerCapabilities_OperationLimits_MaxMonitoredItemsPerCall,
 	limitBrowseCP:       ua.ID_Server_ServerCapabilities_MaxBrowseContinuationPoints,
+	limitHistoryData:    ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryReadData,
+	limitHistoryCP:      ua.ID_Server_ServerCapabilities_MaxHistoryContinuationPoints,
 }
 
 // OperationLimits returns the limits the client works with: the server's, lowered
@@ -66,6 +74,8 @@ func (c *Client) OperationLimits() OperationLimits {
 		MaxNodesPerTranslateBrowsePathsToNodeIds: c.limits[limitTranslate].Load(),
 		MaxMonitoredItemsPerCall:                 c.limits[limitMonitoredItems].Load(),
 		MaxBrowseContinuationPoints:              c.limits[limitBrowseCP].Load(),
+		MaxNodesPerHistoryReadData:               c.limits[limitHistoryData].Load(),
+		MaxHistoryContinuationPoints:             c.limits[limitHistoryCP].Load(),
 	}
 }
 
@@ -81,7 +91,7 @@ func (c *Client) readServerInfo(ctx context.Context) error {
 	var resp ua.ReadResponse
 	_, err := c.Send(ctx, req, &resp)
 	if errors.Is(err, ua.StatusBadTooManyOperations) {
-		// A server whose limit is below nine: read one by one.
+		// A server whose limit is below eleven: read one by one.
 		resp.Results = resp.Results[:0]
 		for i := range req.NodesToRead {
 			one := &ua.ReadRequest{TimestampsToReturn: ua.TimestampsToReturnNeither, NodesToRead: req.NodesToRead[i : i+1]}
@@ -129,8 +139,15 @@ func (c *Client) readServerInfo(ctx context.Context) error {
 // carry, or 0 for no limit.
 func (c *Client) chunkSize(kind limitKind) int {
 	l := int(c.limits[kind].Load())
-	if kind == limitBrowse {
-		if cp := int(c.limits[limitBrowseCP].Load()); cp > 0 && (l == 0 || cp < l) {
+	cpKind := limitKind(-1)
+	switch kind {
+	case limitBrowse:
+		cpKind = limitBrowseCP
+	case limitHistoryData:
+		cpKind = limitHistoryCP
+	}
+	if cpKind >= 0 {
+		if cp := int(c.limits[cpKind].Load()); cp > 0 && (l == 0 || cp < l) {
 			l = cp
 		}
 	}

@@ -36,6 +36,13 @@ import (
 //  3. recreate: each subscription that cannot be transferred is created anew
 //     with all its items; OnGap reports the loss (to == 0).
 //
+// The first connection of a managed session given an earlier process's
+// session (ManagedConfig.SavedSession) starts at step 1 with it: ActivateSession
+// of that session on a new channel (ResumeSession), its subscriptions taken
+// up as they are (SubscriptionConfig.Resume); when the server no longer has
+// it, a new session is made and the subscriptions to resume are transferred,
+// or recreated.
+//
 // After a recovery every subscription must be heard from within its keep-alive
 // window; one that is not starts another recovery, one step further down the
 // list (a session that reactivates but whose subscriptions stay silent is
@@ -137,6 +144,18 @@ type ManagedConfig struct {
 	// it (nil for Connected); StateFailed is told again at every failed slow
 	// retry. It runs on the session's worker goroutine and must not block.
 	OnStateChange func(m *ManagedSession, state State, err error)
+	// SavedSession, when set, is asked once, by the worker before its
+	// first connection, for a session an earlier process made (its
+	// SessionState, kept through OnSession; nil: none): that connection
+	// activates it on a new secure channel (ResumeSession) before it would
+	// create one, so that its subscriptions continue without a transfer.
+	// When the server no longer has it, a new session is created.
+	SavedSession func() *SessionState
+	// OnSession is told the session's state after every activation (a new
+	// session, one reactivated or resumed): what a later process needs to
+	// activate it again (SavedSession). It runs on the worker goroutine; keep it
+	// short (a small file written atomically is fine).
+	OnSession func(m *ManagedSession, st SessionState)
 }
 
 func (c *ManagedConfig) withDefaults() (ManagedConfig, error) {
@@ -224,6 +243,8 @@ type ManagedSession struct {
 	faults chan managedFault
 
 	// worker only
+	saved       *SessionState // ManagedConfig.SavedSession's until it was tried
+	askedSaved  bool
 	old         *Client   // the last session, which the server may still have
 	lostAt      time.Time // when it failed
 	level       int       // recovery step to start from: 0 reactivate, 1 transfer, 2 recreate
@@ -236,6 +257,7 @@ type ManagedSession struct {
 	closeOnce   sync.Once
 	closeResult error
 	detach      atomic.Bool // Detach: Close keeps the subscriptions at the server
+	suspend     atomic.Bool // Suspend: Close keeps the session too
 
 	stats struct {
 		connects, reactivations, transfers, recreations, faults atomic.Uint64
@@ -506,7 +528,9 @@ func (m *ManagedSession) Close(ctx context.Context) error {
 		// What answers the requests still out is of no interest now.
 		m.pub.bind(nil)
 		if c != nil && !c.closed.Load() {
-			if m.detach.Load() {
+			if m.suspend.Load() {
+				m.closeResult = c.abandonSession()
+			} else if m.detach.Load() {
 				m.closeResult = c.closeKeeping(ctx)
 			} else {
 				m.closeResult = c.Close()
@@ -533,6 +557,10 @@ func (m *ManagedSession) setStateClosed() {
 // run is the worker: connect, supervise, recover, until Close.
 func (m *ManagedSession) run(done chan struct{}) {
 	defer close(done)
+	if f := m.cfg.SavedSession; f != nil && !m.askedSaved {
+		m.askedSaved = true
+		m.saved = f()
+	}
 	bo := m.cfg.Backoff
 	ever := false
 	for m.ctx.Err() == nil {
@@ -601,6 +629,9 @@ func (m *ManagedSession) run(done chan struct{}) {
 		m.mu.Lock()
 		m.client = c
 		m.mu.Unlock()
+		if m.cfg.OnSession != nil {
+			m.cfg.OnSession(m, c.SessionState())
+		}
 		m.verifyFrom, m.verifying = time.Now(), true
 		m.setState(StateConnected, nil)
 
@@ -689,6 +720,22 @@ func (m *ManagedSession) connect() (*Client, error) {
 			m.log.Info("client: the server no longer has the session; creating a new one", "err", err)
 			m.old = nil
 		}
+	}
+	if st := m.saved; st != nil {
+		nc, err := ResumeSession(ctx, m.url, &m.cfg.Client, st)
+		if err == nil {
+			m.saved = nil
+			m.stats.reactivations.Add(1)
+			m.log.Info("client: the session of an earlier process reactivated on a new channel", "session", st.SessionID)
+			m.pub.bind(nc)
+			m.createMissing(ctx, nc)
+			return nc, nil
+		}
+		if !errors.Is(err, ErrSessionNotResumed) {
+			return nil, err // the server may still have it: try again
+		}
+		m.saved = nil
+		m.log.Info("client: the session of an earlier process cannot be used; creating a new one", "err", err)
 	}
 	nc, err := Dial(ctx, m.url, &m.cfg.Client)
 	if err != nil {

@@ -848,7 +848,8 @@ func (p *publisher) process(c *Client, r *ua.PublishResponse) {
 		sub.cfg.OnStatusChange(sub, ua.StatusGood)
 	}
 	st := sub.syncSeq()
-	sub.adoptNext(st, seq) // resume.go
+	sub.adoptNext(st, seq)                                    // resume.go
+	sub.adoptFirst(st, seq, data, r.AvailableSequenceNumbers) // resume.go
 	if !data {
 		// A keep-alive carries the number the next message will have.
 		sub.stats.keepAlives.Add(1)

@@ -65,6 +65,17 @@ type ResumeItem struct {
 	ServerID uint32 `json:"serverId"`
 }
 
+// itemMap is the items' server ids by client handle, for adoption.
+func (r *ResumeState) itemMap() map[uint32]uint32 {
+	items := make(map[uint32]uint32, len(r.Items))
+	for _, it := range r.Items {
+		if it.Handle != 0 && it.ServerID != 0 {
+			items[it.Handle] = it.ServerID
+		}
+	}
+	return items
+}
+
 // resumeState is a Subscription's resume bookkeeping.
 type resumeState struct {
 	mu    sync.Mutex
@@ -75,6 +86,7 @@ type resumeState struct {
 
 	// dispatch loop only
 	adopt     bool   // no message was available: take the next number the server sends
+	first     bool   // adopted with its session: the first response tells what the server still has
 	replaying bool   // messages up to replayEnd are redeliveries
 	replayEnd uint32 // the last number available at the transfer
 	hole      uint32 // the number after it, which the transfer's status message to the old session may have taken; 0: none
@@ -275,6 +287,14 @@ func (p *publisher) resumeOn(ctx context.Context, c *Client, s *Subscription) (b
 	if want == nil {
 		return false, nil
 	}
+	if c.resumed {
+		// The session of the process that made the subscription, activated
+		// again: the subscription is still its own, unless it moved.
+		adopted, err := p.adoptOn(ctx, c, s, want)
+		if err != nil || adopted {
+			return adopted, err
+		}
+	}
 	req := &ua.TransferSubscriptionsRequest{SubscriptionIDs: []uint32{want.SubscriptionID}, SendInitialValues: false}
 	var resp ua.TransferSubscriptionsResponse
 	_, err := c.Send(ctx, req, &resp)
@@ -325,18 +345,7 @@ func (p *publisher) resumeOn(ctx context.Context, c *Client, s *Subscription) (b
 	if len(avail) > 0 && seqAfter(seqPrev(lo), last) {
 		last = seqPrev(lo)
 	}
-	items := make(map[uint32]uint32, len(want.Items))
-	for _, it := range want.Items {
-		if it.Handle != 0 && it.ServerID != 0 {
-			items[it.Handle] = it.ServerID
-		}
-	}
-	s.rs.mu.Lock()
-	s.rs.items, s.rs.id, s.rs.from = items, want.SubscriptionID, want.LastAcked
-	s.rs.mu.Unlock()
-	s.epoch.Add(1)
-	s.since.Store(time.Now().UnixNano())
-	s.acks.reset()
+	items := p.takeUp(ctx, c, s, want)
 	p.post(func() {
 		st := s.syncSeq()
 		st.last = last
@@ -384,6 +393,36 @@ func (m *ManagedSession) Detach(ctx context.Context) error {
 	return m.Close(ctx)
 }
 
+// Suspend ends the session's use as Detach does — no new Publish requests,
+// the responses still out delivered and acknowledged within ctx, the last
+// acknowledgements sent — but keeps the session itself at the server: its
+// channel is cut without CloseSession, so the server keeps the session, and
+// its subscriptions with what they queue, for the session's timeout. A later
+// process that kept its SessionState (ManagedConfig.OnSession) activates it
+// again (SavedSession) and its subscriptions go on without a transfer,
+// which a server may refuse (node-opcua does for an anonymous user on an
+// unsecured channel). It is for a restart of this process; to hand the
+// work to another one, Detach. When no process comes back, the server ends
+// the session at its timeout and keeps the subscriptions until their
+// lifetime runs out.
+func (m *ManagedSession) Suspend(ctx context.Context) error {
+	m.suspend.Store(true)
+	m.detach.Store(true)
+	return m.Close(ctx)
+}
+
+// abandonSession cuts the channel without closing the session (Suspend);
+// a later Close does nothing.
+func (c *Client) abandonSession() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		err = c.conn.Close()
+		c.closeErr = err
+	})
+	return err
+}
+
 // closeKeeping closes the session keeping its subscriptions, within what ctx
 // leaves (at most 2 s: the answer does not matter), then the channel. A
 // later Close does nothing: it must not delete what was kept.
@@ -403,4 +442,116 @@ func (c *Client) closeKeeping(ctx context.Context) error {
 		c.closeErr = err
 	})
 	return err
+}
+
+// adoptOn takes up subscription want of the session c resumed
+// (ResumeSession): it is still there, with its items and what it queued,
+// unless the server ended it or gave it to another session. SetPublishingMode
+// asks (it names only the session's own subscriptions) and leaves
+// publishing as configured. True: adopted; false with a nil error: not this
+// session's (the caller tries a transfer); an error: the connection's, the
+// resume kept for the next attempt.
+func (p *publisher) adoptOn(ctx context.Context, c *Client, s *Subscription, want *ResumeState) (bool, error) {
+	req := &ua.SetPublishingModeRequest{PublishingEnabled: !s.cfg.PublishingDisabled, SubscriptionIDs: []uint32{want.SubscriptionID}}
+	var resp ua.SetPublishingModeResponse
+	_, err := c.Send(ctx, req, &resp)
+	if err != nil && isConnectionError(err) && !isSessionGone(err) {
+		return false, err
+	}
+	if err != nil || len(resp.Results) != 1 || !resp.Results[0].IsGood() {
+		status := ua.StatusBadUnexpectedError
+		if err == nil && len(resp.Results) == 1 {
+			status = resp.Results[0]
+		}
+		p.log.Info("client: the subscription to resume is not the resumed session's", "subscription", want.SubscriptionID, "status", status, "err", err)
+		return false, nil
+	}
+	s.rs.mu.Lock()
+	s.rs.want = nil
+	s.rs.mu.Unlock()
+	items := p.takeUp(ctx, c, s, want)
+	s.publishing.Store(!s.cfg.PublishingDisabled)
+	last := want.LastAcked
+	p.post(func() {
+		st := s.syncSeq()
+		st.last = last
+		s.armResend()
+		s.rs.adopt, s.rs.first = false, true
+		s.rs.replaying, s.rs.hole = false, 0
+	})
+	p.register(s, want.SubscriptionID)
+	s.stats.adopted.Add(1)
+	p.log.Info("client: subscription resumed with its session", "subscription", want.SubscriptionID,
+		"lastAcked", want.LastAcked, "items", len(items))
+	return true, nil
+}
+
+// adoptFirst reads what the server still has of a subscription adopted with
+// its session from the first response for it: the numbers below the first
+// available one were acknowledged (the record's LastAcked may be older),
+// and those available up to this message are redeliveries. Dispatch loop
+// only; seq is the response's number (a keep-alive's: the next message's).
+func (s *Subscription) adoptFirst(st *seqState, seq uint32, data bool, avail []uint32) {
+	rs := &s.rs
+	if !rs.first {
+		return
+	}
+	rs.first = false
+	var lo, hi uint32
+	n := 0
+	for _, a := range avail {
+		if data && !seqAfter(seq, a) {
+			continue // the message itself
+		}
+		if n == 0 || seqAfter(lo, a) {
+			lo = a
+		}
+		if n == 0 || seqAfter(a, hi) {
+			hi = a
+		}
+		n++
+	}
+	if n == 0 {
+		// Nothing kept: what this response carries (or announces) is next.
+		if prev := seqPrev(seq); seqAfter(prev, st.last) {
+			st.last = prev
+		}
+		return
+	}
+	if prev := seqPrev(lo); seqAfter(prev, st.last) {
+		st.last = prev
+	}
+	if seqAfter(hi, st.last) {
+		rs.replaying, rs.replayEnd = true, hi
+	}
+}
+
+// takeUp makes s the subscription want names, now on c (transferred or
+// adopted): its items to adopt, its settings revised, a new epoch; it
+// returns the items.
+func (p *publisher) takeUp(ctx context.Context, c *Client, s *Subscription, want *ResumeState) map[uint32]uint32 {
+	items := want.itemMap()
+	s.rs.mu.Lock()
+	s.rs.items, s.rs.id, s.rs.from = items, want.SubscriptionID, want.LastAcked
+	s.rs.mu.Unlock()
+	p.reviseResumed(ctx, c, s, want.SubscriptionID)
+	s.epoch.Add(1)
+	s.since.Store(time.Now().UnixNano())
+	s.acks.reset()
+	return items
+}
+
+// reviseResumed gives a subscription taken over from an earlier process the
+// settings it is configured with now (ModifySubscription), and learns the
+// server's revised values: the keep-alive watchdog needs them. When the
+// server refuses, the values asked for stand in.
+func (p *publisher) reviseResumed(ctx context.Context, c *Client, s *Subscription, id uint32) {
+	req := modifyRequest(id, &s.cfg)
+	var resp ua.ModifySubscriptionResponse
+	if _, err := c.Send(ctx, req, &resp); err != nil {
+		p.log.Debug("client: ModifySubscription of a resumed subscription", "subscription", id, "err", err)
+		s.revise(req.RequestedPublishingInterval, s.cfg.KeepAliveCount, s.cfg.LifetimeCount)
+		return
+	}
+	s.revise(resp.RevisedPublishingInterval, resp.RevisedMaxKeepAliveCount, resp.RevisedLifetimeCount)
 }

@@ -1,12 +1,12 @@
 package client
 
 import (
-	"context"
 	"github.com/uagate/gateway/internal/testutil"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -67,45 +67,26 @@ func kill(m *ManagedSession) {
 	}
 }
 
-func resumeSession(t *testing.T, url string, l *resumeLog, resume *ResumeState) (*ManagedSession, *Subscription) {
+func resumeSession(t *testing.T, url string, l *resumeLog, resume *ResumeState, mods ...func(*ManagedConfig)) (*ManagedSession, *Subscription) {
 	t.Helper()
-	var slog stateLog
-	m, err := NewManagedSession(url, testManagedConfig(&slog))
-	if err != nil {
-		t.Fatal(err)
+	cfg := testManagedConfig(&stateLog{})
+	for _, f := range mods {
+		f(cfg)
 	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	m.Start()
-	ctx := ctxT(t)
-	if _, err := m.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if resume != nil && len(resume.Items) == 1 {
-		// A resumed subscription delivers (the republished messages first)
-		// before CreateSubscription returns: its item keeps its handle.
-		l.setHandle(resume.Items[0].Handle)
-	}
-	sub, err := m.CreateSubscription(ctx, l.config(resume))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sub.CreateMonitoredItems(ctx, []ItemRequest{{NodeID: mustNode(server.NodeCounter)}}, nil)
-	if err != nil || res.Created != 1 {
-		t.Fatalf("items: %+v %v", res, err)
-	}
-	l.setHandle(res.FirstHandle) // the handler may already run
-	return m, sub
+	return startResumable(t, resumable{url: url, node: server.NodeCounter}, cfg, l, resume)
 }
 
 // TestResumeTransfer: a session dies holding unacknowledged messages; a new
-// session resumes the subscription from its ResumeState: the same
+// session of the same user resumes the subscription from its ResumeState
+// (without the first session's state: TransferSubscriptions): the same
 // subscription and item ids, the unacknowledged messages republished and
 // marked Redelivered, and no counter value lost between what the first one
 // acknowledged and what the second one gets.
 func TestResumeTransfer(t *testing.T) {
-	srv := startSim(t, simOptions{DemoRate: 20 * time.Millisecond})
+	srv := startSim(t, simOptions{DemoRate: 20 * time.Millisecond, AllPolicies: true})
+	signed := signedAnonymous(t)
 	var a resumeLog
-	ma, subA := resumeSession(t, srv.URL(), &a, nil)
+	ma, subA := resumeSession(t, srv.URL(), &a, nil, signed)
 	testutil.WaitFor(t, 10*time.Second, "counter values", func() bool { return a.count() >= 20 })
 	// From now on nothing is acknowledged: the server keeps it all.
 	a.mu2.Lock()
@@ -135,7 +116,7 @@ func TestResumeTransfer(t *testing.T) {
 	}
 
 	var b resumeLog
-	_, subB := resumeSession(t, srv.URL(), &b, &st)
+	_, subB := resumeSession(t, srv.URL(), &b, &st, signed)
 	testutil.WaitFor(t, 10*time.Second, "values after the resume", func() bool { return b.count() >= 40 })
 	if subB.ID() != st.SubscriptionID {
 		t.Errorf("subscription id %d, want the resumed %d", subB.ID(), st.SubscriptionID)
@@ -178,6 +159,21 @@ func TestResumeTransfer(t *testing.T) {
 		t.Errorf("ResumeState after the resume %+v, before %+v", st2, st)
 	}
 	t.Logf("resumed %d after LastAcked %d: first value %v (last acked %v), %d redelivered; %+v", st.SubscriptionID, st.LastAcked, first, acked, nred, sst)
+}
+
+// signedAnonymous makes sessions of one client application (one
+// certificate store) on Basic256Sha256 Sign channels: an anonymous user's
+// subscriptions move between them with TransferSubscriptions (Part 4
+// §5.13.7), not between sessions on unsecured channels.
+func signedAnonymous(t *testing.T) func(*ManagedConfig) {
+	store, err := pki.Open(t.TempDir(), pki.Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(c *ManagedConfig) {
+		c.Client.SecurityPolicy, c.Client.SecurityMode = "Basic256Sha256", ua.MessageSecurityModeSign
+		c.Client.Store, c.Client.AutoAccept = store, true
+	}
 }
 
 // TestResumeGone: the subscription to resume does not exist (the server

@@ -18,7 +18,10 @@ const (
 	AttributeValue       uint32 = 13
 	AttributeDataType    uint32 = 14
 	AttributeValueRank   uint32 = 15
+	AttributeHistorizing uint32 = 20
 	AttributeAccessLevel uint32 = 17
+	// AttributeUserAccessLevel is AccessLevel for the session's user.
+	AttributeUserAccessLevel uint32 = 18
 )
 
 // Every bulk service below splits its request to fit the server's

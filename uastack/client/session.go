@@ -360,7 +360,7 @@ func (c *Client) abandon() {
 func (c *Client) reactivate(ctx context.Context) (nc *Client, rejected bool, err error) {
 	nc = &Client{
 		cfg: c.cfg, url: c.url, endpoint: c.endpoint, policy: c.policy, log: c.log,
-		cert: c.cert, key: c.key, serverKey: c.serverKey,
+		cert: c.cert, key: c.key, serverKey: c.serverKey, resumed: c.resumed,
 	}
 	for k := range c.limits {
 		nc.limits[k].Store(c.limits[k].Load())

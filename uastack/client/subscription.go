@@ -263,7 +263,7 @@ type subStats struct {
 	messages, keepAlives, dataChanges, events atomic.Uint64
 	republished, lost, duplicates             atomic.Uint64
 	handlerPanics, recreated, transferred     atomic.Uint64
-	suppressed, badAcks                       atomic.Uint64
+	suppressed, badAcks, adopted              atomic.Uint64
 }
 
 // ackSet holds the sequence numbers of an AckManual subscription's messages
@@ -427,6 +427,7 @@ type SubscriptionStats struct {
 	HandlerPanics uint64
 	Recreated     uint64 // times it was created anew after its server copy was lost
 	Transferred   uint64 // times it was moved to a new session
+	Adopted       uint64 // times it was taken up with the session of an earlier process (ResumeSession)
 	// Suppressed counts notifications dropped after a recovery because they
 	// repeated the last value delivered for their item (same value, status
 	// and source timestamp).
@@ -487,6 +488,7 @@ func (s *Subscription) Stats() SubscriptionStats {
 		HandlerPanics: s.stats.handlerPanics.Load(),
 		Recreated:     s.stats.recreated.Load(),
 		Transferred:   s.stats.transferred.Load(),
+		Adopted:       s.stats.adopted.Load(),
 		Suppressed:    s.stats.suppressed.Load(),
 		BadAcks:       s.stats.badAcks.Load(),
 		Unacked:       s.Unacked(),
@@ -702,14 +704,7 @@ func (s *Subscription) Modify(ctx context.Context, cfg SubscriptionConfig) error
 	if id == 0 {
 		return ErrNotConnected
 	}
-	req := &ua.ModifySubscriptionRequest{
-		SubscriptionID:              id,
-		RequestedPublishingInterval: float64(n.PublishingInterval) / float64(time.Millisecond),
-		RequestedLifetimeCount:      n.LifetimeCount,
-		RequestedMaxKeepAliveCount:  n.KeepAliveCount,
-		MaxNotificationsPerPublish:  n.MaxNotificationsPerPublish,
-		Priority:                    n.Priority,
-	}
+	req := modifyRequest(id, &n)
 	var resp ua.ModifySubscriptionResponse
 	if _, err := c.Send(ctx, req, &resp); err != nil {
 		return err
@@ -722,6 +717,18 @@ func (s *Subscription) Modify(ctx context.Context, cfg SubscriptionConfig) error
 	s.pub.updateTimeout()
 	s.pub.wake()
 	return nil
+}
+
+// modifyRequest asks for cfg's server parameters for subscription id.
+func modifyRequest(id uint32, cfg *SubscriptionConfig) *ua.ModifySubscriptionRequest {
+	return &ua.ModifySubscriptionRequest{
+		SubscriptionID:              id,
+		RequestedPublishingInterval: float64(cfg.PublishingInterval) / float64(time.Millisecond),
+		RequestedLifetimeCount:      cfg.LifetimeCount,
+		RequestedMaxKeepAliveCount:  cfg.KeepAliveCount,
+		MaxNotificationsPerPublish:  cfg.MaxNotificationsPerPublish,
+		Priority:                    cfg.Priority,
+	}
 }
 
 // SetPublishingMode turns publishing on or off. The setting is kept across

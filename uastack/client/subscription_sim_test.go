@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/uagate/gateway/internal/testutil"
+	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -416,18 +417,31 @@ func TestManagedSimCutSocket(t *testing.T) {
 // the subscription), the one after recreates it. Once Publish works again the
 // data flows and the recovery steps start from the beginning again.
 func TestManagedEscalation(t *testing.T) {
-	srv := startSim(t, simOptions{})
+	srv := startSim(t, simOptions{Configure: func(c *server.Config) { c.Users = map[string]string{"user1": "password1"} }})
 	proxy := newFaultProxy(t, srv.URL())
 	var slog stateLog
 	var clog counterLog
 	cfg := testManagedConfig(&slog)
+	// A user: an anonymous user's subscriptions are not transferred between
+	// sessions on unsecured channels (Part 4 §5.13.7), and the proxy cannot
+	// drop Publish responses of a signed channel.
+	store, err := pki.Open(t.TempDir(), pki.Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Client.Identity, cfg.Client.Store, cfg.Client.AutoAccept = UserName("user1", "password1"), store, true
 	cfg.Backoff = Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
 	m, sub := startManaged(t, proxy.URL(), cfg, &clog)
 	proxy.DropPublish(true)
-	testutil.WaitFor(t, 20*time.Second, "reactivation, then a new session, then recreation", func() bool {
+	if !testutil.Eventually(20*time.Second, func() bool {
 		st := m.Stats()
 		return st.Reactivations >= 1 && st.Connects >= 3 && st.Recreations >= 1
-	})
+	}) {
+		slog.mu.Lock()
+		errs := fmt.Sprint(slog.errs)
+		slog.mu.Unlock()
+		t.Fatalf("no reactivation, then a new session, then recreation: %+v; %+v; %s", m.Stats(), sub.Stats(), errs)
+	}
 	st := m.Stats()
 	t.Logf("%+v; %+v", st, sub.Stats())
 	if st.Transfers == 0 {

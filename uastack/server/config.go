@@ -180,6 +180,7 @@ type Config struct {
 	MaxNodesPerRegisterNodes                 uint32
 	MaxNodesPerTranslateBrowsePathsToNodeIDs uint32
 	MaxMonitoredItemsPerCall                 uint32
+	MaxNodesPerHistoryReadData               uint32
 	// HideOperationLimits leaves the OperationLimits object out of
 	// ServerCapabilities (it is optional, Part 5 §6.3.11), so that clients find
 	// no limits to read; the limits are still enforced. It plays a server that
@@ -188,6 +189,9 @@ type Config struct {
 	HideOperationLimits bool
 	// MaxBrowseContinuationPoints bounds the continuation points of a session.
 	MaxBrowseContinuationPoints int
+	// MaxHistoryContinuationPoints bounds a session's HistoryRead
+	// continuation points (default DefaultMaxBrowseContinuationPoints).
+	MaxHistoryContinuationPoints int
 	// MaxReferencesPerNode bounds the references of one Browse result when the
 	// client asks for more (or for all).
 	MaxReferencesPerNode int
@@ -329,6 +333,7 @@ func (c *Config) resolve() (Config, error) {
 		{&cfg.MaxWorkers, DefaultMaxWorkersPerCPU * procs, "MaxWorkers"},
 		{&cfg.MaxQueuedRequests, DefaultMaxQueuedRequests, "MaxQueuedRequests"},
 		{&cfg.MaxBrowseContinuationPoints, DefaultMaxBrowseContinuationPoints, "MaxBrowseContinuationPoints"},
+		{&cfg.MaxHistoryContinuationPoints, DefaultMaxBrowseContinuationPoints, "MaxHistoryContinuationPoints"},
 		{&cfg.MaxReferencesPerNode, DefaultMaxReferencesPerNode, "MaxReferencesPerNode"},
 	} {
 		if err := pos(f.v, f.d, f.name); err != nil {
@@ -341,9 +346,8 @@ func (c *Config) resolve() (Config, error) {
 	if cfg.MaxWorkers < cfg.MinWorkers {
 		return cfg, fmt.Errorf("server: Config.MaxWorkers %d below MinWorkers %d", cfg.MaxWorkers, cfg.MinWorkers)
 	}
-	if cfg.MaxBrowseContinuationPoints > maxContinuationPointsPerSession {
-		cfg.MaxBrowseContinuationPoints = maxContinuationPointsPerSession
-	}
+	cfg.MaxBrowseContinuationPoints = min(cfg.MaxBrowseContinuationPoints, maxContinuationPointsPerSession)
+	cfg.MaxHistoryContinuationPoints = min(cfg.MaxHistoryContinuationPoints, maxContinuationPointsPerSession)
 	dur := func(v *time.Duration, d time.Duration, name string) error {
 		if *v < 0 {
 			return fmt.Errorf("server: Config.%s %v is negative", name, *v)
@@ -385,7 +389,8 @@ func (c *Config) resolve() (Config, error) {
 	u32(&cfg.MaxKeepAliveCount, DefaultMaxKeepAliveCount)
 	u32(&cfg.MaxLifetimeCount, DefaultMaxLifetimeCount)
 	for _, v := range []*uint32{&cfg.MaxNodesPerRead, &cfg.MaxNodesPerWrite, &cfg.MaxNodesPerBrowse,
-		&cfg.MaxNodesPerMethodCall, &cfg.MaxNodesPerRegisterNodes, &cfg.MaxNodesPerTranslateBrowsePathsToNodeIDs} {
+		&cfg.MaxNodesPerMethodCall, &cfg.MaxNodesPerRegisterNodes, &cfg.MaxNodesPerTranslateBrowsePathsToNodeIDs,
+		&cfg.MaxNodesPerHistoryReadData} {
 		u32(v, DefaultMaxNodesPerOperation)
 	}
 	u32(&cfg.MaxMonitoredItemsPerCall, DefaultMaxMonitoredItemsPerCall)

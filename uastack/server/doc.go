@@ -20,13 +20,20 @@
 //     FindServers, the Server object's essentials (ServerStatus with State and
 //     CurrentTime, NamespaceArray, ServerCapabilities with OperationLimits
 //     (left out with HideOperationLimits, still enforced), GetMonitoredItems);
-//   - session.go: CreateSession, ActivateSession (anonymous, user name, X.509),
+//   - session.go: CreateSession, ActivateSession (anonymous, user name, X.509;
+//     on a new channel, which moves the session there with its subscriptions,
+//     for the same client certificate and user only, Part 4 §5.6.3),
 //     CloseSession, session timeouts and MaxSessionCount;
 //   - services.go: Browse, BrowseNext, Read, Write,
 //     TranslateBrowsePathsToNodeIds, RegisterNodes, Call and the simulated
-//     methods;
+//     methods; history.go: HistoryRead of the generated variables' raw
+//     values (SimConfig.History: computed from the generators, nothing
+//     stored; continuation points per session, bounded);
 //   - subscription.go, publish.go: subscriptions, the retransmission queue,
-//     Republish, TransferSubscriptions, and the publishing sweep: one goroutine
+//     Republish, TransferSubscriptions (to a session of the same user; an
+//     anonymous user's only between sessions of one client application on
+//     signed channels, Part 4 §5.13.7, as node-opcua has it), and the
+//     publishing sweep: one goroutine
 //     serves every session (fanned out over the cores from 256 sessions on),
 //     waking when the next session falls due (at most every
 //     PublishResolution, at least 1 ms apart) or when one changed;

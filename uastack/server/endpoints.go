@@ -209,8 +209,9 @@ func (s *Server) buildServerObject(b *builder) {
 		ua.NewDoubleVariant(float64(c.MinSamplingInterval)/1e6))
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxBrowseContinuationPoints, "MaxBrowseContinuationPoints", uint32(ua.TypeUInt16),
 		ua.MustVariant(uint16(c.MaxBrowseContinuationPoints)))
+	prop(caps, ua.ID_Server_ServerCapabilities_MaxHistoryContinuationPoints, "MaxHistoryContinuationPoints", uint32(ua.TypeUInt16),
+		ua.MustVariant(uint16(c.MaxHistoryContinuationPoints)))
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxQueryContinuationPoints, "MaxQueryContinuationPoints", uint32(ua.TypeUInt16), ua.MustVariant(uint16(0)))
-	prop(caps, ua.ID_Server_ServerCapabilities_MaxHistoryContinuationPoints, "MaxHistoryContinuationPoints", uint32(ua.TypeUInt16), ua.MustVariant(uint16(0)))
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxArrayLength, "MaxArrayLength", uint32(ua.TypeUInt32), ua.NewUInt32Variant(uint32(ua.DefaultLimits.MaxArrayLength)))
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxStringLength, "MaxStringLength", uint32(ua.TypeUInt32), ua.NewUInt32Variant(uint32(ua.DefaultLimits.MaxStringLength)))
 	prop(caps, ua.ID_Server_ServerCapabilities_MaxByteStringLength, "MaxByteStringLength", uint32(ua.TypeUInt32), ua.NewUInt32Variant(uint32(ua.DefaultLimits.MaxByteStringLength)))
@@ -251,7 +252,7 @@ func (s *Server) buildOperationLimits(b *builder, caps *node) {
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerTranslateBrowsePathsToNodeIds, "MaxNodesPerTranslateBrowsePathsToNodeIds", c.MaxNodesPerTranslateBrowsePathsToNodeIDs},
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerNodeManagement, "MaxNodesPerNodeManagement", 0},
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxMonitoredItemsPerCall, "MaxMonitoredItemsPerCall", c.MaxMonitoredItemsPerCall},
-		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryReadData, "MaxNodesPerHistoryReadData", 0},
+		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryReadData, "MaxNodesPerHistoryReadData", c.MaxNodesPerHistoryReadData},
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryReadEvents, "MaxNodesPerHistoryReadEvents", 0},
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryUpdateData, "MaxNodesPerHistoryUpdateData", 0},
 		{ua.ID_Server_ServerCapabilities_OperationLimits_MaxNodesPerHistoryUpdateEvents, "MaxNodesPerHistoryUpdateEvents", 0},

@@ -35,8 +35,9 @@ const (
 )
 
 const (
-	accessRead  = byte(ua.AccessLevelTypeCurrentRead)
-	accessWrite = byte(ua.AccessLevelTypeCurrentWrite)
+	accessRead        = byte(ua.AccessLevelTypeCurrentRead)
+	accessWrite       = byte(ua.AccessLevelTypeCurrentWrite)
+	accessHistoryRead = byte(ua.AccessLevelTypeHistoryRead)
 )
 
 // node is a node of the address space. Everything but the value is fixed once

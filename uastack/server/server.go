@@ -573,6 +573,8 @@ func (s *Server) handle(ch *channel, r *uasc.Request) {
 		s.unregisterNodes(sess, ch, r, m)
 	case *ua.CallRequest:
 		s.call(sess, ch, r, m)
+	case *ua.HistoryReadRequest:
+		s.historyRead(sess, ch, r, m)
 	case *ua.CreateSubscriptionRequest:
 		s.createSubscription(sess, ch, r, m)
 	case *ua.ModifySubscriptionRequest:

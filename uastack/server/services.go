@@ -79,7 +79,7 @@ func (s *Server) readAttribute(n *node, attr uint32, now ua.DateTime) ua.DataVal
 	case attrMinimumSamplingInterval:
 		v = ua.NewDoubleVariant(n.minSampling)
 	case attrHistorizing:
-		v = ua.NewBooleanVariant(false)
+		v = ua.NewBooleanVariant(n.accessLevel&accessHistoryRead != 0)
 	case attrExecutable, attrUserExecutable:
 		v = ua.NewBooleanVariant(true)
 	default:

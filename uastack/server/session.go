@@ -30,6 +30,7 @@ type session struct {
 	// maxResponse is the MaxResponseMessageSize the client asked for; 0: none.
 	maxResponse int
 	clientCert  []byte // leaf, DER; nil on None channels
+	appURI      string // the client's ApplicationUri (CreateSession)
 
 	ch        atomic.Pointer[channel] // the channel the session is bound to
 	activated atomic.Bool
@@ -44,6 +45,7 @@ type session struct {
 	publishQ    []parkedPublish // oldest first
 	statusQ     []statusMessage // notifications for subscriptions that left the session
 	cps         map[string]*continuation
+	hcps        map[string]*histCont // HistoryRead's (history.go)
 	lastCP      uint64
 	rr          int // round-robin start among ready subscriptions
 }
@@ -123,6 +125,7 @@ func (s *Server) createSession(ch *channel, r *uasc.Request, m *ua.CreateSession
 	sess := &session{
 		srv: s, name: m.SessionName, timeout: int64(timeout), clientCert: leaf,
 		serverNonce: resp.ServerNonce, maxResponse: int(m.MaxResponseMessageSize),
+		appURI: m.ClientDescription.ApplicationURI,
 	}
 	sess.token = ua.NewOpaqueNodeID(0, s.newNonce())
 	sess.ch.Store(ch)
@@ -186,6 +189,17 @@ func (s *Server) activateSession(ch *channel, r *uasc.Request, m *ua.ActivateSes
 	if st != ua.StatusGood {
 		s.fault(ch, r, st)
 		return
+	}
+	if old != ch && sess.activated.Load() {
+		// Part 4 §5.6.3: a session moves to another channel only for the
+		// user it was activated for.
+		sess.mu.Lock()
+		same := sess.identity == identity
+		sess.mu.Unlock()
+		if !same {
+			s.fault(ch, r, ua.StatusBadIdentityChangeNotSupported)
+			return
+		}
 	}
 	newNonce := s.newNonce()
 	var dropped []parkedPublish
@@ -398,7 +412,7 @@ func (s *Server) closeSession(sess *session, deleteSubs bool, reason ua.StatusCo
 	sess.mu.Lock()
 	parked := sess.publishQ
 	subs := sess.subs
-	sess.publishQ, sess.subs, sess.cps, sess.statusQ = nil, nil, nil, nil
+	sess.publishQ, sess.subs, sess.cps, sess.hcps, sess.statusQ = nil, nil, nil, nil, nil
 	sess.mu.Unlock()
 	if ch := sess.ch.Load(); ch != nil {
 		ch.mu.Lock()

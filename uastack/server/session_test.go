@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
 )
@@ -74,5 +75,55 @@ func TestSessionEndpointsHook(t *testing.T) {
 	}
 	if len(cs.ServerEndpoints) != 1 || cs.ServerEndpoints[0].SecurityLevel != 99 {
 		t.Fatalf("CreateSession lists %d endpoints, level %d", len(cs.ServerEndpoints), cs.ServerEndpoints[0].SecurityLevel)
+	}
+}
+
+// TestSessionMovesToNewChannel: a session whose channel died is activated
+// again on a new channel (Part 4 §5.6.3) with its subscription and what it
+// queued meanwhile: the restart path for a user whose subscriptions the
+// server does not transfer (anonymous on an unsecured channel). Only the
+// same user may move it.
+func TestSessionMovesToNewChannel(t *testing.T) {
+	s := startServer(t, nil)
+	ctx := testContext(t, time.Minute)
+	a := mustSession(t, ctx, s, dialOpts{})
+	sub, err := a.createSubscription(ctx, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.monitor(ctx, sub.SubscriptionID, 10, 100, nil, NodeCounter); err != nil {
+		t.Fatal(err)
+	}
+	first := collectValues(t, ctx, a, 1, 3)
+	last := first[len(first)-1].Value.Double()
+	a.ch.Close() // the process died
+	// Away while the counter moves on: the server queues for the session.
+	other := mustSession(t, ctx, s, dialOpts{})
+	testutil.WaitFor(t, 10*time.Second, "the counter to move on", func() bool {
+		v, err := other.read(ctx, NodeCounter)
+		return err == nil && v[0].Value.Double() >= last+3
+	})
+
+	move := func(id identity) (*testSession, error) {
+		ch, err := uasc.Dial(ctx, s.URL(), &uasc.Config{SecurityPolicyURI: uasc.SecurityPolicyNone, SecurityMode: ua.MessageSecurityModeNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ch.Close() })
+		b := *a
+		b.ch = ch
+		return &b, b.activate(ctx, id)
+	}
+	if _, err := move(identity{user: "user1", password: "password1"}); !isStatus(err, ua.StatusBadIdentityChangeNotSupported) {
+		t.Fatalf("another user took the session over: %v", err)
+	}
+	b, err := move(identity{})
+	if err != nil {
+		t.Fatalf("the session on a new channel: %v", err)
+	}
+	// The subscription is there, with the values queued while away.
+	vals := collectValues(t, ctx, b, 1, 3)
+	if got := vals[0].Value.Double(); got != last+1 {
+		t.Fatalf("last value before %v, first after the move %v: want them to go on", last, got)
 	}
 }

@@ -84,6 +84,11 @@ type SimConfig struct {
 	// the GenerateEvent method).
 	AlarmSources  int
 	AlarmInterval time.Duration
+	// History, when positive, makes every generated variable (Demo's and
+	// Load's) Historizing, readable with HistoryRead (ReadRawModifiedDetails)
+	// for the values of the last History: the generators compute any tick's
+	// value, so nothing is stored.
+	History time.Duration
 	// Stagger spreads the ticks of the Load folders over their period:
 	// folder f's generators start f/Folders of a period later, so that the
 	// values of a rate change evenly through it instead of all at one
@@ -547,6 +552,9 @@ func (s *Server) buildSim(b *builder) {
 		n := b.variable(parent, sid(id), name, uint32(t), rank, ua.ID_BaseDataVariableType)
 		n.gen = newGenerator(kind, t, period, start, nextSeed(), arrayLen, dims)
 		n.minSampling = 0
+		if cfg.History > 0 {
+			n.accessLevel |= accessHistoryRead
+		}
 		if arrayLen > 0 {
 			n.arrayDims = []uint32{uint32(arrayLen)}
 		}

@@ -119,6 +119,7 @@ func (s *Server) createSubscription(sess *session, ch *channel, r *uasc.Request,
 		kaCount: ka - 1,
 	}
 	sub.nextPub = s.now() + int64(interval)
+	sub.owner = sess.transferOwner()
 
 	sess.mu.Lock()
 	if sess.closed.Load() {
@@ -146,7 +147,7 @@ func (s *Server) createSubscription(sess *session, ch *channel, r *uasc.Request,
 	}
 	s.subs[sub.id] = sub
 	s.subsMu.Unlock()
-	sub.sess, sub.owner = sess, sess.identity
+	sub.sess = sess
 	sess.subs = append(sess.subs, sub)
 	sess.mu.Unlock()
 	s.sweepSoon(sess)
@@ -292,9 +293,7 @@ func (s *Server) transferSubscriptions(sess *session, ch *channel, r *uasc.Reque
 		s.fault(ch, r, ua.StatusBadNothingToDo)
 		return
 	}
-	sess.mu.Lock()
-	identity := sess.identity
-	sess.mu.Unlock()
+	identity := sess.transferOwner()
 	results := make([]ua.TransferResult, len(m.SubscriptionIDs))
 	s.transferMu.Lock()
 	defer s.transferMu.Unlock()
@@ -314,11 +313,12 @@ func (s *Server) transferSubscriptions(sess *session, ch *channel, r *uasc.Reque
 			results[i].StatusCode = ua.StatusBadSubscriptionIdInvalid
 			continue
 		}
+		if identity == "" {
+			results[i].StatusCode = ua.StatusBadUserAccessDenied
+			continue
+		}
 		if old != nil {
-			old.mu.Lock()
-			oldIdentity := old.identity
-			old.mu.Unlock()
-			if oldIdentity != identity {
+			if old.transferOwner() != identity {
 				results[i].StatusCode = ua.StatusBadUserAccessDenied
 				continue
 			}
@@ -365,6 +365,26 @@ func (s *Server) transferSubscriptions(sess *session, ch *channel, r *uasc.Reque
 		s.sweepSoon(sess)
 	}
 	s.respond(ch, r, &ua.TransferSubscriptionsResponse{Results: results})
+}
+
+// transferOwner names who may take the session's subscriptions over with
+// TransferSubscriptions (Part 4 §5.13.7): the same user; for an anonymous
+// user, a session of the same client application (ApplicationUri) on a
+// signed channel, as both must be; "" for an anonymous user on an
+// unsecured channel, whose subscriptions nobody may take (node-opcua
+// refuses them too; its session can be activated again on a new channel
+// instead, Part 4 §5.6.3).
+func (sess *session) transferOwner() string {
+	sess.mu.Lock()
+	id := sess.identity
+	sess.mu.Unlock()
+	if id != "anonymous" {
+		return id
+	}
+	if sess.clientCert == nil {
+		return ""
+	}
+	return "anonymous@" + sess.appURI
 }
 
 // orphanOwnedBy reports whether an orphaned subscription belonged to identity.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
+	"github.com/uagate/gateway/uastack/uasc"
 )
 
 // collect publishes until want notifications arrived for handle (0: any), or
@@ -310,7 +311,7 @@ func TestMonitoringModeAndKeepAlive(t *testing.T) {
 func TestRepublishAndTransfer(t *testing.T) {
 	s := startServer(t, nil)
 	ctx := testContext(t, time.Minute)
-	a := mustSession(t, ctx, s, dialOpts{})
+	a := mustSession(t, ctx, s, dialOpts{id: identity{user: "user1", password: "password1"}})
 	sub, err := a.createSubscription(ctx, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -339,13 +340,35 @@ func TestRepublishAndTransfer(t *testing.T) {
 		t.Fatalf("republish of an unknown message: %v", err)
 	}
 
-	// Another user may not take it; the same (anonymous) one may.
-	u := mustSession(t, ctx, s, dialOpts{id: identity{user: "user1", password: "password1"}})
+	// Another user (anonymous) may not take it; nor may the same anonymous user on an
+	// unsecured channel (Part 4 §5.13.7: an anonymous user's subscriptions
+	// move only between sessions of one client application on secured
+	// channels); the same anonymous application on a signed channel may.
+	u := mustSession(t, ctx, s, dialOpts{})
 	var tr ua.TransferSubscriptionsResponse
 	if _, err := u.send(ctx, &ua.TransferSubscriptionsRequest{SubscriptionIDs: []uint32{id}}, &tr); err != nil || tr.Results[0].StatusCode != ua.StatusBadUserAccessDenied {
 		t.Fatalf("transfer to another user: %v %+v", err, tr.Results)
 	}
-	b := mustSession(t, ctx, s, dialOpts{})
+	anonA := mustSession(t, ctx, s, dialOpts{})
+	sub1, err := anonA.createSubscription(ctx, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anonB := mustSession(t, ctx, s, dialOpts{})
+	if _, err := anonB.send(ctx, &ua.TransferSubscriptionsRequest{SubscriptionIDs: []uint32{sub1.SubscriptionID}}, &tr); err != nil || tr.Results[0].StatusCode != ua.StatusBadUserAccessDenied {
+		t.Fatalf("transfer of an anonymous user's subscription on unsecured channels: %v %+v", err, tr.Results)
+	}
+	secure := dialOpts{policy: uasc.SecurityPolicyBasic256Sha256, mode: ua.MessageSecurityModeSign}
+	a2 := mustSession(t, ctx, s, secure)
+	sub2, err := a2.createSubscription(ctx, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := mustSession(t, ctx, s, secure)
+	if _, err := b2.send(ctx, &ua.TransferSubscriptionsRequest{SubscriptionIDs: []uint32{sub2.SubscriptionID}}, &tr); err != nil || tr.Results[0].StatusCode != ua.StatusGood {
+		t.Fatalf("transfer between anonymous sessions of one application on signed channels: %v %+v", err, tr.Results)
+	}
+	b := mustSession(t, ctx, s, dialOpts{id: identity{user: "user1", password: "password1"}})
 	if _, err := b.send(ctx, &ua.TransferSubscriptionsRequest{SubscriptionIDs: []uint32{id}, SendInitialValues: true}, &tr); err != nil || tr.Results[0].StatusCode != ua.StatusGood {
 		t.Fatalf("transfer: %v %+v", err, tr.Results)
 	}
@@ -372,7 +395,7 @@ func TestRepublishAndTransfer(t *testing.T) {
 	// A session closed without deleting its subscriptions leaves them to be
 	// transferred.
 	b.ch.Close()
-	c := mustSession(t, ctx, s, dialOpts{})
+	c := mustSession(t, ctx, s, dialOpts{id: identity{user: "user1", password: "password1"}})
 	_, err = c.send(ctx, &ua.TransferSubscriptionsRequest{SubscriptionIDs: []uint32{id}}, &tr)
 	if err != nil || tr.Results[0].StatusCode != ua.StatusGood {
 		t.Fatalf("transfer from a lost channel: %v %+v", err, tr.Results)

@@ -52,6 +52,9 @@ type Config struct {
 	JetStream *JetStream // nil: core NATS, at-most-once
 	// ConnectTimeout bounds the connection to each server.
 	ConnectTimeout time.Duration
+	// ClientName is the connection's name at the server (nats.Name);
+	// default "uagate <Name>".
+	ClientName     string
 	TopicCacheSize int          // default sink.DefaultTopicCacheSize
 	Logger         *slog.Logger // default slog.Default()
 }
@@ -92,6 +95,9 @@ func FromConfig(c config.NATSSink, password, token string) Config {
 func (c *Config) setDefaults() {
 	if c.Name == "" {
 		c.Name = "nats"
+	}
+	if c.ClientName == "" {
+		c.ClientName = "uagate " + c.Name
 	}
 	for _, d := range []struct {
 		p *string
@@ -248,7 +254,7 @@ func (s *Sink) Connect(ctx context.Context) error {
 	}
 	c := &connection{lost: sink.NewLost()}
 	opts := []nats.Option{
-		nats.Name("uagate " + s.cfg.Name),
+		nats.Name(s.cfg.ClientName),
 		nats.Timeout(s.cfg.ConnectTimeout),
 		nats.NoReconnect(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

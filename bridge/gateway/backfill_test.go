@@ -1,0 +1,118 @@
+package gateway_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/internal/brokertest"
+	"github.com/uagate/gateway/testpeer/nodeopcua"
+	"github.com/uagate/gateway/uastack/server"
+	"github.com/uagate/gateway/uastack/ua"
+)
+
+// TestBackfillBrokerOutage: the at-least-once MQTT sink's broker dies for a
+// few seconds; the writer group holds its acknowledgements, stops asking
+// the server for more, and the server's small queues overflow: values lost
+// upstream, on both sinks (the at-most-once NATS sink waits with the
+// group). With backfill: history they come back from the server's history,
+// marked, in order: neither subscriber misses a value, the at-most-once one
+// gets none twice.
+func TestBackfillBrokerOutage(t *testing.T) {
+	const counters = 10
+	period := 20 * time.Millisecond
+	t.Run("sim", func(t *testing.T) {
+		srv, err := server.New(&server.Config{
+			Address: "127.0.0.1:0",
+			Logger:  quietLogger(),
+			Sim: server.SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{period},
+				Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
+				History: time.Minute},
+		})
+		if err == nil {
+			err = srv.Start()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		up := restartUpstream{url: srv.URL()}
+		for i := range counters {
+			up.nodes = append(up.nodes, server.LoadNode(0, i))
+		}
+		testBackfillBrokerOutage(t, up)
+	})
+	t.Run("node-opcua", func(t *testing.T) {
+		peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: period,
+			Env: []string{"COUNTERS=" + strconv.Itoa(counters), "HISTORY_VALUES=3000"}})
+		up := restartUpstream{url: peer.URL}
+		for i := range counters {
+			up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
+		}
+		testBackfillBrokerOutage(t, up)
+	})
+}
+
+func testBackfillBrokerOutage(t *testing.T, up restartUpstream) {
+	counters := len(up.nodes)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{Persistence: true})
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{})
+	onMQTT := subscribeMQTT(t, mosq.URL(), "backfill-sub", "", "", "opcua/json/data/#")
+	onNATS := subscribeNATS(t, ns.URL(), "opcua.json.data.>")
+
+	w := writer("counters")
+	for i, n := range up.nodes {
+		w.Fields = append(w.Fields, field(counterField(i), n))
+	}
+	c := standalone(up.url)
+	c.Gateway.PublisherID = "bf"
+	c.WriterGroups = []config.WriterGroup{{
+		Name: "g", Endpoint: "sim", PublishingInterval: dur(50 * time.Millisecond), MaxUnacked: 8,
+		Backfill: config.BackfillHistory,
+		// A queue of a few publishing intervals: it overflows while the
+		// group waits for the broker.
+		Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(0)), QueueSize: 10},
+		Writers: []config.DataSetWriter{w},
+	}}
+	c.Sinks = config.Sinks{
+		MQTT: []config.MQTTSink{{Name: "mqtt", URL: mosq.URL(), QoS: ptr(1), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
+		NATS: []config.NATSSink{{Name: "nats", URL: ns.URL()}},
+	}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
+	onMQTT.waitCount(t, g, "g", "counters", 40)
+	saved := strings.Count(mosq.Log(), "Saving in-memory database")
+	waitUntil(t, g, e2eWait, "mosquitto to save its sessions", func() bool {
+		return strings.Count(mosq.Log(), "Saving in-memory database") > saved
+	})
+	mosq.Kill()
+	// Down for two reconnects (1 s, 2 s): the group is held at MaxUnacked
+	// long before, and its queues of 10 samples (200 ms) overflow.
+	waitUntil(t, g, e2eWait, "two failed reconnects", func() bool { return g.outputStats("mqtt").ConnectFailures >= 2 })
+	mosq.Start()
+	// The values after the overflow carry the bit when the group asks again.
+	waitUntil(t, g, e2eWait, "the overflow and the backfill", func() bool {
+		gs := g.groupStats("g")
+		return gs.Overflows > 0 && gs.Backfilled > 0
+	})
+	before := onMQTT.count("g", "counters")
+	onMQTT.waitCount(t, g, "g", "counters", before+40)
+	onNATS.waitCount(t, g, "g", "counters", onNATS.count("g", "counters")+40)
+
+	alo := checkValues(t, onMQTT.all(t), "g", "counters", counters)
+	amo := checkValues(t, onNATS.all(t), "g", "counters", counters)
+	gs := g.groupStats("g")
+	t.Logf("group: %d overflows, %d values backfilled in %d ranges, %d missed", gs.Overflows, gs.Backfilled, gs.BackfillRanges, gs.BackfillMissed)
+	t.Logf("at-least-once (MQTT): %v", alo)
+	t.Logf("at-most-once (NATS): %v", amo)
+	if alo.lost > 0 || amo.lost > 0 {
+		t.Errorf("values lost: %d at the at-least-once sink %v, %d at the at-most-once sink %v", alo.lost, alo.lostSample, amo.lost, amo.lostSample)
+	}
+	if amo.dups > 0 {
+		t.Errorf("at-most-once sink: %d duplicates", amo.dups)
+	}
+	if alo.backfillDSMs == 0 || amo.backfillDSMs == 0 || gs.BackfillMissed > 0 {
+		t.Errorf("backfill: %d and %d DataSetMessages, %d ranges missed", alo.backfillDSMs, amo.backfillDSMs, gs.BackfillMissed)
+	}
+}
