@@ -456,6 +456,11 @@ func TestSparkplugPrimaryHost(t *testing.T) {
 	if n := len(host.find(func(m spMsg) bool { return m.node == "gw1" })); n != 0 {
 		t.Fatalf("%d messages before the host was online", n)
 	}
+	// With the store-and-forward log on (a state directory), the node holds
+	// its data in the log, in a stream of its own.
+	if st := node(); st.Store.Stream != sparkplug.StreamName("scada") {
+		t.Errorf("held data in %q, want the log's stream %s", st.Store.Stream, sparkplug.StreamName("scada"))
+	}
 	t1 := time.Now().UnixMilli()
 	host.state("scada", true, t1)
 	host.waitFor(g, "live DDATA after the held data", 0, 10, func(m spMsg) bool {

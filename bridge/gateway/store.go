@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/storelog"
 )
 
@@ -85,6 +87,10 @@ func (gw *Gateway) startStreams(cfg *config.Config) error {
 		names = append(names, cfg.WriterGroups[i].Name)
 	}
 	for _, name := range names {
+		if strings.HasPrefix(name, sparkplug.StreamPrefix) {
+			gw.dropSparkplugStream(cfg, name)
+			continue
+		}
 		s, err := gw.stream(name)
 		if err != nil {
 			return err
@@ -99,6 +105,20 @@ func (gw *Gateway) startStreams(cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// dropSparkplugStream removes the stream of held data of a Sparkplug sink
+// no longer configured (a Sparkplug sink's own is its store): no node
+// will send it.
+func (gw *Gateway) dropSparkplugStream(cfg *config.Config, name string) {
+	for _, m := range cfg.Sinks.MQTT {
+		if m.Sparkplug != nil && sparkplug.StreamName(m.Name) == name {
+			return
+		}
+	}
+	if n := gw.store.RemoveStream(name); n > 0 {
+		gw.log.Warn("store-and-forward log: the data a Sparkplug sink no longer configured held for its host is dropped", "stream", name, "records", n)
+	}
 }
 
 // dropStream removes the stream of a writer group no longer configured,

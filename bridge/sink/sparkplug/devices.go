@@ -1,6 +1,7 @@
 package sparkplug
 
 import (
+	"cmp"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,41 @@ type devMetrics struct {
 	parts   []part
 	offsets []int // first metric of each part
 	defs    []metricDef
+	// byAlias are the indexes of defs in alias order, byName by name: the
+	// held records' names and aliases (index).
+	byAlias []int32
+	byName  map[string]int32
+}
+
+// index makes byAlias and byName.
+func (dm *devMetrics) index() {
+	dm.byAlias = make([]int32, len(dm.defs))
+	dm.byName = make(map[string]int32, len(dm.defs))
+	for i := range dm.defs {
+		dm.byAlias[i] = int32(i)
+		if !dm.defs[i].event {
+			dm.byName[dm.defs[i].name] = int32(i)
+		}
+	}
+	slices.SortFunc(dm.byAlias, func(a, b int32) int { return cmp.Compare(dm.defs[a].alias, dm.defs[b].alias) })
+}
+
+// byAliasDef returns the metric of alias (nil: none, or an event field).
+func (dm *devMetrics) byAliasDef(alias uint64) *metricDef {
+	i, ok := slices.BinarySearchFunc(dm.byAlias, alias, func(k int32, a uint64) int { return cmp.Compare(dm.defs[k].alias, a) })
+	if !ok || dm.defs[dm.byAlias[i]].event {
+		return nil
+	}
+	return &dm.defs[dm.byAlias[i]]
+}
+
+// byNameDef returns the metric named name (nil: none).
+func (dm *devMetrics) byNameDef(name []byte) *metricDef {
+	i, ok := dm.byName[string(name)]
+	if !ok {
+		return nil
+	}
+	return &dm.defs[i]
 }
 
 // metricDef is one metric of a device.
@@ -150,6 +186,7 @@ func (n *Node) refreshLocked() {
 				ddeath: base + "DDEATH/" + n.cfg.EdgeNodeID + "/" + id,
 			}
 			n.devs = append(n.devs, d)
+			n.byID[id] = d
 			added = true
 		}
 		d.removed.Store(false)
@@ -236,6 +273,7 @@ func (n *Node) makeMetrics(d *device) (*devMetrics, []bridge.FieldValue) {
 	if old != nil {
 		dm.version = old.version + 1
 	}
+	dm.index()
 	return dm, values
 }
 

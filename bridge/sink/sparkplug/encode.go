@@ -467,79 +467,159 @@ func (e *encoder) appendArray(b []byte, v *ua.Variant) []byte {
 	return b
 }
 
-// appendRebirthed appends payload body (without its room) to dst, its
-// metrics for which hist(alias, timestamp) says so marked is_historical,
-// and returns it with the room in front, and whether any metric was
-// marked. Data that was not sent before a later birth goes out after it:
-// what is older than the values the birth carried is history, so that it
-// does not overwrite them at the host. A protobuf message may carry a field
-// twice (the last one wins), so the flag is appended to a metric as it is.
-func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
-	dst = append(dst[:0], 0, 0, 0)
-	marked := false
+// metricHead is what rewriteMetrics reads of an encoded metric.
+type metricHead struct {
+	name     []byte
+	alias    uint64
+	hasAlias bool
+	ts       uint64
+	dtype    DataType
+}
+
+// metricEdit is how rewriteMetrics writes a metric: left out (drop), or
+// with the name, alias (hasAlias) and datatype given here instead of those
+// it had, and marked historical.
+type metricEdit struct {
+	drop     bool
+	name     string
+	alias    uint64
+	hasAlias bool
+	dtype    DataType
+	hist     bool
+}
+
+// rewriteMetrics appends the fields of payload body (without its room) to
+// dst, each metric as edit says of it: the edit's name, alias, datatype
+// and historical flag instead of the metric's own, its other fields
+// (timestamp, is_null, properties, value) as they were. The payload's seq
+// is left out: a message's seq is the one it is sent with. It returns how
+// many metrics it wrote. edit must not keep the head's name.
+func rewriteMetrics(dst, body []byte, edit func(*metricHead) metricEdit) ([]byte, int, error) {
+	written := 0
 	for len(body) > 0 {
 		num, typ, n := protowire.ConsumeTag(body)
 		if n < 0 {
-			return dst, marked, protowire.ParseError(n)
+			return dst, written, protowire.ParseError(n)
 		}
 		if !num.IsValid() {
-			return dst, marked, fmt.Errorf("sparkplug: field number %d out of range", num)
+			return dst, written, fmt.Errorf("sparkplug: field number %d out of range", num)
 		}
 		m := protowire.ConsumeFieldValue(num, typ, body[n:])
 		if m < 0 {
-			return dst, marked, protowire.ParseError(m)
+			return dst, written, protowire.ParseError(m)
 		}
 		switch {
 		case num == fPayloadMetrics && typ == protowire.BytesType:
 			v, _ := protowire.ConsumeBytes(body[n:])
-			alias, ts, err := metricKey(v)
+			h, err := readMetricHead(v)
 			if err != nil {
-				return dst, marked, err
+				return dst, written, err
 			}
-			if !hist(alias, ts) {
-				dst = append(dst, body[:n+m]...)
+			e := edit(&h)
+			if e.drop {
 				break
 			}
-			marked = true
-			dst = protowire.AppendTag(dst, fPayloadMetrics, protowire.BytesType)
-			dst = protowire.AppendVarint(dst, uint64(len(v)+2))
-			dst = append(dst, v...)
-			dst = appendVarintField(dst, fMetricHistorical, 1)
+			var start int
+			dst, start = beginLen(dst, fPayloadMetrics)
+			if e.name != "" {
+				dst = appendStringField(dst, fMetricName, e.name)
+			}
+			if e.hasAlias {
+				dst = appendVarintField(dst, fMetricAlias, e.alias)
+			}
+			if e.dtype != 0 {
+				dst = appendVarintField(dst, fMetricDatatype, uint64(e.dtype))
+			}
+			dst = appendMetricRest(dst, v)
+			if e.hist {
+				dst = appendVarintField(dst, fMetricHistorical, 1)
+			}
+			dst = endLen(dst, start)
+			written++
 		case num == fPayloadSeq:
-			// The message's seq is the one it is sent with.
 		default:
 			dst = append(dst, body[:n+m]...)
 		}
 		body = body[n+m:]
 	}
-	return dst, marked, nil
+	return dst, written, nil
 }
 
-// metricKey returns the alias and timestamp of an encoded metric.
-func metricKey(b []byte) (alias, ts uint64, err error) {
+// readMetricHead reads the name, alias, timestamp and datatype of an
+// encoded metric.
+func readMetricHead(b []byte) (metricHead, error) {
+	var h metricHead
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, 0, protowire.ParseError(n)
-		}
-		if typ == protowire.VarintType && (num == fMetricAlias || num == fMetricTimestamp) {
-			v, k := protowire.ConsumeVarint(b[n:])
-			if k < 0 {
-				return 0, 0, protowire.ParseError(k)
-			}
-			if num == fMetricAlias {
-				alias = v
-			} else {
-				ts = v
-			}
-			b = b[n+k:]
-			continue
+			return h, protowire.ParseError(n)
 		}
 		k := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if k < 0 {
-			return 0, 0, protowire.ParseError(k)
+			return h, protowire.ParseError(k)
+		}
+		switch {
+		case typ == protowire.VarintType && (num == fMetricAlias || num == fMetricTimestamp || num == fMetricDatatype):
+			v, _ := protowire.ConsumeVarint(b[n:])
+			switch num {
+			case fMetricAlias:
+				h.alias, h.hasAlias = v, true
+			case fMetricTimestamp:
+				h.ts = v
+			default:
+				h.dtype = DataType(v)
+			}
+		case typ == protowire.BytesType && num == fMetricName:
+			h.name, _ = protowire.ConsumeBytes(b[n:])
 		}
 		b = b[n+k:]
 	}
-	return alias, ts, nil
+	return h, nil
+}
+
+// appendMetricRest appends the fields of encoded metric b but its name,
+// alias, datatype and historical flag (b was read by readMetricHead).
+func appendMetricRest(dst, b []byte) []byte {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		k := protowire.ConsumeFieldValue(num, typ, b[n:])
+		switch num {
+		case fMetricName, fMetricAlias, fMetricDatatype, fMetricHistorical:
+		default:
+			dst = append(dst, b[:n+k]...)
+		}
+		b = b[n+k:]
+	}
+	return dst
+}
+
+// appendRebirthed appends payload body (without its room) to dst, its
+// metrics for which hist(alias, timestamp) says so marked is_historical,
+// and returns it with the room in front, and whether any metric was
+// marked. Data that was not sent before a later birth goes out after it:
+// what is older than the values the birth carried is history, so that it
+// does not overwrite them at the host.
+func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
+	marked := false
+	dst, _, err := rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h *metricHead) metricEdit {
+		e := metricEdit{alias: h.alias, hasAlias: h.hasAlias, hist: hist(h.alias, h.ts)}
+		marked = marked || e.hist
+		return e
+	})
+	return dst, marked, err
+}
+
+// appendNamed appends payload body (without its room) to dst, each metric
+// with the name and datatype of its alias in dm instead of the alias: a
+// record that means the same to a later process, whose aliases and metric
+// versions may differ. Metrics whose alias dm does not have are left out;
+// it returns how many it wrote.
+func appendNamed(dst, body []byte, dm *devMetrics) ([]byte, int, error) {
+	return rewriteMetrics(dst, body, func(h *metricHead) metricEdit {
+		md := dm.byAliasDef(h.alias)
+		if md == nil || !h.hasAlias {
+			return metricEdit{drop: true}
+		}
+		return metricEdit{name: md.name, dtype: md.dtype}
+	})
 }

@@ -66,7 +66,7 @@ func TestMemStore(t *testing.T) {
 	payload := make([]byte, 700)
 	for i := range 10 {
 		payload[0] = byte(i)
-		if !s.Put(uint64(i), int64(i), payload) {
+		if !s.Put(Record{Device: "d", Token: uint64(i), Created: int64(i), Payload: payload}) {
 			t.Fatalf("put %d refused", i)
 		}
 	}
@@ -74,22 +74,22 @@ func TestMemStore(t *testing.T) {
 	if st.Messages != 4 || st.Bytes != 4*700 || st.Dropped != 6 {
 		t.Fatalf("stats %+v, want 4 held (1 KiB buffers in 4 KiB), 6 dropped", st)
 	}
-	if s.Put(99, 99, make([]byte, 5000)) || s.Stats().Dropped != 7 {
+	if s.Put(Record{Token: 99, Payload: make([]byte, 5000)}) || s.Stats().Dropped != 7 {
 		t.Error("a payload larger than the store was taken")
 	}
 	var got []uint64
-	s.Drain(func(tok uint64, created int64, b []byte) bool {
-		if int64(tok) != created || b[0] != byte(tok) {
-			t.Errorf("record %d: created %d, payload %d", tok, created, b[0])
+	s.Drain(func(r Record) bool {
+		if int64(r.Token) != r.Created || r.Payload[0] != byte(r.Token) || r.Device != "d" || r.Named {
+			t.Errorf("record %+v", r)
 		}
-		got = append(got, tok)
-		return tok != 7
+		got = append(got, r.Token)
+		return r.Token != 7
 	})
 	if len(got) != 2 || got[0] != 6 || got[1] != 7 || s.Stats().Messages != 3 {
 		t.Fatalf("drained %v, %d left; want 6, 7 (7 kept), 3 left", got, s.Stats().Messages)
 	}
 	got = got[:0]
-	s.Drain(func(tok uint64, _ int64, _ []byte) bool { got = append(got, tok); return true })
+	s.Drain(func(r Record) bool { got = append(got, r.Token); return true })
 	if len(got) != 3 || got[0] != 7 || s.Stats().Messages != 0 || s.Stats().Bytes != 0 {
 		t.Fatalf("drained %v, stats %+v", got, s.Stats())
 	}

@@ -172,6 +172,7 @@ func (n *Node) serve(c *connection) {
 		}
 		if n.live && check {
 			n.checkDevicesLocked()
+			n.flushStoreLocked() // what waits for a device's birth
 		}
 		if n.live && !n.hostOnline() {
 			// 3.0 §5.5: the primary host went offline: NDEATH, disconnect,
@@ -227,6 +228,7 @@ func (n *Node) birthLocked() {
 	}
 	n.live = true // publishLocked needs it; cleared again if anything fails
 	n.seq = 0
+	n.liveAt = time.Now()
 	if err := n.publishLocked(n.topics.nbirth, withSeq(n.nbirth(), 0)); err != nil {
 		return
 	}
@@ -305,7 +307,9 @@ func (n *Node) publishWait(ctx context.Context, c *connection, topic string, pay
 }
 
 // publishData sends a data message of a feed, or keeps it for the next
-// birth (pubMu held).
+// birth (pubMu held). While the store holds data this session has not
+// sent yet, new data joins it behind: the host gets every metric's values
+// in order.
 func (n *Node) publishData(m *sink.Message) {
 	idx, version := untoken(m.Token)
 	d := n.deviceOf(idx)
@@ -313,8 +317,8 @@ func (n *Node) publishData(m *sink.Message) {
 		n.st.unmapped.Add(1)
 		return
 	}
-	if !n.live {
-		n.cfg.Store.Put(m.Token, m.Created, body(m.Payload()))
+	if !n.live || n.backlog {
+		n.hold(d, version, m.Created, body(m.Payload()))
 		return
 	}
 	if d.removed.Load() || (!d.born && !d.up()) {
@@ -326,13 +330,40 @@ func (n *Node) publishData(m *sink.Message) {
 	if !d.born {
 		n.dbirthLocked(d)
 		if !n.live {
-			n.cfg.Store.Put(m.Token, m.Created, body(m.Payload()))
+			n.hold(d, version, m.Created, body(m.Payload()))
 			return
 		}
 	}
 	if !n.sendData(d, version, m.Created, body(m.Payload()), m.Payload()) {
-		n.cfg.Store.Put(m.Token, m.Created, body(m.Payload()))
+		n.hold(d, version, m.Created, body(m.Payload()))
 	}
+}
+
+// hold puts the body b of a data message made at created for device d's
+// metrics of version into the store (pubMu held). A durable store gets it
+// named (appendNamed): a later process gives the names its own aliases.
+func (n *Node) hold(d *device, version uint32, created int64, b []byte) {
+	n.backlog = true
+	r := Record{Device: d.id, Token: uint64(d.index)<<32 | uint64(version), Created: created, Payload: b}
+	if n.durable {
+		dm := d.metrics.Load()
+		if dm == nil || dm.version != version {
+			// Its metrics changed since it was encoded: stale, as it would
+			// be when the store is sent.
+			n.st.stale.Add(1)
+			return
+		}
+		var k int
+		var err error
+		n.named, k, err = appendNamed(n.named[:0], b, dm)
+		if err != nil || k == 0 {
+			n.log.Error("sparkplug: a data message does not decode", "device", d.id, "err", err)
+			n.st.stale.Add(1)
+			return
+		}
+		r.Payload, r.Named = n.named, true
+	}
+	n.cfg.Store.Put(r)
 }
 
 // sendData publishes the body b of a data message made at created for
@@ -362,6 +393,45 @@ func (n *Node) sendData(d *device, version uint32, created int64, b, p []byte) b
 		}
 		p = n.hist
 	}
+	return n.publishDDATA(d, p, hist)
+}
+
+// sendNamed publishes the named record b for device d (pubMu held, online,
+// d born) with the aliases d's metrics have now, found by name; a metric
+// not newer than the value the device's last DBIRTH carried is marked
+// historical. Metrics whose name d no longer has, or whose datatype
+// changed, are left out (counted): their values would not mean at the host
+// what they meant. It returns false when the connection failed.
+func (n *Node) sendNamed(d *device, b []byte) bool {
+	dm := d.metrics.Load()
+	hist, left := false, 0
+	var kept int
+	var err error
+	n.hist, kept, err = rewriteMetrics(append(n.hist[:0], 0, 0, 0), b, func(h *metricHead) metricEdit {
+		md := dm.byNameDef(h.name)
+		if md == nil || md.dtype != h.dtype {
+			left++
+			return metricEdit{drop: true}
+		}
+		bt, ok := d.birthTS[md.alias]
+		e := metricEdit{alias: md.alias, hasAlias: true, hist: !ok || h.ts <= bt}
+		hist = hist || e.hist
+		return e
+	})
+	n.st.staleMetrics.Add(uint64(left))
+	if err != nil || kept == 0 {
+		if err != nil {
+			n.log.Error("sparkplug: a held message does not decode", "device", d.id, "err", err)
+		}
+		n.st.stale.Add(1)
+		return true
+	}
+	return n.publishDDATA(d, n.hist, hist)
+}
+
+// publishDDATA publishes payload p (with its seq room) as d's DDATA and
+// counts it (pubMu held, online); false when the connection failed.
+func (n *Node) publishDDATA(d *device, p []byte, hist bool) bool {
 	if err := n.publishLocked(d.ddata, withSeq(p, n.seq)); err != nil {
 		return false
 	}
@@ -372,26 +442,61 @@ func (n *Node) sendData(d *device, version uint32, created int64, b, p []byte) b
 	return true
 }
 
-// flushStoreLocked sends what the store held, in order (pubMu held, just
-// born). Records of devices that are not born now, or whose metrics
-// changed since, are left out: their aliases or types may no longer be the
-// host's. What the connection did not take stays, in order.
+// heldDevice is the device of a held record (nil: none).
+func (n *Node) heldDevice(r *Record) *device {
+	if r.Named {
+		return n.byID[r.Device]
+	}
+	idx, _ := untoken(r.Token)
+	return n.deviceOf(idx)
+}
+
+// flushStoreLocked sends what the store held, in order (pubMu held, born).
+// A record of a device whose sessions are not up yet (the gateway just
+// started) stops it, keeping the order, until the device is born or
+// DeviceWait has passed since the node's birth: the session loop tries
+// again at its checks. Records of devices that are gone, or that waited
+// longer, are left out; so are those in alias form whose device's metrics
+// changed since (their aliases or types may no longer be the host's). What
+// the connection did not take stays, in order.
 func (n *Node) flushStoreLocked() {
-	if n.cfg.Store.Stats().Messages == 0 {
+	if !n.backlog {
 		return
 	}
-	n.cfg.Store.Drain(func(tok uint64, created int64, b []byte) bool {
+	if n.cfg.Store.Stats().Messages == 0 {
+		n.backlog = false
+		return
+	}
+	n.cfg.Store.Drain(func(r Record) bool {
 		if !n.live {
 			return false
 		}
-		idx, version := untoken(tok)
-		d := n.deviceOf(idx)
-		if d == nil || d.removed.Load() || !d.born {
+		d := n.heldDevice(&r)
+		if d == nil || d.removed.Load() {
 			n.st.stale.Add(1)
 			return true
 		}
-		return n.sendData(d, version, created, b, nil)
+		if !d.born {
+			switch {
+			case d.up():
+				n.dbirthLocked(d)
+				if !n.live {
+					return false
+				}
+			case time.Since(n.liveAt) < n.cfg.DeviceWait:
+				return false
+			default:
+				n.st.stale.Add(1)
+				return true
+			}
+		}
+		if r.Named {
+			return n.sendNamed(d, r.Payload)
+		}
+		_, version := untoken(r.Token)
+		return n.sendData(d, version, r.Created, r.Payload, nil)
 	})
+	n.backlog = n.cfg.Store.Stats().Messages > 0
 }
 
 // onMessage receives NCMD, DCMD and STATE (paho's goroutines).
