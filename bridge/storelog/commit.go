@@ -124,6 +124,7 @@ func (l *Log) fail(err error) {
 func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([]round, bool, error) {
 	budget := maxCommitBytes
 	work := false
+	grace := now.Sub(l.opened) < loadGrace
 	var gone []*Stream
 	var taken int64 // pending bytes taken, in l.used already
 	for _, s := range l.snapshot() {
@@ -145,6 +146,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 		rd.upTo, rd.upKnown = s.upTo, s.upKnown
 		savedUp, savedOK := s.upTo, s.upSaved
 		readers := s.readers
+		held := s.awaitedLocked(grace)
 		s.mu.Unlock()
 		// The newest token in the batch may have more messages to come:
 		// every one before it is whole, and so is the one the producer said
@@ -176,6 +178,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 			}
 			floor = min(floor, st.acked)
 		}
+		floor = min(floor, held)
 		if len(batch) > 0 || len(rd.cursors) > 0 || floor >= rd.first && rd.first <= rd.last+uint64(len(batch)) {
 			work = true
 		}
@@ -275,6 +278,29 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 	l.forget(gone)
 	l.applyRounds(rounds)
 	return rounds, true, nil
+}
+
+// loadGrace is how long after Open the durable cursors the file holds
+// keep their records for consumers whose readers are not made yet (a
+// variable for the tests).
+var loadGrace = 30 * time.Second
+
+// awaitedLocked returns the lowest cursor the file held of a consumer that
+// has no reader yet, while grace lasts (^0: none; s.mu held): the records
+// after it are not deleted before the consumer's reader is made (the
+// streams' readers are made one by one after Open). Past the grace, a
+// consumer that did not come back (a sink removed) holds nothing.
+func (s *Stream) awaitedLocked(grace bool) uint64 {
+	low := ^uint64(0)
+	if !grace {
+		return low
+	}
+	for consumer, c := range s.cursors {
+		if !slices.ContainsFunc(s.readers, func(r *Reader) bool { return r.consumer == consumer }) {
+			low = min(low, c.acked)
+		}
+	}
+	return low
 }
 
 // deleteThrough deletes the stream's records from its head up to seq

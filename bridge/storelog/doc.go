@@ -101,6 +101,12 @@
 // abandoned, logged). Exactly once across a crash is not to be had from a
 // broker that cannot drop a copy: the claim chooses the side.
 //
+// The readers are made one by one after Open: for loadGrace (30 s) after
+// it, the durable cursor of a consumer whose reader is not made yet keeps
+// the records after it, though the others' readers passed them; a
+// consumer that does not come back by then (a sink removed) holds
+// nothing.
+//
 // A pull reader (NewPullReader) has no queue: its owner takes the records
 // when it chooses, on its own goroutine (Pull), each moving the durable
 // cursor once taken (at-least-once: a crash before the next commit hands

@@ -155,8 +155,9 @@ type Log struct {
 	db       *bolt.DB
 	path     string
 
-	wake chan struct{} // cap 1: work for the committer
-	done chan struct{} // closed when the committer ended
+	wake   chan struct{} // cap 1: work for the committer
+	done   chan struct{} // closed when the committer ended
+	opened time.Time     // Open's time: loadGrace
 
 	mu      sync.Mutex
 	room    sync.Cond // producers waiting for room (block), under mu
@@ -212,6 +213,7 @@ func Open(opts Options) (*Log, error) {
 		path:     path,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		opened:   time.Now(),
 		streams:  map[string]*Stream{},
 	}
 	l.room.L = &l.mu

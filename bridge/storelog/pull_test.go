@@ -64,7 +64,8 @@ func TestPullReader(t *testing.T) {
 	if _, err := s.NewPullReader("node"); err == nil {
 		t.Fatal("a second reader of the same consumer")
 	}
-	if _, err := startReader(t, s, &testQueue{name: "q", auto: true}).Pull(func(*sink.Message) bool { return true }); err != ErrNotPull {
+	other, _ := l.Stream("other")
+	if _, err := startReader(t, other, &testQueue{name: "q", auto: true}).Pull(func(*sink.Message) bool { return true }); err != ErrNotPull {
 		t.Fatalf("Pull of a queue's reader: %v", err)
 	}
 	up := newUpstream()
@@ -214,4 +215,46 @@ func TestGiveWay(t *testing.T) {
 			return false
 		}
 	})
+}
+
+// After a restart, the records a consumer's durable cursor has not passed
+// stay until its reader is made, though the log commits meanwhile (the
+// readers are made one by one after Open), for loadGrace; a consumer that
+// does not come back within it holds nothing.
+func TestCursorsKeepRecordsUntilReaders(t *testing.T) {
+	for _, grace := range []bool{true, false} {
+		dir := t.TempDir()
+		l := openLog(t, dir, Options{})
+		s, _ := l.Stream("g")
+		r, _ := s.NewPullReader("node")
+		up := newUpstream()
+		for i := range 10 {
+			s.Enqueue(message(up, i, "w"))
+		}
+		testutil.WaitFor(t, 10*time.Second, "committed", func() bool { d, _ := up.settled(); return d == 10 })
+		pullAll(t, r, 3)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !grace {
+			defer func(g time.Duration) { loadGrace = g }(loadGrace)
+			loadGrace = 0
+		}
+		l = openLog(t, dir, Options{})
+		s, _ = l.Stream("g")
+		x, _ := l.Stream("x")
+		x.Enqueue(message(up, 100, "w"))
+		testutil.WaitFor(t, 10*time.Second, "a commit", func() bool { d, _ := up.settled(); return d == 11 })
+		r, err := s.NewPullReader("node")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := pullAll(t, r, -1)
+		if want := counting(3, 10); grace && !equalInts(got, want) || !grace && len(got) != 0 {
+			t.Errorf("grace %v: pulled %v", grace, got)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

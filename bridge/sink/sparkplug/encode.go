@@ -623,3 +623,25 @@ func appendNamed(dst, body []byte, dm *devMetrics) ([]byte, int, error) {
 		return metricEdit{name: md.name, dtype: md.dtype}
 	})
 }
+
+// appendAliased appends named record body (appendNamed's) to dst with the
+// room in front, each metric with its alias in dm, found by name, instead
+// of its name and datatype, marked historical when it is not newer than
+// birthTS says of the alias (the values of the device's last DBIRTH).
+// Metrics dm has no metric of that name and datatype for are left out:
+// their values would not mean what they meant. It returns how many
+// metrics it kept and left out, and whether any was marked.
+func appendAliased(dst, body []byte, dm *devMetrics, birthTS map[uint64]uint64) (out []byte, kept, left int, hist bool, err error) {
+	out, kept, err = rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h *metricHead) metricEdit {
+		md := dm.byNameDef(h.name)
+		if md == nil || md.dtype != h.dtype {
+			left++
+			return metricEdit{drop: true}
+		}
+		bt, ok := birthTS[md.alias]
+		e := metricEdit{alias: md.alias, hasAlias: true, hist: !ok || h.ts <= bt}
+		hist = hist || e.hist
+		return e
+	})
+	return out, kept, left, hist, err
+}

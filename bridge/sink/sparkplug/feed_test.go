@@ -97,32 +97,59 @@ func TestMemStore(t *testing.T) {
 
 // FuzzInbound: what the node takes from the broker or its store does not
 // panic it: a DCMD payload converted for metrics of every type, and a held
-// payload rewritten for a rebirth (which, when it parses, decodes).
+// payload rewritten for a rebirth, named for a durable store and given
+// aliases again (each of which decodes when the input did).
 func FuzzInbound(f *testing.F) {
 	var e encoder
 	p := beginPayload(nil, 5)
 	p, _ = e.appendMetric(p, &metric{alias: 1, hasAlias: true, ts: 4}, &ua.DataValue{Value: ua.NewDoubleVariant(1)}, Double)
 	f.Add(body(p))
+	np, _, _ := appendNamed(nil, body(p), testMetrics(metricDef{name: "Double", alias: 1, dtype: Double}))
+	f.Add(np)
 	cmd, _ := proto.Marshal(&pb.Payload{Metrics: []*pb.Payload_Metric{{Alias: proto.Uint64(1), Value: &pb.Payload_Metric_IntValue{IntValue: 7}}}})
 	f.Add(cmd)
 	var defs []metricDef
 	for t := ua.TypeBoolean; t <= ua.TypeDiagnosticInfo; t++ {
 		defs = append(defs, metricDef{name: t.String(), alias: 1, uaType: t, dtype: DataTypeOf(t, false)})
 	}
+	// Metrics with aliases 1… for the held records' names.
+	named := &devMetrics{}
+	for i, d := range defs {
+		d.alias = uint64(i + 1)
+		named.defs = append(named.defs, d)
+	}
+	named.index()
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var p pb.Payload
-		if proto.Unmarshal(in, &p) == nil {
+		valid := proto.Unmarshal(in, &p) == nil
+		if valid {
 			for _, m := range p.Metrics {
 				for i := range defs {
 					_, _ = variantOf(m, &defs[i])
 				}
 			}
 		}
+		// The rewritten payloads decode when the input did (the rewriting
+		// reads the metrics' own fields, not what they nest).
 		out, _, err := appendRebirthed(nil, in, func(alias, ts uint64) bool { return alias%2 == 0 })
-		if err == nil {
+		if err == nil && valid {
 			var q pb.Payload
 			if err := proto.Unmarshal(withSeq(out, 1), &q); err != nil {
 				t.Fatalf("rewritten payload does not decode: %v", err)
+			}
+		}
+		// Held named and given aliases again (a store's payload after a
+		// restart).
+		if b, _, err := appendNamed(nil, in, named); err == nil && valid {
+			var q pb.Payload
+			if err := proto.Unmarshal(b, &q); err != nil {
+				t.Fatalf("named payload does not decode: %v", err)
+			}
+		}
+		if out, _, _, _, err := appendAliased(nil, in, named, nil); err == nil && valid {
+			var q pb.Payload
+			if err := proto.Unmarshal(withSeq(out, 1), &q); err != nil {
+				t.Fatalf("aliased payload does not decode: %v", err)
 			}
 		}
 	})

@@ -403,21 +403,10 @@ func (n *Node) sendData(d *device, version uint32, created int64, b, p []byte) b
 // changed, are left out (counted): their values would not mean at the host
 // what they meant. It returns false when the connection failed.
 func (n *Node) sendNamed(d *device, b []byte) bool {
-	dm := d.metrics.Load()
-	hist, left := false, 0
-	var kept int
+	var kept, left int
+	var hist bool
 	var err error
-	n.hist, kept, err = rewriteMetrics(append(n.hist[:0], 0, 0, 0), b, func(h *metricHead) metricEdit {
-		md := dm.byNameDef(h.name)
-		if md == nil || md.dtype != h.dtype {
-			left++
-			return metricEdit{drop: true}
-		}
-		bt, ok := d.birthTS[md.alias]
-		e := metricEdit{alias: md.alias, hasAlias: true, hist: !ok || h.ts <= bt}
-		hist = hist || e.hist
-		return e
-	})
+	n.hist, kept, left, hist, err = appendAliased(n.hist, b, d.metrics.Load(), d.birthTS)
 	n.st.staleMetrics.Add(uint64(left))
 	if err != nil || kept == 0 {
 		if err != nil {
