@@ -11,6 +11,7 @@ import (
 	"github.com/uagate/gateway/bridge/sink"
 	pb "github.com/uagate/gateway/bridge/sink/sparkplug/sparkplugpb"
 	"github.com/uagate/gateway/bridge/storelog"
+	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -316,5 +317,38 @@ func TestNodeHoldsNamed(t *testing.T) {
 		if m.GetName() != fmt.Sprintf("Field%05d", i) || DataType(m.GetDatatype()) != Double || m.Alias != nil {
 			t.Errorf("held metric %d: %v", i, m)
 		}
+	}
+}
+
+// TestHeldWaitsForDevice: after the node's birth, held data of a device
+// whose session is not up waits for its DBIRTH, and the data after it
+// joins it, in order; past DeviceWait it is left out, counted as stale,
+// and the store is empty.
+func TestHeldWaitsForDevice(t *testing.T) {
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	seen := watch(t, mosq.URL())
+	node, _, b, _ := feedFixture(t, 10) // its writer group has no session: never up
+	node.cfg.URL, node.cfg.DeviceWait, node.cfg.CheckInterval = mosq.URL(), 2*time.Second, 50*time.Millisecond
+	f := node.Feed(nodeQueue{node})
+	f.Values(b)
+	f.Values(b)
+	if st := node.Stats(); st.Store.Messages != 2 {
+		t.Fatalf("held %+v before the birth", st.Store)
+	}
+	if err := node.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close(t.Context())
+	testutil.WaitFor(t, 10*time.Second, "NBIRTH", func() bool { return contains(seen(), "NBIRTH") })
+	f.Values(b) // joins what waits
+	if st := node.Stats(); st.Store.Messages != 3 || st.Stale != 0 || st.DataMessages != 0 {
+		t.Fatalf("right after the birth: %+v", st)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the held data left out after DeviceWait", func() bool {
+		st := node.Stats()
+		return st.Stale == 3 && st.Store.Messages == 0
+	})
+	if contains(seen(), "DDATA") || contains(seen(), "DBIRTH") {
+		t.Errorf("sent for a device that never came up: %v", seen())
 	}
 }
