@@ -80,22 +80,30 @@ func (dm *devMetrics) index() {
 	slices.SortFunc(dm.byAlias, func(a, b int32) int { return cmp.Compare(dm.defs[a].alias, dm.defs[b].alias) })
 }
 
-// byAliasDef returns the metric of alias (nil: none, or an event field).
-func (dm *devMetrics) byAliasDef(alias uint64) *metricDef {
+// aliasIndex returns the index of the metric of alias (-1: none, or an
+// event field), trying hint first.
+func (dm *devMetrics) aliasIndex(alias uint64, hint int) int {
+	if hint < len(dm.defs) && dm.defs[hint].alias == alias && !dm.defs[hint].event {
+		return hint
+	}
 	i, ok := slices.BinarySearchFunc(dm.byAlias, alias, func(k int32, a uint64) int { return cmp.Compare(dm.defs[k].alias, a) })
 	if !ok || dm.defs[dm.byAlias[i]].event {
-		return nil
+		return -1
 	}
-	return &dm.defs[dm.byAlias[i]]
+	return int(dm.byAlias[i])
 }
 
-// byNameDef returns the metric named name (nil: none).
-func (dm *devMetrics) byNameDef(name []byte) *metricDef {
+// nameIndex returns the index of the metric named name (-1: none, or an
+// event field), trying hint first.
+func (dm *devMetrics) nameIndex(name []byte, hint int) int {
+	if hint < len(dm.defs) && dm.defs[hint].name == string(name) && !dm.defs[hint].event {
+		return hint
+	}
 	i, ok := dm.byName[string(name)]
 	if !ok {
-		return nil
+		return -1
 	}
-	return &dm.defs[i]
+	return int(i)
 }
 
 // metricDef is one metric of a device.

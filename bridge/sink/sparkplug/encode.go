@@ -489,12 +489,13 @@ type metricEdit struct {
 }
 
 // rewriteMetrics appends the fields of payload body (without its room) to
-// dst, each metric as edit says of it: the edit's name, alias, datatype
-// and historical flag instead of the metric's own, its other fields
-// (timestamp, is_null, properties, value) as they were. The payload's seq
-// is left out: a message's seq is the one it is sent with. It returns how
+// dst, each metric as edit says of it: its timestamp, is_null, properties
+// and value as they were, then the edit's name, alias, datatype and
+// historical flag instead of the metric's own (a protobuf message's fields
+// may come in any order: one pass writes the metric). The payload's seq is
+// left out: a message's seq is the one it is sent with. It returns how
 // many metrics it wrote. edit must not keep the head's name.
-func rewriteMetrics(dst, body []byte, edit func(*metricHead) metricEdit) ([]byte, int, error) {
+func rewriteMetrics(dst, body []byte, edit func(metricHead) metricEdit) ([]byte, int, error) {
 	written := 0
 	for len(body) > 0 {
 		num, typ, n := protowire.ConsumeTag(body)
@@ -511,16 +512,19 @@ func rewriteMetrics(dst, body []byte, edit func(*metricHead) metricEdit) ([]byte
 		switch {
 		case num == fPayloadMetrics && typ == protowire.BytesType:
 			v, _ := protowire.ConsumeBytes(body[n:])
-			h, err := readMetricHead(v)
-			if err != nil {
-				return dst, written, err
+			mark := len(dst)
+			var start int
+			var h metricHead
+			var err error
+			dst, start = beginLen(dst, fPayloadMetrics)
+			if dst, h, err = appendMetricRest(dst, v); err != nil {
+				return dst[:mark], written, err
 			}
-			e := edit(&h)
+			e := edit(h)
 			if e.drop {
+				dst = dst[:mark]
 				break
 			}
-			var start int
-			dst, start = beginLen(dst, fPayloadMetrics)
 			if e.name != "" {
 				dst = appendStringField(dst, fMetricName, e.name)
 			}
@@ -530,7 +534,6 @@ func rewriteMetrics(dst, body []byte, edit func(*metricHead) metricEdit) ([]byte
 			if e.dtype != 0 {
 				dst = appendVarintField(dst, fMetricDatatype, uint64(e.dtype))
 			}
-			dst = appendMetricRest(dst, v)
 			if e.hist {
 				dst = appendVarintField(dst, fMetricHistorical, 1)
 			}
@@ -545,52 +548,40 @@ func rewriteMetrics(dst, body []byte, edit func(*metricHead) metricEdit) ([]byte
 	return dst, written, nil
 }
 
-// readMetricHead reads the name, alias, timestamp and datatype of an
-// encoded metric.
-func readMetricHead(b []byte) (metricHead, error) {
+// appendMetricRest appends the fields of encoded metric b but its name,
+// alias, datatype and historical flag, and returns what it read of them
+// (and of its timestamp).
+func appendMetricRest(dst, b []byte) ([]byte, metricHead, error) {
 	var h metricHead
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return h, protowire.ParseError(n)
+			return dst, h, protowire.ParseError(n)
 		}
 		k := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if k < 0 {
-			return h, protowire.ParseError(k)
+			return dst, h, protowire.ParseError(k)
 		}
 		switch {
-		case typ == protowire.VarintType && (num == fMetricAlias || num == fMetricTimestamp || num == fMetricDatatype):
-			v, _ := protowire.ConsumeVarint(b[n:])
-			switch num {
-			case fMetricAlias:
-				h.alias, h.hasAlias = v, true
-			case fMetricTimestamp:
-				h.ts = v
-			default:
-				h.dtype = DataType(v)
-			}
-		case typ == protowire.BytesType && num == fMetricName:
+		case num == fMetricName && typ == protowire.BytesType:
 			h.name, _ = protowire.ConsumeBytes(b[n:])
-		}
-		b = b[n+k:]
-	}
-	return h, nil
-}
-
-// appendMetricRest appends the fields of encoded metric b but its name,
-// alias, datatype and historical flag (b was read by readMetricHead).
-func appendMetricRest(dst, b []byte) []byte {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		k := protowire.ConsumeFieldValue(num, typ, b[n:])
-		switch num {
-		case fMetricName, fMetricAlias, fMetricDatatype, fMetricHistorical:
+		case num == fMetricAlias && typ == protowire.VarintType:
+			h.alias, _ = protowire.ConsumeVarint(b[n:])
+			h.hasAlias = true
+		case num == fMetricDatatype && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(b[n:])
+			h.dtype = DataType(v)
+		case num == fMetricName, num == fMetricAlias, num == fMetricDatatype, num == fMetricHistorical:
+			// Of another wire type: left out as the well-typed ones are.
 		default:
+			if num == fMetricTimestamp && typ == protowire.VarintType {
+				h.ts, _ = protowire.ConsumeVarint(b[n:])
+			}
 			dst = append(dst, b[:n+k]...)
 		}
 		b = b[n+k:]
 	}
-	return dst
+	return dst, h, nil
 }
 
 // appendRebirthed appends payload body (without its room) to dst, its
@@ -601,7 +592,7 @@ func appendMetricRest(dst, b []byte) []byte {
 // does not overwrite them at the host.
 func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
 	marked := false
-	dst, _, err := rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h *metricHead) metricEdit {
+	dst, _, err := rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h metricHead) metricEdit {
 		e := metricEdit{alias: h.alias, hasAlias: h.hasAlias, hist: hist(h.alias, h.ts)}
 		marked = marked || e.hist
 		return e
@@ -615,12 +606,14 @@ func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte
 // versions may differ. Metrics whose alias dm does not have are left out;
 // it returns how many it wrote.
 func appendNamed(dst, body []byte, dm *devMetrics) ([]byte, int, error) {
-	return rewriteMetrics(dst, body, func(h *metricHead) metricEdit {
-		md := dm.byAliasDef(h.alias)
-		if md == nil || !h.hasAlias {
+	next := 0 // a writer's metrics come in the order of its fields
+	return rewriteMetrics(dst, body, func(h metricHead) metricEdit {
+		i := dm.aliasIndex(h.alias, next)
+		if i < 0 || !h.hasAlias {
 			return metricEdit{drop: true}
 		}
-		return metricEdit{name: md.name, dtype: md.dtype}
+		next = i + 1
+		return metricEdit{name: dm.defs[i].name, dtype: dm.defs[i].dtype}
 	})
 }
 
@@ -632,12 +625,15 @@ func appendNamed(dst, body []byte, dm *devMetrics) ([]byte, int, error) {
 // their values would not mean what they meant. It returns how many
 // metrics it kept and left out, and whether any was marked.
 func appendAliased(dst, body []byte, dm *devMetrics, birthTS map[uint64]uint64) (out []byte, kept, left int, hist bool, err error) {
-	out, kept, err = rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h *metricHead) metricEdit {
-		md := dm.byNameDef(h.name)
-		if md == nil || md.dtype != h.dtype {
+	next := 0
+	out, kept, err = rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h metricHead) metricEdit {
+		i := dm.nameIndex(h.name, next)
+		if i < 0 || dm.defs[i].dtype != h.dtype {
 			left++
 			return metricEdit{drop: true}
 		}
+		next = i + 1
+		md := &dm.defs[i]
 		bt, ok := birthTS[md.alias]
 		e := metricEdit{alias: md.alias, hasAlias: true, hist: !ok || h.ts <= bt}
 		hist = hist || e.hist
