@@ -21,6 +21,11 @@ import (
 // reader with the sink's durable cursor. The WebSocket hub still takes the
 // groups' messages directly: it shows live data, not the log.
 //
+// A Sparkplug sink's node holds what it cannot send (its primary host
+// offline) in a stream of its own, sparkplug.StreamName(sink), that it
+// reads itself (sparkplug.LogStore); no sink's reader is made for it, and
+// one of a Sparkplug sink no longer configured is dropped at the start.
+//
 // A stream outlives its writer group: a group removed by a reload, or
 // handed to another replica, leaves what its sinks have not had yet in the
 // log, and the readers go on delivering it. At a start, streams of groups

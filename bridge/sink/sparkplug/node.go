@@ -54,7 +54,8 @@ type Config struct {
 	PrimaryHostID string
 	// Store holds the data while the node is not online; default a
 	// MemStore of StoreBytes (default config.DefaultSparkplugStoreBytes).
-	// The gateway gives a LogStore when the store-and-forward log is on.
+	// The gateway gives a LogStore when the store-and-forward log is on
+	// (StoreBytes then does not apply).
 	Store      Store
 	StoreBytes int
 	// DeviceWait is how long, after the node's birth, held data of a
