@@ -37,22 +37,31 @@ func childStatus(t *testing.T, child *gatewayChild) func() (api.Status, bool) {
 	}
 }
 
-// TestSparkplugHeldKill9: what a Sparkplug node holds for its primary host
-// survives a kill -9 of the gateway. A gateway process, its host offline,
-// holds the Counter's values in the store-and-forward log; the upstream
-// stops (nothing more to hold), and once what it held is in the log the
-// process is killed with SIGKILL. Started again with the writer's fields
-// in another order (other aliases: held data is named in the log) and the
-// upstream back, it sends — once the host is online — after its births
-// every value the killed process held, as historical metrics with the new
-// aliases, in order, none twice, none left out; then what it held itself
-// and live data.
+// TestSparkplugHeldKill9: what a Sparkplug node holds survives a kill -9
+// of the gateway, whether it held it for its primary host (offline) or
+// because its broker was down. A gateway process holds the Counter's
+// values in the store-and-forward log; the upstream stops (nothing more to
+// hold), and once what it held is in the log the process is killed with
+// SIGKILL. Started again with the writer's fields in another order (other
+// aliases: held data is named in the log) and the upstream back, it sends
+// after its births — once the host is online, or the broker back — every
+// value the killed process held, as historical metrics with the new
+// aliases, in order, none twice, none left out; then live data.
 func TestSparkplugHeldKill9(t *testing.T) {
+	t.Run("host-offline", func(t *testing.T) { testSparkplugHeldKill9(t, true) })
+	t.Run("broker-down", func(t *testing.T) { testSparkplugHeldKill9(t, false) })
+}
+
+func testSparkplugHeldKill9(t *testing.T, hostOffline bool) {
 	sim := startSim(t, 20*time.Millisecond)
 	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	host := startSpHost(t, mosq.URL(), "plant")
 	isolate(t) // the children's state directory and API port
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	sp := config.Sparkplug{}
+	if hostOffline {
+		sp.PrimaryHostID = "scada"
+	}
 	write := func(fields ...config.Field) {
 		c := &config.Config{
 			Gateway:   config.Gateway{PublisherID: "e2e"},
@@ -61,7 +70,7 @@ func TestSparkplugHeldKill9(t *testing.T) {
 				Name: "line", Endpoint: "sim", PublishingInterval: dur(20 * time.Millisecond),
 				Writers: []config.DataSetWriter{writer("demo", fields...)},
 			}},
-			Sinks: sparkplugSink(mosq.URL(), config.Sparkplug{PrimaryHostID: "scada"}),
+			Sinks: sparkplugSink(mosq.URL(), sp),
 		}
 		if err := os.WriteFile(path, []byte(marshalConfig(t, c)), 0o600); err != nil {
 			t.Fatal(err)
@@ -79,9 +88,17 @@ func TestSparkplugHeldKill9(t *testing.T) {
 		}
 	})
 	status := childStatus(t, first)
-	waitUntil(t, nil, e2eWait, "the node holding data for the offline host", func() bool {
+	if !hostOffline {
+		host.waitFor(nil, "DDATA of the first process", 0, 3, kind("DDATA", "line.demo"))
+		mosq.Stop()
+	}
+	waitUntil(t, nil, e2eWait, "the node holding data", func() bool {
 		st, ok := status()
-		return ok && st.Sparkplug[0].State == sparkplug.StateWaiting && st.Sparkplug[0].Store.Messages >= 30
+		want := sparkplug.StateWaiting
+		if !hostOffline {
+			want = sparkplug.StateOffline
+		}
+		return ok && st.Sparkplug[0].State == want && st.Sparkplug[0].Store.Messages >= 30
 	})
 	// The upstream stops; once its session is down and everything the
 	// node was given is in the log, the process is killed.
@@ -107,20 +124,26 @@ func TestSparkplugHeldKill9(t *testing.T) {
 		return false
 	})
 	first.kill()
-	if n := len(host.find(kind("NBIRTH", ""))); n != 0 {
+	if n := len(host.find(kind("NBIRTH", ""))); hostOffline && n != 0 {
 		t.Fatalf("%d NBIRTHs while the host was offline", n)
+	}
+	if !hostOffline {
+		mosq.Start()
+		host.waitSubscribed()
 	}
 
 	sim.restart()
 	write(field("Sine", server.NodeSine), field("Counter", server.NodeCounter))
+	mark := len(host.all())
 	second = startGatewayChild(t, path, "GORACE=atexit_sleep_ms=0")
 	status = childStatus(t, second)
-	waitUntil(t, nil, e2eWait, "the node started again, waiting for the host", func() bool {
-		st, ok := status()
-		return ok && st.Sparkplug[0].State == sparkplug.StateWaiting && st.Sparkplug[0].Store.Messages >= held
-	})
-	mark := len(host.all())
-	host.state("scada", true, time.Now().UnixMilli())
+	if hostOffline {
+		waitUntil(t, nil, e2eWait, "the node started again, waiting for the host", func() bool {
+			st, ok := status()
+			return ok && st.Sparkplug[0].State == sparkplug.StateWaiting && st.Sparkplug[0].Store.Messages >= held
+		})
+		host.state("scada", true, time.Now().UnixMilli())
+	}
 	host.waitFor(nil, "live DDATA after the held data", mark, 5, func(m spMsg) bool {
 		return m.kind == "DDATA" && len(m.p.Metrics) > 0 && !m.p.Metrics[len(m.p.Metrics)-1].GetIsHistorical()
 	})
@@ -156,9 +179,9 @@ func TestSparkplugHeldKill9(t *testing.T) {
 		}
 	}
 	st, _ := status()
-	sp := st.Sparkplug[0]
-	if sp.Stale != 0 || sp.StaleMetrics != 0 || sp.Store.Messages != 0 || sp.Store.Dropped != 0 || sp.Historical < uint64(held) {
-		t.Errorf("node after the drain: %+v", sp)
+	node := st.Sparkplug[0]
+	if node.Stale != 0 || node.StaleMetrics != 0 || node.Store.Messages != 0 || node.Store.Dropped != 0 || node.Historical < uint64(held) {
+		t.Errorf("node after the drain: %+v", node)
 	}
 	t.Logf("held before the kill: %d DDATA, Counter %v..%v (alias %d after the restart); then %d values, %d live",
 		held, vals[0], vals[len(vals)-1], alias, len(after), len(after)-countTrue(afterHist))

@@ -441,13 +441,14 @@ func (n *Node) heldDevice(r *Record) *device {
 }
 
 // flushStoreLocked sends what the store held, in order (pubMu held, born).
-// A record of a device whose sessions are not up yet (the gateway just
-// started) stops it, keeping the order, until the device is born or
-// DeviceWait has passed since the node's birth: the session loop tries
-// again at its checks. Records of devices that are gone, or that waited
-// longer, are left out; so are those in alias form whose device's metrics
-// changed since (their aliases or types may no longer be the host's). What
-// the connection did not take stays, in order.
+// A record of a device the node does not know yet (its writer group still
+// starting) or whose sessions are not up yet (the gateway just started)
+// stops it, keeping the order, until the device is born or DeviceWait has
+// passed since the node's birth: the session loop tries again at its
+// checks. Records of devices that are gone, or that waited longer, are
+// left out; so are those in alias form whose device's metrics changed
+// since (their aliases or types may no longer be the host's). What the
+// connection did not take stays, in order.
 func (n *Node) flushStoreLocked() {
 	if !n.backlog {
 		return
@@ -461,23 +462,23 @@ func (n *Node) flushStoreLocked() {
 			return false
 		}
 		d := n.heldDevice(&r)
-		if d == nil || d.removed.Load() {
+		switch {
+		case d != nil && d.removed.Load():
 			n.st.stale.Add(1)
 			return true
-		}
-		if !d.born {
-			switch {
-			case d.up():
-				n.dbirthLocked(d)
-				if !n.live {
-					return false
-				}
-			case time.Since(n.liveAt) < n.cfg.DeviceWait:
+		case d != nil && !d.born && d.up():
+			n.dbirthLocked(d)
+			if !n.live {
 				return false
-			default:
-				n.st.stale.Add(1)
-				return true
 			}
+		case d == nil || !d.born:
+			// Not known yet (its writer group starting) or its sessions
+			// not up yet.
+			if time.Since(n.liveAt) < n.cfg.DeviceWait {
+				return false
+			}
+			n.st.stale.Add(1)
+			return true
 		}
 		if r.Named {
 			return n.sendNamed(d, r.Payload)
