@@ -10,7 +10,8 @@
 //     primary host's STATE, NBIRTH and the DBIRTHs, the data, NDEATH and
 //     a clean disconnect at Close. Stats is its state for the read model.
 //   - The devices (devices.go): made from the running writer groups
-//     (Config.Source), kept for the node's life, each with its metrics
+//     (Config.Source), before any connection too (what the feeds encode
+//     while the broker is away is held), kept for the node's life, each with its metrics
 //     (names, aliases, datatypes) made anew at its births from the groups'
 //     last values.
 //   - The feeds (feed.go): one bridge.ValueSink per writer group, which

@@ -42,6 +42,9 @@ func (n *Node) run() {
 	bo := n.cfg.Backoff
 	bo.MaxElapsed = 0
 	for n.ctx.Err() == nil {
+		// The devices exist before a connection does: what the feeds
+		// encode while the broker is away is held, not unmapped.
+		n.refreshDevices()
 		c, err := n.dial()
 		if err != nil {
 			if n.ctx.Err() != nil {
@@ -51,11 +54,7 @@ func (n *Node) run() {
 			n.setErr(err)
 			d, _ := bo.Next(err)
 			n.log.Warn("sparkplug: connect failed", "err", err, "retryIn", d.Round(time.Millisecond))
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-n.ctx.Done():
-				t.Stop()
+			if !n.waitRetry(d) {
 				return
 			}
 			continue
@@ -63,6 +62,34 @@ func (n *Node) run() {
 		bo.Reset()
 		n.st.connects.Add(1)
 		n.serve(c)
+	}
+}
+
+// refreshDevices makes the devices what the writer groups say now.
+func (n *Node) refreshDevices() {
+	n.pubMu.Lock()
+	n.refresh.Store(false)
+	n.refreshLocked()
+	n.pubMu.Unlock()
+}
+
+// waitRetry waits d before the next connection attempt, refreshing the
+// devices when the writer groups change meanwhile; false when the node
+// closes.
+func (n *Node) waitRetry(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-n.wake:
+			if n.refresh.Load() {
+				n.refreshDevices()
+			}
+		case <-n.ctx.Done():
+			return false
+		}
 	}
 }
 

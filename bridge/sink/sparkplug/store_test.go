@@ -2,6 +2,7 @@ package sparkplug
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -350,5 +351,39 @@ func TestHeldWaitsForDevice(t *testing.T) {
 	})
 	if contains(seen(), "DDATA") || contains(seen(), "DBIRTH") {
 		t.Errorf("sent for a device that never came up: %v", seen())
+	}
+}
+
+// TestHeldWhileBrokerDownAtStart: a node whose broker is away from the
+// start makes its devices all the same, so that what its feeds encode is
+// held, not left unmapped.
+func TestHeldWhileBrokerDownAtStart(t *testing.T) {
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	url := mosq.URL()
+	mosq.Kill()
+	node, _, b, _ := feedFixture(t, 10)
+	n, err := New(Config{URL: url, GroupID: "G", EdgeNodeID: "E", Logger: testutil.Logger(t), Source: node.cfg.Source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(t.Context())
+	testutil.WaitFor(t, 10*time.Second, "a failed connection attempt and the device made", func() bool {
+		st := n.Stats()
+		return st.ConnectFailures > 0 && st.Devices == 1
+	})
+	// The fixture's group has no session: its fields' datatypes are
+	// declared as the fixture does.
+	n.pubMu.Lock()
+	d := n.devs[0]
+	dm := *d.metrics.Load()
+	dm.defs = slices.Clone(node.devs[0].metrics.Load().defs)
+	d.metrics.Store(&dm)
+	n.pubMu.Unlock()
+	n.Feed(nodeQueue{n}).Values(b)
+	if st := n.Stats(); st.Store.Messages != 1 || st.Unmapped != 0 {
+		t.Fatalf("stats %+v: want the DDATA held", st)
 	}
 }
