@@ -47,12 +47,19 @@ func childStatus(t *testing.T, child *gatewayChild) func() (api.Status, bool) {
 // after its births — once the host is online, or the broker back — every
 // value the killed process held, as historical metrics with the new
 // aliases, in order, none twice, none left out; then live data.
+//
+// host-offline: the host comes online once the new process waits for it;
+// host-back: it is online before the new process starts, which is born at
+// once, before its writer group has values (the held data waits for its
+// device's DBIRTH with the metrics' types); broker-down: no primary host,
+// the broker stopped before the kill and started again.
 func TestSparkplugHeldKill9(t *testing.T) {
-	t.Run("host-offline", func(t *testing.T) { testSparkplugHeldKill9(t, true) })
-	t.Run("broker-down", func(t *testing.T) { testSparkplugHeldKill9(t, false) })
+	t.Run("host-offline", func(t *testing.T) { testSparkplugHeldKill9(t, true, false) })
+	t.Run("host-back", func(t *testing.T) { testSparkplugHeldKill9(t, true, true) })
+	t.Run("broker-down", func(t *testing.T) { testSparkplugHeldKill9(t, false, false) })
 }
 
-func testSparkplugHeldKill9(t *testing.T, hostOffline bool) {
+func testSparkplugHeldKill9(t *testing.T, hostOffline, hostBackFirst bool) {
 	sim := startSim(t, 20*time.Millisecond)
 	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	host := startSpHost(t, mosq.URL(), "plant")
@@ -135,9 +142,12 @@ func testSparkplugHeldKill9(t *testing.T, hostOffline bool) {
 	sim.restart()
 	write(field("Sine", server.NodeSine), field("Counter", server.NodeCounter))
 	mark := len(host.all())
+	if hostBackFirst {
+		host.state("scada", true, time.Now().UnixMilli())
+	}
 	second = startGatewayChild(t, path, "GORACE=atexit_sleep_ms=0")
 	status = childStatus(t, second)
-	if hostOffline {
+	if hostOffline && !hostBackFirst {
 		waitUntil(t, nil, e2eWait, "the node started again, waiting for the host", func() bool {
 			st, ok := status()
 			return ok && st.Sparkplug[0].State == sparkplug.StateWaiting && st.Sparkplug[0].Store.Messages >= held

@@ -70,9 +70,10 @@
 // overwrite current ones at the host. Values for a device that died are
 // left out (its next DBIRTH carries the current ones); so are held
 // messages whose device's metrics changed meanwhile (counted as stale).
-// Held data of a device whose sessions are not up yet at the birth (the
-// gateway just started) waits for its DBIRTH, up to Config.DeviceWait,
-// then is left out (stale).
+// Held data of a device the node does not know yet or whose sessions are
+// not up yet at the birth (the gateway just started) waits for its DBIRTH
+// — one that knows its metrics' types — up to Config.DeviceWait, then is
+// left out (stale).
 //
 // # Held data across a restart
 //

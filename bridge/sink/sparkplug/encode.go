@@ -617,27 +617,39 @@ func appendNamed(dst, body []byte, dm *devMetrics) ([]byte, int, error) {
 	})
 }
 
+// aliased is what appendAliased did: the metrics it kept and left out,
+// those of them whose metric in dm has no type yet (its first value not
+// come: unknown), and whether any kept one was marked historical.
+type aliased struct {
+	kept, left, unknown int
+	hist                bool
+}
+
 // appendAliased appends named record body (appendNamed's) to dst with the
 // room in front, each metric with its alias in dm, found by name, instead
 // of its name and datatype, marked historical when it is not newer than
 // birthTS says of the alias (the values of the device's last DBIRTH).
 // Metrics dm has no metric of that name and datatype for are left out:
-// their values would not mean what they meant. It returns how many
-// metrics it kept and left out, and whether any was marked.
-func appendAliased(dst, body []byte, dm *devMetrics, birthTS map[uint64]uint64) (out []byte, kept, left int, hist bool, err error) {
+// their values would not mean what they meant.
+func appendAliased(dst, body []byte, dm *devMetrics, birthTS map[uint64]uint64) ([]byte, aliased, error) {
+	var a aliased
 	next := 0
-	out, kept, err = rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h metricHead) metricEdit {
+	out, kept, err := rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h metricHead) metricEdit {
 		i := dm.nameIndex(h.name, next)
+		if i >= 0 && dm.defs[i].uaType == ua.TypeNull {
+			a.unknown++
+		}
 		if i < 0 || dm.defs[i].dtype != h.dtype {
-			left++
+			a.left++
 			return metricEdit{drop: true}
 		}
 		next = i + 1
 		md := &dm.defs[i]
 		bt, ok := birthTS[md.alias]
 		e := metricEdit{alias: md.alias, hasAlias: true, hist: !ok || h.ts <= bt}
-		hist = hist || e.hist
+		a.hist = a.hist || e.hist
 		return e
 	})
-	return out, kept, left, hist, err
+	a.kept = kept
+	return out, a, err
 }

@@ -146,7 +146,7 @@ func FuzzInbound(f *testing.F) {
 				t.Fatalf("named payload does not decode: %v", err)
 			}
 		}
-		if out, _, _, _, err := appendAliased(nil, in, named, nil); err == nil && valid {
+		if out, _, err := appendAliased(nil, in, named, nil); err == nil && valid {
 			var q pb.Payload
 			if err := proto.Unmarshal(withSeq(out, 1), &q); err != nil {
 				t.Fatalf("aliased payload does not decode: %v", err)

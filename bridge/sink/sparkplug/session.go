@@ -428,21 +428,26 @@ func (n *Node) sendData(d *device, version uint32, created int64, b, p []byte) b
 // not newer than the value the device's last DBIRTH carried is marked
 // historical. Metrics whose name d no longer has, or whose datatype
 // changed, are left out (counted): their values would not mean at the host
-// what they meant. It returns false when the connection failed.
+// what they meant. A record with metrics whose type the device does not
+// know yet (no value since the start: its next DBIRTH will say) waits for
+// it, up to DeviceWait after the node's birth. It returns false when the
+// record waits or the connection failed.
 func (n *Node) sendNamed(d *device, b []byte) bool {
-	var kept, left int
-	var hist bool
+	var a aliased
 	var err error
-	n.hist, kept, left, hist, err = appendAliased(n.hist, b, d.metrics.Load(), d.birthTS)
-	n.st.staleMetrics.Add(uint64(left))
-	if err != nil || kept == 0 {
+	n.hist, a, err = appendAliased(n.hist, b, d.metrics.Load(), d.birthTS)
+	if err == nil && a.unknown > 0 && time.Since(n.liveAt) < n.cfg.DeviceWait {
+		return false
+	}
+	n.st.staleMetrics.Add(uint64(a.left))
+	if err != nil || a.kept == 0 {
 		if err != nil {
 			n.log.Error("sparkplug: a held message does not decode", "device", d.id, "err", err)
 		}
 		n.st.stale.Add(1)
 		return true
 	}
-	return n.publishDDATA(d, n.hist, hist)
+	return n.publishDDATA(d, n.hist, a.hist)
 }
 
 // publishDDATA publishes payload p (with its seq room) as d's DDATA and

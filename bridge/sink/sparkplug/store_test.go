@@ -244,13 +244,13 @@ func TestNamedRecords(t *testing.T) {
 	}
 
 	after := testMetrics(
-		metricDef{name: "Sine", alias: 7, dtype: Double},
-		metricDef{name: "Counter", alias: 8, dtype: Double},
-		metricDef{name: "Mode", alias: 9, dtype: UInt32},
+		metricDef{name: "Sine", alias: 7, dtype: Double, uaType: ua.TypeDouble},
+		metricDef{name: "Counter", alias: 8, dtype: Double, uaType: ua.TypeDouble},
+		metricDef{name: "Mode", alias: 9, dtype: UInt32, uaType: ua.TypeUInt32},
 	)
-	out, kept, left, hist, err := appendAliased(nil, named, after, map[uint64]uint64{7: 200, 8: 500, 9: 500})
-	if err != nil || kept != 2 || left != 2 || !hist {
-		t.Fatalf("appendAliased: kept %d, left %d, hist %v, %v", kept, left, hist, err)
+	out, a, err := appendAliased(nil, named, after, map[uint64]uint64{7: 200, 8: 500, 9: 500})
+	if err != nil || a.kept != 2 || a.left != 2 || !a.hist || a.unknown != 0 {
+		t.Fatalf("appendAliased: %+v, %v", a, err)
 	}
 	p.Reset()
 	if err := proto.Unmarshal(withSeq(out, 4), &p); err != nil {
@@ -258,6 +258,15 @@ func TestNamedRecords(t *testing.T) {
 	}
 	if p.GetSeq() != 4 || len(p.Metrics) != 2 {
 		t.Fatalf("aliased payload %v", &p)
+	}
+	// A metric whose type the device does not know yet (no value since
+	// its start) is told apart: the record waits for its next DBIRTH.
+	early := testMetrics(
+		metricDef{name: "Counter", alias: 8, dtype: DataTypeOf(ua.TypeNull, false)},
+		metricDef{name: "Sine", alias: 7, dtype: Double, uaType: ua.TypeDouble},
+	)
+	if _, a, _ := appendAliased(nil, named, early, nil); a.unknown != 1 || a.kept != 1 {
+		t.Errorf("a metric of no known type: %+v", a)
 	}
 	c, s := p.Metrics[0], p.Metrics[1]
 	if c.GetAlias() != 8 || c.Name != nil || c.Datatype != nil || c.GetDoubleValue() != 41 || !c.GetIsHistorical() {
@@ -386,4 +395,45 @@ func TestHeldWhileBrokerDownAtStart(t *testing.T) {
 	if st := n.Stats(); st.Store.Messages != 1 || st.Unmapped != 0 {
 		t.Fatalf("stats %+v: want the DDATA held", st)
 	}
+}
+
+// TestHeldWaitsForTypes: a held record whose metrics the device, born
+// before its first values came, has no type for yet waits for the DBIRTH
+// that will have them, up to DeviceWait after the node's birth; then the
+// metrics that do not match are left out (counted) and the record with
+// them.
+func TestHeldWaitsForTypes(t *testing.T) {
+	node, _, _, _ := feedFixture(t, 10)
+	s := NewMemStore(1 << 20)
+	node.cfg.Store = s
+	node.pubMu.Lock()
+	d := node.devs[0]
+	dm := d.metrics.Load()
+	node.named, _, _ = appendNamed(nil, body(encodeDDATA(&encoder{}, nil, 5, mustValues(10))), dm)
+	s.Put(Record{Device: d.id, Named: true, Created: 1, Payload: node.named})
+	// Born with metrics of no known type (no value yet).
+	early := &devMetrics{version: dm.version + 1, parts: dm.parts, offsets: dm.offsets, defs: slices.Clone(dm.defs)}
+	for i := range early.defs {
+		early.defs[i].uaType, early.defs[i].dtype = ua.TypeNull, DataTypeOf(ua.TypeNull, false)
+	}
+	early.index()
+	d.metrics.Store(early)
+	d.born, node.live, node.liveAt, node.backlog = true, true, time.Now(), true
+	node.flushStoreLocked()
+	st := node.Stats()
+	if st.Store.Messages != 1 || st.Stale != 0 || !node.backlog {
+		t.Fatalf("within DeviceWait: %+v, backlog %v", st, node.backlog)
+	}
+	node.liveAt = time.Now().Add(-node.cfg.DeviceWait - time.Second)
+	node.flushStoreLocked()
+	st = node.Stats()
+	node.pubMu.Unlock()
+	if st.Store.Messages != 0 || st.Stale != 1 || st.StaleMetrics != 10 || node.backlog {
+		t.Fatalf("past DeviceWait: %+v", st)
+	}
+}
+
+func mustValues(n int) []ua.DataValue {
+	_, dvs := benchValues(n)
+	return dvs
 }
