@@ -1,15 +1,18 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/uastack/server"
@@ -160,34 +163,7 @@ func testSparkplugHeldKill9(t *testing.T, hostOffline, hostBackFirst bool) {
 	msgs := host.all()
 	s := checkSparkplug(t, msgs, "gw1")
 	alias := s.aliases["line.demo"]["Counter"]
-	var data []spMsg
-	for _, m := range msgs[mark:] {
-		if m.kind == "DDATA" && m.device == "line.demo" {
-			data = append(data, m)
-		}
-	}
-	if len(data) < held {
-		t.Fatalf("%d DDATA after the births, want at least the %d held before the kill", len(data), held)
-	}
-	// The killed process's: held DDATA, every metric historical, the
-	// Counter going up by one from each to the next.
-	vals, hist := counterValues(data[:held], "line.demo", alias)
-	for i := range vals {
-		if !hist[i] || i > 0 && vals[i] != vals[i-1]+1 {
-			t.Fatalf("held before the kill: Counter %v (historical %v) at %d of %v", vals[i], hist[i], i, vals)
-		}
-	}
-	if len(vals) < held {
-		t.Fatalf("%d Counter values in the %d held DDATA", len(vals), held)
-	}
-	// Then the new process's own (the upstream started again, its counter
-	// anew): in order, to live data.
-	after, afterHist := counterValues(data[held:], "line.demo", alias)
-	for i := 1; i < len(after); i++ {
-		if after[i] != after[i-1]+1 {
-			t.Errorf("after the held data: Counter %v after %v (historical %v, %v)", after[i], after[i-1], afterHist[i-1], afterHist[i])
-		}
-	}
+	vals, after, afterHist := checkHeldThenLive(t, msgs[mark:], alias, held)
 	st, _ := status()
 	node := st.Sparkplug[0]
 	if node.StaleMetrics != 0 || node.Store.Messages != 0 || node.Store.Dropped != 0 || node.Historical < uint64(held) {
@@ -198,6 +174,41 @@ func testSparkplugHeldKill9(t *testing.T, hostOffline, hostBackFirst bool) {
 	second.stop(t)
 }
 
+// checkHeldThenLive checks the device line.demo's DDATA after the births
+// of a process started again: first the held DDATA the process before it
+// left, every metric historical, the Counter (alias) going up by one from
+// each to the next; then the new process's own, in order to live data
+// (the Counter may jump between the two: the gateway was away). It
+// returns the held values and the later ones.
+func checkHeldThenLive(t *testing.T, msgs []spMsg, alias uint64, held int) (vals, after []float64, afterHist []bool) {
+	t.Helper()
+	var data []spMsg
+	for _, m := range msgs {
+		if m.kind == "DDATA" && m.device == "line.demo" {
+			data = append(data, m)
+		}
+	}
+	if len(data) < held {
+		t.Fatalf("%d DDATA after the births, want at least the %d held before", len(data), held)
+	}
+	vals, hist := counterValues(data[:held], "line.demo", alias)
+	for i := range vals {
+		if !hist[i] || i > 0 && vals[i] != vals[i-1]+1 {
+			t.Fatalf("held before: Counter %v (historical %v) at %d of %v", vals[i], hist[i], i, vals)
+		}
+	}
+	if len(vals) < held {
+		t.Fatalf("%d Counter values in the %d held DDATA", len(vals), held)
+	}
+	after, afterHist = counterValues(data[held:], "line.demo", alias)
+	for i := 1; i < len(after); i++ {
+		if after[i] != after[i-1]+1 {
+			t.Errorf("after the held data: Counter %v after %v (historical %v, %v)", after[i], after[i-1], afterHist[i-1], afterHist[i])
+		}
+	}
+	return vals, after, afterHist
+}
+
 func countTrue(bs []bool) int {
 	n := 0
 	for _, b := range bs {
@@ -206,4 +217,90 @@ func countTrue(bs []bool) int {
 		}
 	}
 	return n
+}
+
+// TestSparkplugHeldAcrossStop: a gateway stopped (gracefully) while its
+// Sparkplug node holds data for the offline host keeps it in the log; the
+// next start sends it after its births, in order, as history. A start
+// without that Sparkplug sink drops what the log held for it (logged).
+func TestSparkplugHeldAcrossStop(t *testing.T) {
+	sim := startSim(t, 20*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	host := startSpHost(t, mosq.URL(), "plant")
+	state := t.TempDir()
+	cfg := func(sinkName string) *config.Config {
+		c := standalone(sim.url())
+		c.Gateway = config.Gateway{PublisherID: "e2e", StateDir: state, ShutdownTimeout: dur(5 * time.Second)}
+		c.WriterGroups = []config.WriterGroup{{
+			Name: "line", Endpoint: "sim", PublishingInterval: dur(20 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("demo", field("Counter", server.NodeCounter))},
+		}}
+		c.Sinks = config.Sinks{MQTT: []config.MQTTSink{{Name: sinkName, URL: mosq.URL(),
+			Sparkplug: &config.Sparkplug{GroupID: "plant", EdgeNodeID: "gw1", PrimaryHostID: "scada"}}}}
+		parsed, _, err := config.Parse([]byte(marshalConfig(t, c)), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parsed
+	}
+	start := func(c *config.Config) (*gateway.Gateway, *lockedBuffer) {
+		t.Helper()
+		log := &lockedBuffer{}
+		gw, err := gateway.New(c, gateway.Options{Logger: newTestLogger(log)})
+		if err == nil {
+			err = gw.Start(context.Background())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gw, log
+	}
+	stop := func(gw *gateway.Gateway) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := gw.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func(gw *gateway.Gateway) sparkplug.Stats { return gw.Stats().Sparkplug[0] }
+
+	gw, log := start(cfg("scada"))
+	waitUntil(t, nil, e2eWait, "the node holding data", func() bool { return node(gw).Store.Messages >= 20 })
+	stop(gw)
+	held := node(gw).Store.Messages
+	if !strings.Contains(log.String(), "kept, for the next start's births") {
+		t.Errorf("no word of the held data kept at the stop:\n%s", log.String())
+	}
+
+	gw, _ = start(cfg("scada"))
+	if st := node(gw); st.Store.Messages < held || st.State == sparkplug.StateOnline {
+		t.Fatalf("started again: %+v, want the %d held", st, held)
+	}
+	mark := len(host.all())
+	host.state("scada", true, time.Now().UnixMilli())
+	host.waitFor(nil, "live DDATA after the held data", mark, 5, func(m spMsg) bool {
+		return m.kind == "DDATA" && len(m.p.Metrics) > 0 && !m.p.Metrics[0].GetIsHistorical()
+	})
+	msgs := host.all()
+	s := checkSparkplug(t, msgs, "gw1")
+	checkHeldThenLive(t, msgs[mark:], s.aliases["line.demo"]["Counter"], held)
+	// The host goes: the node holds again, and stops with it held.
+	host.state("scada", false, time.Now().UnixMilli())
+	waitUntil(t, nil, e2eWait, "the node holding data again", func() bool { return node(gw).Store.Messages >= 5 })
+	stop(gw)
+
+	gw, log = start(cfg("other"))
+	defer stop(gw)
+	waitUntil(t, nil, e2eWait, "the stream of the Sparkplug sink no longer configured dropped", func() bool {
+		for _, st := range gw.StoreStats().Streams {
+			if st.Name == sparkplug.StreamName("scada") {
+				return false
+			}
+		}
+		return true
+	})
+	if !strings.Contains(log.String(), "no longer configured held for its host is dropped") {
+		t.Errorf("no word of the dropped held data:\n%s", log.String())
+	}
 }
