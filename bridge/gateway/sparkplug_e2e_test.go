@@ -63,7 +63,11 @@ package gateway_test
 //     TestSparkplugBirthDataSeq (Bad: is_null).
 //   - operational-behavior-data-publish-dbirth-order (values of a metric in
 //     chronological order, historical ones in order before live ones):
-//     TestSparkplugReconnect, TestSparkplugPrimaryHost (checkCounterHistory).
+//     TestSparkplugReconnect, TestSparkplugPrimaryHost (checkCounterHistory);
+//     across a kill -9 and a stop of the gateway, the held data in the
+//     store-and-forward log and sent by the next process with its own
+//     aliases: TestSparkplugHeldKill9, TestSparkplugHeldAcrossStop
+//     (sparkplug_restart_test.go).
 //   - operational-behavior-data-commands-rebirth-name, -name-aliases (no
 //     alias), -datatype (Boolean), -value (false), -rebirth-action-1, -2,
 //     -3 (births again, same bdSeq): checkSparkplug, TestSparkplugBirthDataSeq.
