@@ -327,6 +327,7 @@ func sparkplugSeries(c *collector, labels ...string) []series[sparkplug.Stats] {
 		n("type_mismatches_total", "Values whose type was not their metric's datatype (the device is born again).", func(s *S) uint64 { return s.TypeMismatches }),
 		n("unmapped_values_total", "Values of writers the node had no device for yet.", func(s *S) uint64 { return s.Unmapped }),
 		n("stale_messages_total", "Data messages left out because their device died or its metrics changed before they went.", func(s *S) uint64 { return s.Stale }),
+		n("stale_metrics_total", "Metrics left out of held data because their device no longer has a metric of that name and datatype.", func(s *S) uint64 { return s.StaleMetrics }),
 		g("store_messages", "Data messages held for the next birth.", func(s *S) float64 { return float64(s.Store.Messages) }),
 		g("store_bytes", "Bytes of the data messages held for the next birth.", func(s *S) float64 { return float64(s.Store.Bytes) }),
 		n("store_dropped_total", "Held data messages dropped to make room.", func(s *S) uint64 { return s.Store.Dropped }),

@@ -436,9 +436,12 @@ type Sparkplug struct {
 	// Application's STATE to be online before its births, and hold its
 	// data while the host is offline.
 	PrimaryHostID string `yaml:"primaryHostId"`
-	// StoreBytes bounds the data held while the node is not online (the
-	// host offline, the broker away), sent after the next birth as
-	// historical metrics; beyond it the oldest is dropped (counted).
+	// StoreBytes bounds the data held in memory while the node is not
+	// online (the host offline, the broker away), sent after the next
+	// birth as historical metrics; beyond it the oldest is dropped
+	// (counted). With the store-and-forward log on, held data is in the
+	// log, bounded by its maxBytes and maxAge, and StoreBytes does not
+	// apply.
 	StoreBytes int `yaml:"storeBytes"`
 }
 

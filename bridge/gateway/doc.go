@@ -24,7 +24,9 @@
 //     writer group gets a feed of it (bridge.Options.ValueSinks), and the
 //     node reads the running groups (runningGroups) for its devices and
 //     births; its DCMD writes go through the command engine
-//     (sparkplug.go), or Options.SparkplugCommands.
+//     (sparkplug.go), or Options.SparkplugCommands. With the log on, what
+//     it holds for its primary host is in the log (sparkplug.LogStore, a
+//     stream of its own), else in memory.
 //   - The writer groups' lifecycle (groups.go) and the sessions they share
 //     (sessions.go: an endpoint's groups share its sessions, reference
 //     counted; under scale-out each group has its own). Each session keeps

@@ -465,6 +465,14 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			if sc.Commands == nil {
 				sc.Commands = &gw.spCommands
 			}
+			if gw.store != nil {
+				// Held data goes to the log: it survives a restart.
+				ls, err := sparkplug.NewLogStore(gw.store, m.Name)
+				if err != nil {
+					return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
+				}
+				sc.Store = ls
+			}
 			n, err := sparkplug.New(sc)
 			if err != nil {
 				return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)

@@ -63,7 +63,11 @@ package gateway_test
 //     TestSparkplugBirthDataSeq (Bad: is_null).
 //   - operational-behavior-data-publish-dbirth-order (values of a metric in
 //     chronological order, historical ones in order before live ones):
-//     TestSparkplugReconnect, TestSparkplugPrimaryHost (checkCounterHistory).
+//     TestSparkplugReconnect, TestSparkplugPrimaryHost (checkCounterHistory);
+//     across a kill -9 and a stop of the gateway, the held data in the
+//     store-and-forward log and sent by the next process with its own
+//     aliases: TestSparkplugHeldKill9, TestSparkplugHeldAcrossStop
+//     (sparkplug_restart_test.go).
 //   - operational-behavior-data-commands-rebirth-name, -name-aliases (no
 //     alias), -datatype (Boolean), -value (false), -rebirth-action-1, -2,
 //     -3 (births again, same bdSeq): checkSparkplug, TestSparkplugBirthDataSeq.
@@ -462,6 +466,11 @@ func TestSparkplugPrimaryHost(t *testing.T) {
 	})
 	if n := len(host.find(func(m spMsg) bool { return m.node == "gw1" })); n != 0 {
 		t.Fatalf("%d messages before the host was online", n)
+	}
+	// With the store-and-forward log on (a state directory), the node holds
+	// its data in the log, in a stream of its own.
+	if st := node(); st.Store.Stream != sparkplug.StreamName("scada") {
+		t.Errorf("held data in %q, want the log's stream %s", st.Store.Stream, sparkplug.StreamName("scada"))
 	}
 	t1 := time.Now().UnixMilli()
 	host.state("scada", true, t1)

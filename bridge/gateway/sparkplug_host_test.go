@@ -62,15 +62,20 @@ func startSpHost(t *testing.T, url, group string) *spHost {
 	if tok := h.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("host connect: %v", tok.Error())
 	}
-	// The subscription is made by the connect handler; wait for it by a
-	// message of our own.
-	probe := sparkplug.Namespace + "/" + group + "/NDATA/probe"
-	waitUntil(t, nil, e2eWait, "the host's subscription", func() bool {
+	h.waitSubscribed()
+	t.Cleanup(func() { h.c.Disconnect(100) })
+	return h
+}
+
+// waitSubscribed waits until the host's subscription is made (by the
+// connect handler, also after a reconnection), by a message of its own.
+func (h *spHost) waitSubscribed() {
+	h.t.Helper()
+	probe := fmt.Sprintf("%s/%s/NDATA/probe-%d", sparkplug.Namespace, h.group, time.Now().UnixNano())
+	waitUntil(h.t, nil, e2eWait, "the host's subscription", func() bool {
 		h.c.Publish(probe, 0, false, []byte{})
 		return len(h.find(func(m spMsg) bool { return m.topic == probe })) > 0
 	})
-	t.Cleanup(func() { h.c.Disconnect(100) })
-	return h
 }
 
 func (h *spHost) receive(_ mqtt.Client, msg mqtt.Message) {
@@ -201,7 +206,7 @@ type spSession struct {
 //     false, no alias); every later message of the session has the seq
 //     after the one before, 255 followed by 0;
 //   - DBIRTH metrics have name, alias, datatype and timestamp, aliases
-//     unique across the node; DDATA metrics an alias of the device's last
+//     unique across the node's session; DDATA metrics an alias of the device's last
 //     DBIRTH, no name, no datatype, a timestamp, and a value in the proto
 //     field of the metric's datatype (or is_null);
 //   - no DDATA of a device before its DBIRTH in the session, none after
@@ -265,6 +270,7 @@ func checkSparkplug(t *testing.T, msgs []spMsg, node string) *spSession {
 			seq, inSession = 0, true
 			bdSeq = bd.GetLongValue()
 			clear(born)
+			clear(s.types)
 			continue
 		}
 		if !inSession {
@@ -289,11 +295,22 @@ func checkSparkplug(t *testing.T, msgs []spMsg, node string) *spSession {
 					fail("DBIRTH %d of %s: metric %v lacks name, alias, datatype or timestamp", i, m.device, mt)
 					continue
 				}
+				// Unique across the node's devices born in this session
+				// (a new NBIRTH may give aliases out anew: a restarted
+				// process does) and within this DBIRTH.
 				for dev, other := range s.aliases {
+					if dev == m.device || !born[dev] {
+						continue
+					}
 					for name, a := range other {
-						if a == mt.GetAlias() && (dev != m.device || name != mt.GetName()) {
+						if a == mt.GetAlias() {
 							fail("DBIRTH %d: alias %d of %s/%s is also %s/%s's", i, a, m.device, mt.GetName(), dev, name)
 						}
+					}
+				}
+				for name, a := range names {
+					if a == mt.GetAlias() && name != mt.GetName() {
+						fail("DBIRTH %d: alias %d of %s/%s is also %s's", i, a, m.device, mt.GetName(), name)
 					}
 				}
 				names[mt.GetName()] = mt.GetAlias()

@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sparkplug"
 	"github.com/uagate/gateway/bridge/storelog"
 )
 
@@ -18,6 +20,11 @@ import (
 // once appended), and every sink's Output is fed from every stream by a
 // reader with the sink's durable cursor. The WebSocket hub still takes the
 // groups' messages directly: it shows live data, not the log.
+//
+// A Sparkplug sink's node holds what it cannot send (its primary host
+// offline) in a stream of its own, sparkplug.StreamName(sink), that it
+// reads itself (sparkplug.LogStore); no sink's reader is made for it, and
+// one of a Sparkplug sink no longer configured is dropped at the start.
 //
 // A stream outlives its writer group: a group removed by a reload, or
 // handed to another replica, leaves what its sinks have not had yet in the
@@ -85,6 +92,10 @@ func (gw *Gateway) startStreams(cfg *config.Config) error {
 		names = append(names, cfg.WriterGroups[i].Name)
 	}
 	for _, name := range names {
+		if strings.HasPrefix(name, sparkplug.StreamPrefix) {
+			gw.dropSparkplugStream(cfg, name)
+			continue
+		}
 		s, err := gw.stream(name)
 		if err != nil {
 			return err
@@ -99,6 +110,20 @@ func (gw *Gateway) startStreams(cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// dropSparkplugStream removes the stream of held data of a Sparkplug sink
+// no longer configured (a Sparkplug sink's own is its store): no node
+// will send it.
+func (gw *Gateway) dropSparkplugStream(cfg *config.Config, name string) {
+	for _, m := range cfg.Sinks.MQTT {
+		if m.Sparkplug != nil && sparkplug.StreamName(m.Name) == name {
+			return
+		}
+	}
+	if n := gw.store.RemoveStream(name); n > 0 {
+		gw.log.Warn("store-and-forward log: the data a Sparkplug sink no longer configured held for its host is dropped", "stream", name, "records", n)
+	}
 }
 
 // dropStream removes the stream of a writer group no longer configured,

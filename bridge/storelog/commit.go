@@ -41,6 +41,8 @@ type round struct {
 	upTo      uint32 // the stream's upTo after the commit
 	upKnown   bool
 	upChanged bool // upTo is to be saved
+	giveWay   bool // the stream's records give way (StreamOptions)
+	taken     int  // pending bytes taken into the batch
 }
 
 type cursorMove struct {
@@ -122,6 +124,7 @@ func (l *Log) fail(err error) {
 func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([]round, bool, error) {
 	budget := maxCommitBytes
 	work := false
+	grace := now.Sub(l.opened) < loadGrace
 	var gone []*Stream
 	var taken int64 // pending bytes taken, in l.used already
 	for _, s := range l.snapshot() {
@@ -136,12 +139,14 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 		batch, n, whole, wholeOK := s.take(budget)
 		budget -= n
 		taken += int64(n)
-		rd := round{s: s, batch: batch}
+		rd := round{s: s, batch: batch, taken: n}
 		s.mu.Lock()
+		rd.giveWay = s.giveWay
 		rd.last, rd.cum, rd.first = s.last, s.cum, s.first
 		rd.upTo, rd.upKnown = s.upTo, s.upKnown
 		savedUp, savedOK := s.upTo, s.upSaved
 		readers := s.readers
+		held := s.awaitedLocked(grace)
 		s.mu.Unlock()
 		// The newest token in the batch may have more messages to come:
 		// every one before it is whole, and so is the one the producer said
@@ -173,13 +178,14 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 			}
 			floor = min(floor, st.acked)
 		}
+		floor = min(floor, held)
 		if len(batch) > 0 || len(rd.cursors) > 0 || floor >= rd.first && rd.first <= rd.last+uint64(len(batch)) {
 			work = true
 		}
 		rd.head = floor // records up to floor may go
 		rounds = append(rounds, rd)
 	}
-	if !work && !expire && !(l.opts.Policy == config.DropOldest && l.overBytes()) {
+	if !work && !expire && !(l.dropping() && l.overBytes()) {
 		return rounds, false, nil
 	}
 	start := time.Now()
@@ -243,7 +249,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 			}
 			total += rd.added - rd.deleted
 		}
-		if l.opts.Policy == config.DropOldest {
+		if l.dropping() {
 			return l.dropOldest(sb, rounds, total)
 		}
 		return nil
@@ -251,6 +257,9 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 	if err != nil {
 		l.used.Add(-taken)
 		for i := range rounds {
+			if rounds[i].giveWay {
+				l.yielding.Add(-int64(rounds[i].taken))
+			}
 			for _, t := range rounds[i].tails {
 				t.m.Done(true)
 			}
@@ -269,6 +278,29 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 	l.forget(gone)
 	l.applyRounds(rounds)
 	return rounds, true, nil
+}
+
+// loadGrace is how long after Open the durable cursors the file holds
+// keep their records for consumers whose readers are not made yet (a
+// variable for the tests).
+var loadGrace = 30 * time.Second
+
+// awaitedLocked returns the lowest cursor the file held of a consumer that
+// has no reader yet, while grace lasts (^0: none; s.mu held): the records
+// after it are not deleted before the consumer's reader is made (the
+// streams' readers are made one by one after Open). Past the grace, a
+// consumer that did not come back (a sink removed) holds nothing.
+func (s *Stream) awaitedLocked(grace bool) uint64 {
+	low := ^uint64(0)
+	if !grace {
+		return low
+	}
+	for consumer, c := range s.cursors {
+		if !slices.ContainsFunc(s.readers, func(r *Reader) bool { return r.consumer == consumer }) {
+			low = min(low, c.acked)
+		}
+	}
+	return low
 }
 
 // deleteThrough deletes the stream's records from its head up to seq
@@ -311,8 +343,9 @@ func (l *Log) overBytes() bool {
 	return l.bytes > l.opts.MaxBytes
 }
 
-// dropOldest deletes the oldest records, whichever stream holds them, until
-// the log (with this round's change of total bytes) fits MaxBytes.
+// dropOldest deletes the oldest records, whichever stream holds them (with
+// the block policy: whichever give-way stream), until the log (with this
+// round's change of total bytes) fits MaxBytes.
 func (l *Log) dropOldest(sb *bolt.Bucket, rounds []round, total int64) error {
 	l.mu.Lock()
 	size := l.bytes + total
@@ -323,6 +356,9 @@ func (l *Log) dropOldest(sb *bolt.Bucket, rounds []round, total int64) error {
 		var ob *bolt.Bucket
 		for i := range rounds {
 			rd := &rounds[i]
+			if l.opts.Policy != config.DropOldest && !rd.giveWay {
+				continue
+			}
 			b := sb.Bucket([]byte(rd.s.name))
 			if b == nil {
 				continue
@@ -369,6 +405,9 @@ func (l *Log) forget(gone []*Stream) {
 		s.mu.Lock()
 		l.bytes -= s.bytes
 		l.used.Add(-s.bytes)
+		if s.giveWay {
+			l.yielding.Add(-s.bytes)
+		}
 		for _, t := range s.tail {
 			evicted = append(evicted, t.m)
 		}
@@ -387,7 +426,7 @@ func (l *Log) forget(gone []*Stream) {
 func (l *Log) applyRounds(rounds []round) {
 	var evicted []*sink.Message
 	var dropped uint64
-	var delta, deleted int64
+	var delta, deleted, yielded int64
 	room := false
 	for i := range rounds {
 		rd := &rounds[i]
@@ -421,6 +460,9 @@ func (l *Log) applyRounds(rounds []round) {
 		dropped += rd.dropped
 		delta += rd.added - rd.deleted
 		deleted += rd.deleted
+		if rd.giveWay {
+			yielded += rd.deleted
+		}
 		room = room || rd.deleted > 0 || len(rd.batch) > 0
 		for _, m := range rd.batch {
 			m.Done(true)
@@ -431,6 +473,7 @@ func (l *Log) applyRounds(rounds []round) {
 	// The records' bytes were in l.used while pending; what was deleted
 	// leaves it.
 	l.used.Add(-deleted)
+	l.yielding.Add(-yielded)
 	l.mu.Lock()
 	l.bytes += delta
 	if room {

@@ -101,11 +101,27 @@
 // abandoned, logged). Exactly once across a crash is not to be had from a
 // broker that cannot drop a copy: the claim chooses the side.
 //
+// The readers are made one by one after Open: for loadGrace (30 s) after
+// it, the durable cursor of a consumer whose reader is not made yet keeps
+// the records after it, though the others' readers passed them; a
+// consumer that does not come back by then (a sink removed) holds
+// nothing.
+//
+// A pull reader (NewPullReader) has no queue: its owner takes the records
+// when it chooses, on its own goroutine (Pull), each moving the durable
+// cursor once taken (at-least-once: a crash before the next commit hands
+// the last ones out again). A Sparkplug node uses one to send what it held
+// for its primary host after its next birth.
+//
 // Messages a sink refuses for good are the Output's (sink.DeadLetters):
 // DeadLetterFile keeps them, and they settle delivered, moving the cursor.
 //
 // Records settled by every consumer of their stream are deleted by the
-// committer. Bounds: MaxBytes over the whole log, MaxAge per record.
+// committer. Bounds: MaxBytes over the whole log, MaxAge per record. A
+// give-way stream (StreamOptions.GiveWay) yields when the log is full,
+// whatever the policy: it never waits, the other streams count its records
+// as room, and its oldest records are dropped (counted) to keep the log
+// within MaxBytes.
 //
 // # Using it
 //
@@ -116,6 +132,14 @@
 //	r.Start()                                    // q gets the records in order
 //	// q settles each message (m.Done): the reader's cursor moves
 //	r.Close(ctx); l.Close()                      // the last commit saves the cursors
+//
+// Data that waits for a consumer of its own, and must never hold the
+// writer groups up, goes to a give-way stream read by a pull reader:
+//
+//	s, err := l.OpenStream("sparkplug/scada", storelog.StreamOptions{GiveWay: true})
+//	r, err := s.NewPullReader("scada")
+//	s.Enqueue(m)                                 // never waits for room
+//	n, err := r.Pull(func(m *sink.Message) bool { return send(m) })
 //
 // A consumer is any sink.Queue: while it does not settle what it was given
 // (a Sparkplug host whose primary host is offline, a broker that is down),

@@ -155,8 +155,9 @@ type Log struct {
 	db       *bolt.DB
 	path     string
 
-	wake chan struct{} // cap 1: work for the committer
-	done chan struct{} // closed when the committer ended
+	wake   chan struct{} // cap 1: work for the committer
+	done   chan struct{} // closed when the committer ended
+	opened time.Time     // Open's time: loadGrace
 
 	mu      sync.Mutex
 	room    sync.Cond // producers waiting for room (block), under mu
@@ -167,8 +168,10 @@ type Log struct {
 	failed  error // a commit failed: the log stopped
 
 	// used is what counts against MaxBytes: the records in the file and
-	// the messages pending (in the streams or in the commit running).
+	// the messages pending (in the streams or in the commit running);
+	// yielding is the part of it that give-way streams hold.
 	used                         atomic.Int64
+	yielding                     atomic.Int64
 	broken                       atomic.Bool // a commit failed
 	commits, commitErrors, syncs atomic.Uint64
 	commitNanos                  atomic.Int64
@@ -210,6 +213,7 @@ func Open(opts Options) (*Log, error) {
 		path:     path,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		opened:   time.Now(),
 		streams:  map[string]*Stream{},
 	}
 	l.room.L = &l.mu
@@ -318,6 +322,47 @@ func (l *Log) Stream(name string) (*Stream, error) {
 	return l.newStream(name), nil
 }
 
+// StreamOptions configure a stream (Log.OpenStream).
+type StreamOptions struct {
+	// GiveWay makes the stream's records the first to go when the log is
+	// full, whatever Options.Policy says: its Enqueue never waits for room,
+	// the other streams count its records as free room, and the committer
+	// removes its oldest records (counted as dropped, logged) to keep the
+	// log within MaxBytes. For data that must never hold the writer groups
+	// up: a Sparkplug node's history while its host is offline.
+	GiveWay bool
+}
+
+// OpenStream returns the stream name as Stream does, with opts, which
+// replace those it had; set them before the stream is used.
+func (l *Log) OpenStream(name string, opts StreamOptions) (*Stream, error) {
+	s, err := l.Stream(name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.giveWay != opts.GiveWay {
+		s.giveWay = opts.GiveWay
+		n := s.bytes + int64(s.pendingBytes)
+		if !opts.GiveWay {
+			n = -n
+		}
+		l.yielding.Add(n)
+	}
+	s.mu.Unlock()
+	l.mu.Lock()
+	l.room.Broadcast() // what it holds may be room for the others now
+	l.mu.Unlock()
+	l.signal()
+	return s, nil
+}
+
+// dropping reports whether the committer removes records to keep the log
+// within MaxBytes: the drop-oldest policy, or records of give-way streams.
+func (l *Log) dropping() bool {
+	return l.opts.Policy == config.DropOldest || l.yielding.Load() > 0
+}
+
 // Streams lists the names of the log's streams.
 func (l *Log) Streams() []string {
 	l.mu.Lock()
@@ -345,6 +390,9 @@ func (l *Log) RemoveStream(name string) int {
 	s.removed = true
 	pend := s.pending
 	l.used.Add(-int64(s.pendingBytes))
+	if s.giveWay {
+		l.yielding.Add(-int64(s.pendingBytes))
+	}
 	s.pending, s.pendingBytes = nil, 0
 	n := s.records
 	s.mu.Unlock()

@@ -86,6 +86,25 @@ func (s *Stream) NewReader(consumer string, q sink.Queue, opts ReaderOptions) (*
 	if consumer == "" || q == nil {
 		return nil, errors.New("storelog: a reader needs a consumer name and a queue")
 	}
+	return s.newReader(consumer, q, opts)
+}
+
+// NewPullReader makes the reader of consumer on s whose owner takes the
+// records when it chooses, on its own goroutine (Pull), instead of having
+// them handed to a queue: a consumer that sends what the log held in one
+// go (a Sparkplug node at its next birth). Its durable cursor is
+// at-least-once: after a restart it continues after the last record Pull
+// handed out and saw taken. A new consumer starts at the stream's end.
+func (s *Stream) NewPullReader(consumer string) (*Reader, error) {
+	if consumer == "" {
+		return nil, errors.New("storelog: a reader needs a consumer name")
+	}
+	return s.newReader(consumer, nil, ReaderOptions{})
+}
+
+// newReader makes a reader feeding q, or a pull reader (q nil).
+func (s *Stream) newReader(consumer string, q sink.Queue, opts ReaderOptions) (*Reader, error) {
+	pull := q == nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.removed {
@@ -96,9 +115,12 @@ func (s *Stream) NewReader(consumer string, q sink.Queue, opts ReaderOptions) (*
 			return nil, fmt.Errorf("storelog: stream %s has a reader for %s", s.name, consumer)
 		}
 	}
-	amo := q.Guarantee() != config.AtLeastOnce
+	amo := !pull && q.Guarantee() != config.AtLeastOnce
 	w := s.l.opts.ClaimWindow
-	if amo {
+	switch {
+	case pull:
+		w = 0 // Pull moves the cursor as it goes: nothing is out
+	case amo:
 		// What a crash abandons is what an at-most-once consumer has out.
 		w = max(w/4, 2)
 	}
@@ -118,6 +140,8 @@ func (s *Stream) NewReader(consumer string, q sink.Queue, opts ReaderOptions) (*
 	switch {
 	case !ok:
 		c = cursorState{acked: s.last, claimed: s.last}
+	case pull:
+		c.claimed = max(c.claimed, c.acked)
 	case r.atMostOnce:
 		// Nothing twice: what was claimed and not settled at the stop is
 		// not handed out again.
@@ -132,8 +156,13 @@ func (s *Stream) NewReader(consumer string, q sink.Queue, opts ReaderOptions) (*
 	r.acked, r.claimed, r.claimReq, r.saved = c.acked, c.claimed, c.claimed, c
 	if !ok {
 		// Saved at the next commit, so that a restart before anything was
-		// read starts here too.
+		// read starts here too (a pull reader claims nothing that would
+		// save it with the first records: its saved state is one it never
+		// has).
 		r.saved = cursorState{}
+		if pull {
+			r.saved.acked = ^uint64(0)
+		}
 	}
 	r.next = r.acked + 1
 	r.nextSeq.Store(r.next)
@@ -148,7 +177,7 @@ func (r *Reader) Consumer() string { return r.consumer }
 func (r *Reader) Start() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.started || r.closed {
+	if r.started || r.closed || r.q == nil {
 		return
 	}
 	r.started = true
@@ -276,6 +305,101 @@ func (r *Reader) run() {
 			}
 			r.q.Enqueue(rc.m)
 		}
+	}
+}
+
+// ErrNotPull is returned by Pull on a reader that feeds a queue.
+var ErrNotPull = errors.New("storelog: not a pull reader")
+
+// Pull hands the committed records after the reader's cursor to f, oldest
+// first, on the caller's goroutine, and returns how many f took. f returns
+// false to stop: that record and the ones after it stay for the next Pull.
+// m is valid during the call only: its payload, Kind, Addr (Writer and
+// Field as appended), Created as the producer set them, Token the record's
+// sequence number; f must not call m.Done. Records removed before the
+// reader had them (drop-oldest, maxAge) are passed over, counted as
+// skipped. What f took moves the cursor, which the log's next commit saves
+// (Pull asks for one): a crash before it hands those records out again.
+// One Pull at a time, on a pull reader (NewPullReader) that is not closed.
+func (r *Reader) Pull(f func(m *sink.Message) bool) (int, error) {
+	if r.q != nil {
+		return 0, ErrNotPull
+	}
+	s := r.s
+	var recs [readBatch]record
+	took, moved := 0, false
+	defer func() {
+		if moved {
+			s.l.signal()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		first, last := s.first, s.last
+		s.mu.Unlock()
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return took, ErrClosed
+		}
+		if r.next < first {
+			// Removed before this consumer had them.
+			r.stats.skipped.Add(first - r.next)
+			r.takenLocked(first-1, 0)
+			moved = true
+		}
+		from, to := r.next, min(last, r.next+readBatch-1)
+		r.mu.Unlock()
+		if from > to {
+			return took, nil
+		}
+		got := r.fetch(from, recs[:to-from+1])
+		stop := false
+		for i := range got {
+			rc := &got[i]
+			switch {
+			case rc.m == nil && stop:
+			case rc.m == nil:
+				// Gone from the file meanwhile: passed over.
+				r.stats.skipped.Add(1)
+				r.taken(rc.seq, 0)
+				moved = true
+			case stop:
+				rc.m.Tracker = nil
+				rc.m.Done(true)
+			default:
+				rc.m.Tracker = nil
+				ok := f(rc.m)
+				rc.m.Done(true)
+				if !ok {
+					stop = true
+					continue
+				}
+				r.taken(rc.seq, rc.cumAfter)
+				r.stats.delivered.Add(1)
+				took++
+				moved = true
+			}
+		}
+		if stop {
+			return took, nil
+		}
+	}
+}
+
+// taken moves a pull reader's cursor past seq; cum, when not 0, is the
+// stream's payload bytes up to and with it.
+func (r *Reader) taken(seq, cum uint64) {
+	r.mu.Lock()
+	r.takenLocked(seq, cum)
+	r.mu.Unlock()
+}
+
+func (r *Reader) takenLocked(seq, cum uint64) {
+	r.acked, r.claimed, r.next = seq, max(r.claimed, seq), seq+1
+	r.nextSeq.Store(r.next)
+	if cum != 0 {
+		r.ackedCum, r.cumKnown = cum, true
 	}
 }
 
@@ -482,7 +606,10 @@ func (r *Reader) Stats() ReaderStats {
 	last, cum := s.last, s.cum
 	s.mu.Unlock()
 	r.mu.Lock()
-	st := ReaderStats{Consumer: r.consumer, Acked: r.acked, Claimed: r.claimed, Guarantee: r.q.Guarantee()}
+	st := ReaderStats{Consumer: r.consumer, Acked: r.acked, Claimed: r.claimed, Guarantee: config.AtLeastOnce}
+	if r.q != nil {
+		st.Guarantee = r.q.Guarantee()
+	}
 	if r.cumKnown && cum > r.ackedCum {
 		st.BacklogBytes = cum - r.ackedCum
 	}

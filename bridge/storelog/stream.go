@@ -26,6 +26,7 @@ type Stream struct {
 	handedOK bool
 	removed  bool
 	closed   bool // the log closed: nothing more is taken
+	giveWay  bool // StreamOptions.GiveWay
 
 	// Committed state, written by the committer (and RemoveStream) under mu.
 	first, last uint64 // records first..last are in the file (first > last: none)
@@ -104,6 +105,9 @@ func (s *Stream) Enqueue(m *sink.Message) {
 	s.pending = append(s.pending, m)
 	s.pendingBytes += n
 	s.l.used.Add(int64(n))
+	if s.giveWay {
+		s.l.yielding.Add(int64(n))
+	}
 	s.mu.Unlock()
 	s.l.signal()
 }
@@ -160,21 +164,23 @@ func (s *Stream) waitRoom(n int) bool {
 
 // roomFor reports whether a record of n bytes may be enqueued now: the
 // stream's pending messages are under their bounds and, with the block
-// policy, the log has room (a log that holds nothing takes a record of any
-// size).
+// policy, the log has room, give-way streams' records counting as room (a
+// log that holds nothing else takes a record of any size). A give-way
+// stream never waits for room.
 func (s *Stream) roomFor(n int) bool {
 	s.mu.Lock()
 	full := s.fullLocked(n) && !s.removed
+	giveWay := s.giveWay
 	s.mu.Unlock()
 	if full {
 		return false
 	}
 	l := s.l
-	if l.opts.Policy != config.Block {
+	if l.opts.Policy != config.Block || giveWay {
 		return true
 	}
-	used := l.used.Load()
-	return used == 0 || used+int64(n) <= l.opts.MaxBytes
+	used := l.used.Load() - l.yielding.Load()
+	return used <= 0 || used+int64(n) <= l.opts.MaxBytes
 }
 
 // take hands the pending messages to the committer, and at most
@@ -276,13 +282,16 @@ type StreamStats struct {
 	Waits uint64 `json:"waits"`
 	// Duplicates counts redelivered messages not appended: the log held
 	// their notifications already.
-	Duplicates uint64        `json:"duplicates"`
-	Records    int64         `json:"records"`  // in the file
-	Bytes      int64         `json:"bytes"`    // their bytes
-	Pending    int           `json:"pending"`  // messages waiting for their commit
-	FirstSeq   uint64        `json:"firstSeq"` // of the oldest record kept
-	LastSeq    uint64        `json:"lastSeq"`  // of the newest record
-	Readers    []ReaderStats `json:"readers"`
+	Duplicates uint64 `json:"duplicates"`
+	// GiveWay: the stream's records are the first to go when the log is
+	// full (StreamOptions.GiveWay).
+	GiveWay  bool          `json:"giveWay,omitempty"`
+	Records  int64         `json:"records"`  // in the file
+	Bytes    int64         `json:"bytes"`    // their bytes
+	Pending  int           `json:"pending"`  // messages waiting for their commit
+	FirstSeq uint64        `json:"firstSeq"` // of the oldest record kept
+	LastSeq  uint64        `json:"lastSeq"`  // of the newest record
+	Readers  []ReaderStats `json:"readers"`
 }
 
 // Stats returns the stream's counters and its readers'.
@@ -290,7 +299,7 @@ func (s *Stream) Stats() StreamStats {
 	s.mu.Lock()
 	st := StreamStats{
 		Name: s.name, Records: s.records, Bytes: s.bytes, Pending: len(s.pending),
-		FirstSeq: s.first, LastSeq: s.last,
+		FirstSeq: s.first, LastSeq: s.last, GiveWay: s.giveWay,
 	}
 	readers := append([]*Reader(nil), s.readers...)
 	s.mu.Unlock()

@@ -1,10 +1,12 @@
 package sparkplug
 
 import (
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -120,6 +122,64 @@ func BenchmarkEncode(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				encode()
+			}
+		})
+	}
+}
+
+// BenchmarkHold: what a node that is not online does with a writer's DDATA
+// of 1000 values (the feed's, as in BenchmarkEncode): memstore copies it
+// into the MemStore (16 MiB, full: the oldest dropped); named is the
+// naming of its metrics alone (appendNamed, what a durable store gets);
+// logstore names them and appends the record to the store-and-forward log
+// (LogStore: a give-way stream of a log of 16 MiB, full: the oldest
+// dropped), fdatasync per commit as the gateway runs it, or none
+// (logstore-nosync): a hold waits while the stream's pending messages are
+// at their bound, so these measure the log's append rate, the committer's
+// allocations included in B/op and allocs/op.
+func BenchmarkHold(b *testing.B) {
+	for _, c := range []string{"memstore", "named", "logstore", "logstore-nosync"} {
+		b.Run(c, func(b *testing.B) {
+			node, f, batch, q := feedFixture(b, 1000)
+			if c == "logstore" || c == "logstore-nosync" {
+				l, err := storelog.Open(storelog.Options{Dir: b.TempDir(), MaxBytes: 16 << 20, NoSync: c == "logstore-nosync",
+					Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				s, err := NewLogStore(l, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				node.cfg.Store, node.durable = s, true
+			}
+			q.keep = true
+			f.Values(batch)
+			d := node.devs[0]
+			version := d.metrics.Load().version
+			p := body(q.last)
+			hold := func() {
+				node.pubMu.Lock()
+				node.hold(d, version, batch.Created, p)
+				node.pubMu.Unlock()
+			}
+			if c == "named" {
+				dm := d.metrics.Load()
+				hold = func() { node.named, _, _ = appendNamed(node.named[:0], p, dm) }
+			}
+			for range 1000 { // the stores full
+				hold()
+			}
+			b.SetBytes(int64(len(p)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				hold()
+			}
+			b.StopTimer()
+			if st := node.cfg.Store.Stats(); c != "named" && (st.Messages == 0 || st.Dropped == 0) {
+				b.Fatalf("store %+v: want it full", st)
 			}
 		})
 	}

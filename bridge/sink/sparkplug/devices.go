@@ -1,6 +1,7 @@
 package sparkplug
 
 import (
+	"cmp"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,49 @@ type devMetrics struct {
 	parts   []part
 	offsets []int // first metric of each part
 	defs    []metricDef
+	// byAlias are the indexes of defs in alias order, byName by name: the
+	// held records' names and aliases (index).
+	byAlias []int32
+	byName  map[string]int32
+}
+
+// index makes byAlias and byName.
+func (dm *devMetrics) index() {
+	dm.byAlias = make([]int32, len(dm.defs))
+	dm.byName = make(map[string]int32, len(dm.defs))
+	for i := range dm.defs {
+		dm.byAlias[i] = int32(i)
+		if !dm.defs[i].event {
+			dm.byName[dm.defs[i].name] = int32(i)
+		}
+	}
+	slices.SortFunc(dm.byAlias, func(a, b int32) int { return cmp.Compare(dm.defs[a].alias, dm.defs[b].alias) })
+}
+
+// aliasIndex returns the index of the metric of alias (-1: none, or an
+// event field), trying hint first.
+func (dm *devMetrics) aliasIndex(alias uint64, hint int) int {
+	if hint < len(dm.defs) && dm.defs[hint].alias == alias && !dm.defs[hint].event {
+		return hint
+	}
+	i, ok := slices.BinarySearchFunc(dm.byAlias, alias, func(k int32, a uint64) int { return cmp.Compare(dm.defs[k].alias, a) })
+	if !ok || dm.defs[dm.byAlias[i]].event {
+		return -1
+	}
+	return int(dm.byAlias[i])
+}
+
+// nameIndex returns the index of the metric named name (-1: none, or an
+// event field), trying hint first.
+func (dm *devMetrics) nameIndex(name []byte, hint int) int {
+	if hint < len(dm.defs) && dm.defs[hint].name == string(name) && !dm.defs[hint].event {
+		return hint
+	}
+	i, ok := dm.byName[string(name)]
+	if !ok {
+		return -1
+	}
+	return int(i)
 }
 
 // metricDef is one metric of a device.
@@ -150,6 +194,7 @@ func (n *Node) refreshLocked() {
 				ddeath: base + "DDEATH/" + n.cfg.EdgeNodeID + "/" + id,
 			}
 			n.devs = append(n.devs, d)
+			n.byID[id] = d
 			added = true
 		}
 		d.removed.Store(false)
@@ -236,6 +281,7 @@ func (n *Node) makeMetrics(d *device) (*devMetrics, []bridge.FieldValue) {
 	if old != nil {
 		dm.version = old.version + 1
 	}
+	dm.index()
 	return dm, values
 }
 

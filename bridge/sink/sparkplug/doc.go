@@ -10,15 +10,18 @@
 //     primary host's STATE, NBIRTH and the DBIRTHs, the data, NDEATH and
 //     a clean disconnect at Close. Stats is its state for the read model.
 //   - The devices (devices.go): made from the running writer groups
-//     (Config.Source), kept for the node's life, each with its metrics
+//     (Config.Source), before any connection too (what the feeds encode
+//     while the broker is away is held), kept for the node's life, each with its metrics
 //     (names, aliases, datatypes) made anew at its births from the groups'
 //     last values.
 //   - The feeds (feed.go): one bridge.ValueSink per writer group, which
 //     writes each batch of a writer's changed values as DDATA into a pooled
 //     sink.Message for the node's Output.
-//   - The store (store.go): what the node holds while it is not online, a
-//     Store interface (MemStore: bounded by bytes, the oldest dropped and
-//     counted) that a durable log can implement.
+//   - The store (store.go, logstore.go): what the node holds while it is
+//     not online, behind a Store interface: MemStore, in memory, bounded
+//     by bytes (the oldest dropped and counted); LogStore, a stream of the
+//     store-and-forward log (bridge/storelog), where it outlives the
+//     process, bounded by the log's maxBytes and maxAge.
 //   - Commands (command.go): NCMD's rebirth request; DCMD's metrics as
 //     writes a Commander authorises and carries out (the gateway's: the
 //     command engine of bridge/command; none: every write refused); the
@@ -59,13 +62,37 @@
 //
 // Data is QoS 0 (3.0 §6.4): at-most-once. While the node is not online
 // Publish puts the data into the store and confirms it; after the next
-// births the store is sent in order. A data message made before its
-// device's latest DBIRTH (held, or queued across a rebirth) goes with the
-// metrics that are not newer than the values that DBIRTH carried marked
-// is_historical, so that old values never overwrite current ones at the
-// host. Values for a device that died are left out (its next DBIRTH
-// carries the current ones); so are held messages whose device's metrics
-// changed meanwhile (counted as stale).
+// births the store is sent in order, and until it is, new data joins it
+// behind, so that the host gets every metric's values in order. A data
+// message made before its device's latest DBIRTH (held, or queued across
+// a rebirth) goes with the metrics that are not newer than the values
+// that DBIRTH carried marked is_historical, so that old values never
+// overwrite current ones at the host. Values for a device that died are
+// left out (its next DBIRTH carries the current ones); so are held
+// messages whose device's metrics changed meanwhile (counted as stale).
+// Held data of a device the node does not know yet or whose sessions are
+// not up yet at the birth (the gateway just started) waits for its DBIRTH
+// — one that knows its metrics' types — up to Config.DeviceWait, then is
+// left out (stale).
+//
+// # Held data across a restart
+//
+// Aliases, device indexes and metric versions belong to the node's
+// process: the next one gives them out anew, in the order it meets the
+// metrics, and its bdSeq starts at 0 again. A MemStore's records carry
+// them (Record.Token) and end with the process. A durable store's records
+// are named instead (appendNamed): the device by its id, each metric by
+// its name and datatype, its timestamp, value and properties as encoded.
+// The process that sends them (after its NBIRTH and the device's DBIRTH)
+// gives each metric its own alias by name (appendAliased), since a DDATA
+// of a node whose births carry aliases must use them (3.0
+// payloads-alias-data-cmd-requirement), and marks historical what is not
+// newer than the DBIRTH's values. A metric the device no longer has under
+// that name and datatype (another configuration) is left out, counted as
+// a stale metric: its value would not mean what it meant. Sending moves
+// the LogStore's durable cursor past each record: a crash in the middle
+// of a drain sends again, after the next birth, what went out since the
+// log's last commit (historical values at the same timestamps).
 //
 // # Concurrency, ownership and lock order
 //
@@ -80,7 +107,12 @@
 // host's state and the last error (pubMu → mu). The feeds read the devices
 // and their metrics through atomic pointers (replaced, never changed) and
 // keep what they found per writer, so that they take no lock; Stats reads
-// atomics and the store's counters, and never waits for the session.
+// atomics and the store's counters, and never waits for the session. A
+// LogStore's Put hands the record to the log's committer without waiting
+// for its commit (its stream gives way: it never waits for room, only, a
+// commit's time, while the stream's pending messages are at their bound);
+// its Drain, under pubMu, waits for the records put to be committed
+// (bounded) and reads them on the session's goroutine.
 //
 // # Conformance
 //

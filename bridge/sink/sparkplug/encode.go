@@ -8,9 +8,7 @@ import (
 	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	pb "github.com/uagate/gateway/bridge/sink/sparkplug/sparkplugpb"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -469,86 +467,189 @@ func (e *encoder) appendArray(b []byte, v *ua.Variant) []byte {
 	return b
 }
 
-// appendRebirthed appends payload body (without its room) to dst, its
-// metrics for which hist(alias, timestamp) says so marked is_historical,
-// and returns it with the room in front, and whether any metric was
-// marked. Data that was not sent before a later birth goes out after it:
-// what is older than the values the birth carried is history, so that it
-// does not overwrite them at the host. A protobuf message may carry a field
-// twice (the last one wins), so the flag is appended to a metric as it is.
-// A body that is not a whole Sparkplug payload (a record damaged in the
-// store) is an error: the metrics are copied as they are, so nothing in
-// them would be checked otherwise. Held data is rewritten once, after a
-// birth, so the check's decoding is not on the data path.
-func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
-	if err := proto.Unmarshal(body, new(pb.Payload)); err != nil {
-		return dst, false, fmt.Errorf("sparkplug: a held payload: %w", err)
-	}
-	dst = append(dst[:0], 0, 0, 0)
-	marked := false
+// metricHead is what rewriteMetrics reads of an encoded metric.
+type metricHead struct {
+	name     []byte
+	alias    uint64
+	hasAlias bool
+	ts       uint64
+	dtype    DataType
+}
+
+// metricEdit is how rewriteMetrics writes a metric: left out (drop), or
+// with the name, alias (hasAlias) and datatype given here instead of those
+// it had, and marked historical.
+type metricEdit struct {
+	drop     bool
+	name     string
+	alias    uint64
+	hasAlias bool
+	dtype    DataType
+	hist     bool
+}
+
+// rewriteMetrics appends the fields of payload body (without its room) to
+// dst, each metric as edit says of it: its timestamp, is_null, properties
+// and value as they were, then the edit's name, alias, datatype and
+// historical flag instead of the metric's own (a protobuf message's fields
+// may come in any order: one pass writes the metric). The payload's seq is
+// left out: a message's seq is the one it is sent with. It returns how
+// many metrics it wrote. edit must not keep the head's name.
+func rewriteMetrics(dst, body []byte, edit func(metricHead) metricEdit) ([]byte, int, error) {
+	written := 0
 	for len(body) > 0 {
 		num, typ, n := protowire.ConsumeTag(body)
 		if n < 0 {
-			return dst, marked, protowire.ParseError(n)
+			return dst, written, protowire.ParseError(n)
 		}
 		if !num.IsValid() {
-			return dst, marked, fmt.Errorf("sparkplug: field number %d out of range", num)
+			return dst, written, fmt.Errorf("sparkplug: field number %d out of range", num)
 		}
 		m := protowire.ConsumeFieldValue(num, typ, body[n:])
 		if m < 0 {
-			return dst, marked, protowire.ParseError(m)
+			return dst, written, protowire.ParseError(m)
 		}
 		switch {
 		case num == fPayloadMetrics && typ == protowire.BytesType:
 			v, _ := protowire.ConsumeBytes(body[n:])
-			alias, ts, err := metricKey(v)
-			if err != nil {
-				return dst, marked, err
+			mark := len(dst)
+			var start int
+			var h metricHead
+			var err error
+			dst, start = beginLen(dst, fPayloadMetrics)
+			if dst, h, err = appendMetricRest(dst, v); err != nil {
+				return dst[:mark], written, err
 			}
-			if !hist(alias, ts) {
-				dst = append(dst, body[:n+m]...)
+			e := edit(h)
+			if e.drop {
+				dst = dst[:mark]
 				break
 			}
-			marked = true
-			dst = protowire.AppendTag(dst, fPayloadMetrics, protowire.BytesType)
-			dst = protowire.AppendVarint(dst, uint64(len(v)+2))
-			dst = append(dst, v...)
-			dst = appendVarintField(dst, fMetricHistorical, 1)
+			if e.name != "" {
+				dst = appendStringField(dst, fMetricName, e.name)
+			}
+			if e.hasAlias {
+				dst = appendVarintField(dst, fMetricAlias, e.alias)
+			}
+			if e.dtype != 0 {
+				dst = appendVarintField(dst, fMetricDatatype, uint64(e.dtype))
+			}
+			if e.hist {
+				dst = appendVarintField(dst, fMetricHistorical, 1)
+			}
+			dst = endLen(dst, start)
+			written++
 		case num == fPayloadSeq:
-			// The message's seq is the one it is sent with.
 		default:
 			dst = append(dst, body[:n+m]...)
 		}
 		body = body[n+m:]
 	}
-	return dst, marked, nil
+	return dst, written, nil
 }
 
-// metricKey returns the alias and timestamp of an encoded metric.
-func metricKey(b []byte) (alias, ts uint64, err error) {
+// appendMetricRest appends the fields of encoded metric b but its name,
+// alias, datatype and historical flag, and returns what it read of them
+// (and of its timestamp).
+func appendMetricRest(dst, b []byte) ([]byte, metricHead, error) {
+	var h metricHead
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, 0, protowire.ParseError(n)
-		}
-		if typ == protowire.VarintType && (num == fMetricAlias || num == fMetricTimestamp) {
-			v, k := protowire.ConsumeVarint(b[n:])
-			if k < 0 {
-				return 0, 0, protowire.ParseError(k)
-			}
-			if num == fMetricAlias {
-				alias = v
-			} else {
-				ts = v
-			}
-			b = b[n+k:]
-			continue
+			return dst, h, protowire.ParseError(n)
 		}
 		k := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if k < 0 {
-			return 0, 0, protowire.ParseError(k)
+			return dst, h, protowire.ParseError(k)
+		}
+		switch {
+		case num == fMetricName && typ == protowire.BytesType:
+			h.name, _ = protowire.ConsumeBytes(b[n:])
+		case num == fMetricAlias && typ == protowire.VarintType:
+			h.alias, _ = protowire.ConsumeVarint(b[n:])
+			h.hasAlias = true
+		case num == fMetricDatatype && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(b[n:])
+			h.dtype = DataType(v)
+		case num == fMetricName, num == fMetricAlias, num == fMetricDatatype, num == fMetricHistorical:
+			// Of another wire type: left out as the well-typed ones are.
+		default:
+			if num == fMetricTimestamp && typ == protowire.VarintType {
+				h.ts, _ = protowire.ConsumeVarint(b[n:])
+			}
+			dst = append(dst, b[:n+k]...)
 		}
 		b = b[n+k:]
 	}
-	return alias, ts, nil
+	return dst, h, nil
+}
+
+// appendRebirthed appends payload body (without its room) to dst, its
+// metrics for which hist(alias, timestamp) says so marked is_historical,
+// and returns it with the room in front, and whether any metric was
+// marked. Data that was not sent before a later birth goes out after it:
+// what is older than the values the birth carried is history, so that it
+// does not overwrite them at the host.
+func appendRebirthed(dst, body []byte, hist func(alias, ts uint64) bool) ([]byte, bool, error) {
+	marked := false
+	dst, _, err := rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h metricHead) metricEdit {
+		e := metricEdit{alias: h.alias, hasAlias: h.hasAlias, hist: hist(h.alias, h.ts)}
+		marked = marked || e.hist
+		return e
+	})
+	return dst, marked, err
+}
+
+// appendNamed appends payload body (without its room) to dst, each metric
+// with the name and datatype of its alias in dm instead of the alias: a
+// record that means the same to a later process, whose aliases and metric
+// versions may differ. Metrics whose alias dm does not have are left out;
+// it returns how many it wrote.
+func appendNamed(dst, body []byte, dm *devMetrics) ([]byte, int, error) {
+	next := 0 // a writer's metrics come in the order of its fields
+	return rewriteMetrics(dst, body, func(h metricHead) metricEdit {
+		i := dm.aliasIndex(h.alias, next)
+		if i < 0 || !h.hasAlias {
+			return metricEdit{drop: true}
+		}
+		next = i + 1
+		return metricEdit{name: dm.defs[i].name, dtype: dm.defs[i].dtype}
+	})
+}
+
+// aliased is what appendAliased did: the metrics it kept and left out,
+// those of them whose metric in dm has no type yet (its first value not
+// come: unknown), and whether any kept one was marked historical.
+type aliased struct {
+	kept, left, unknown int
+	hist                bool
+}
+
+// appendAliased appends named record body (appendNamed's) to dst with the
+// room in front, each metric with its alias in dm, found by name, instead
+// of its name and datatype, marked historical when it is not newer than
+// birthTS says of the alias (the values of the device's last DBIRTH).
+// Metrics dm has no metric of that name and datatype for are left out:
+// their values would not mean what they meant.
+func appendAliased(dst, body []byte, dm *devMetrics, birthTS map[uint64]uint64) ([]byte, aliased, error) {
+	var a aliased
+	next := 0
+	out, kept, err := rewriteMetrics(append(dst[:0], 0, 0, 0), body, func(h metricHead) metricEdit {
+		i := dm.nameIndex(h.name, next)
+		if i >= 0 && dm.defs[i].uaType == ua.TypeNull {
+			a.unknown++
+		}
+		if i < 0 || dm.defs[i].dtype != h.dtype {
+			a.left++
+			return metricEdit{drop: true}
+		}
+		next = i + 1
+		md := &dm.defs[i]
+		bt, ok := birthTS[md.alias]
+		e := metricEdit{alias: md.alias, hasAlias: true, hist: !ok || h.ts <= bt}
+		a.hist = a.hist || e.hist
+		return e
+	})
+	a.kept = kept
+	return out, a, err
 }

@@ -66,7 +66,7 @@ func TestMemStore(t *testing.T) {
 	payload := make([]byte, 700)
 	for i := range 10 {
 		payload[0] = byte(i)
-		if !s.Put(uint64(i), int64(i), payload) {
+		if !s.Put(Record{Device: "d", Token: uint64(i), Created: int64(i), Payload: payload}) {
 			t.Fatalf("put %d refused", i)
 		}
 	}
@@ -74,22 +74,22 @@ func TestMemStore(t *testing.T) {
 	if st.Messages != 4 || st.Bytes != 4*700 || st.Dropped != 6 {
 		t.Fatalf("stats %+v, want 4 held (1 KiB buffers in 4 KiB), 6 dropped", st)
 	}
-	if s.Put(99, 99, make([]byte, 5000)) || s.Stats().Dropped != 7 {
+	if s.Put(Record{Token: 99, Payload: make([]byte, 5000)}) || s.Stats().Dropped != 7 {
 		t.Error("a payload larger than the store was taken")
 	}
 	var got []uint64
-	s.Drain(func(tok uint64, created int64, b []byte) bool {
-		if int64(tok) != created || b[0] != byte(tok) {
-			t.Errorf("record %d: created %d, payload %d", tok, created, b[0])
+	s.Drain(func(r Record) bool {
+		if int64(r.Token) != r.Created || r.Payload[0] != byte(r.Token) || r.Device != "d" || r.Named {
+			t.Errorf("record %+v", r)
 		}
-		got = append(got, tok)
-		return tok != 7
+		got = append(got, r.Token)
+		return r.Token != 7
 	})
 	if len(got) != 2 || got[0] != 6 || got[1] != 7 || s.Stats().Messages != 3 {
 		t.Fatalf("drained %v, %d left; want 6, 7 (7 kept), 3 left", got, s.Stats().Messages)
 	}
 	got = got[:0]
-	s.Drain(func(tok uint64, _ int64, _ []byte) bool { got = append(got, tok); return true })
+	s.Drain(func(r Record) bool { got = append(got, r.Token); return true })
 	if len(got) != 3 || got[0] != 7 || s.Stats().Messages != 0 || s.Stats().Bytes != 0 {
 		t.Fatalf("drained %v, stats %+v", got, s.Stats())
 	}
@@ -97,32 +97,59 @@ func TestMemStore(t *testing.T) {
 
 // FuzzInbound: what the node takes from the broker or its store does not
 // panic it: a DCMD payload converted for metrics of every type, and a held
-// payload rewritten for a rebirth (which, when it parses, decodes).
+// payload rewritten for a rebirth, named for a durable store and given
+// aliases again (each of which decodes when the input did).
 func FuzzInbound(f *testing.F) {
 	var e encoder
 	p := beginPayload(nil, 5)
 	p, _ = e.appendMetric(p, &metric{alias: 1, hasAlias: true, ts: 4}, &ua.DataValue{Value: ua.NewDoubleVariant(1)}, Double)
 	f.Add(body(p))
+	np, _, _ := appendNamed(nil, body(p), testMetrics(metricDef{name: "Double", alias: 1, dtype: Double}))
+	f.Add(np)
 	cmd, _ := proto.Marshal(&pb.Payload{Metrics: []*pb.Payload_Metric{{Alias: proto.Uint64(1), Value: &pb.Payload_Metric_IntValue{IntValue: 7}}}})
 	f.Add(cmd)
 	var defs []metricDef
 	for t := ua.TypeBoolean; t <= ua.TypeDiagnosticInfo; t++ {
 		defs = append(defs, metricDef{name: t.String(), alias: 1, uaType: t, dtype: DataTypeOf(t, false)})
 	}
+	// Metrics with aliases 1… for the held records' names.
+	named := &devMetrics{}
+	for i, d := range defs {
+		d.alias = uint64(i + 1)
+		named.defs = append(named.defs, d)
+	}
+	named.index()
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var p pb.Payload
-		if proto.Unmarshal(in, &p) == nil {
+		valid := proto.Unmarshal(in, &p) == nil
+		if valid {
 			for _, m := range p.Metrics {
 				for i := range defs {
 					_, _ = variantOf(m, &defs[i])
 				}
 			}
 		}
+		// The rewritten payloads decode when the input did (the rewriting
+		// reads the metrics' own fields, not what they nest).
 		out, _, err := appendRebirthed(nil, in, func(alias, ts uint64) bool { return alias%2 == 0 })
-		if err == nil {
+		if err == nil && valid {
 			var q pb.Payload
 			if err := proto.Unmarshal(withSeq(out, 1), &q); err != nil {
 				t.Fatalf("rewritten payload does not decode: %v", err)
+			}
+		}
+		// Held named and given aliases again (a store's payload after a
+		// restart).
+		if b, _, err := appendNamed(nil, in, named); err == nil && valid {
+			var q pb.Payload
+			if err := proto.Unmarshal(b, &q); err != nil {
+				t.Fatalf("named payload does not decode: %v", err)
+			}
+		}
+		if out, _, err := appendAliased(nil, in, named, nil); err == nil && valid {
+			var q pb.Payload
+			if err := proto.Unmarshal(withSeq(out, 1), &q); err != nil {
+				t.Fatalf("aliased payload does not decode: %v", err)
 			}
 		}
 	})

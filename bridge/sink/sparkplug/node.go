@@ -24,6 +24,9 @@ const (
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultWriteTimeout   = 10 * time.Second
 	DefaultCheckInterval  = time.Second
+	// DefaultDeviceWait is how long held data waits for its device's
+	// DBIRTH after the node's (Config.DeviceWait).
+	DefaultDeviceWait = 10 * time.Second
 	// DefaultMaxMessageSize is where a DDATA is split: the writer groups'
 	// default maxMessageSize.
 	DefaultMaxMessageSize = config.DefaultGroupMessageSize
@@ -51,8 +54,16 @@ type Config struct {
 	PrimaryHostID string
 	// Store holds the data while the node is not online; default a
 	// MemStore of StoreBytes (default config.DefaultSparkplugStoreBytes).
+	// The gateway gives a LogStore when the store-and-forward log is on
+	// (StoreBytes then does not apply).
 	Store      Store
 	StoreBytes int
+	// DeviceWait is how long, after the node's birth, held data of a
+	// device whose sessions are not up yet (the gateway just started)
+	// waits for its DBIRTH before it is left out (counted as stale); the
+	// data after it, new data included, waits with it, so that the host
+	// gets every metric's values in order. Default DefaultDeviceWait.
+	DeviceWait time.Duration
 
 	// Source returns the writer groups that run now, in configuration
 	// order: the node's devices and their metrics are made from their
@@ -108,7 +119,7 @@ func (c *Config) setDefaults() {
 	for _, d := range []struct {
 		p *time.Duration
 		v time.Duration
-	}{{&c.CheckInterval, DefaultCheckInterval}, {&c.ConnectTimeout, DefaultConnectTimeout}, {&c.KeepAlive, DefaultKeepAlive}, {&c.WriteTimeout, DefaultWriteTimeout}} {
+	}{{&c.DeviceWait, DefaultDeviceWait}, {&c.CheckInterval, DefaultCheckInterval}, {&c.ConnectTimeout, DefaultConnectTimeout}, {&c.KeepAlive, DefaultKeepAlive}, {&c.WriteTimeout, DefaultWriteTimeout}} {
 		if *d.p <= 0 {
 			*d.p = d.v
 		}
@@ -148,9 +159,16 @@ type Node struct {
 	bdSeq   uint64      // of the current (or last) MQTT CONNECT
 	dialed  bool        // a CONNECT was sent: the next takes the next bdSeq
 	hist    []byte      // scratch of historical payloads
+	named   []byte      // scratch of records for a durable store
+	durable bool        // the store's records outlive the process: they are named
+	// backlog: the store may hold data this session has not sent; new
+	// data then joins it (publishData).
+	backlog bool
+	liveAt  time.Time   // of the last NBIRTH
 	tmr     *time.Timer // bounds a publish
 	aliases uint64      // the last alias given out
 	devs    []*device   // every device the node ever had, by index (m.Token)
+	byID    map[string]*device
 
 	// devices is devs as readers without pubMu see it.
 	devices atomic.Pointer[[]*device]
@@ -180,6 +198,7 @@ type nodeTopics struct {
 type counters struct {
 	connects, connectFailures, nodeBirths, rebirths, deviceBirths, deviceDeaths atomic.Uint64
 	dataMessages, metrics, historical, typeMismatches, unmapped, stale          atomic.Uint64
+	staleMetrics                                                                atomic.Uint64
 	commands, commandsDenied, commandsFailed, commandsBusy, stateMessages       atomic.Uint64
 	bdSeq, seq                                                                  atomic.Uint64
 	connected, online                                                           atomic.Bool
@@ -215,6 +234,11 @@ func New(c Config) (*Node, error) {
 		wake: make(chan struct{}, 1),
 		cmds: make(chan command, commandQueue),
 		tmr:  time.NewTimer(time.Hour),
+		byID: map[string]*device{},
+		// What an earlier process left in a durable store is sent after
+		// the first birth.
+		backlog: true,
+		durable: c.Store.Durable(),
 	}
 	n.tmr.Stop()
 	if c.PrimaryHostID != "" {
@@ -311,9 +335,11 @@ func (n *Node) Close(ctx context.Context) error {
 		c.lost.Mark(fmt.Errorf("sparkplug %s: closed: %w", n.cfg.Name, sink.ErrNotConnected))
 		n.setConn(nil)
 	}
-	if st := n.cfg.Store.Stats(); st.Messages > 0 {
+	if st := n.cfg.Store.Stats(); st.Messages > 0 && n.durable {
+		n.log.Info("sparkplug node closed with data held for the host: kept, for the next start's births", "messages", st.Messages, "bytes", st.Bytes, "stream", st.Stream)
+	} else if st.Messages > 0 {
 		n.log.Warn("sparkplug node closed with data held for the host, not sent", "messages", st.Messages, "bytes", st.Bytes)
-		n.cfg.Store.Drain(func(uint64, int64, []byte) bool { return true })
+		n.cfg.Store.Drain(func(Record) bool { return true })
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && started {
 		select {
@@ -382,9 +408,14 @@ type Stats struct {
 	TypeMismatches uint64 `json:"typeMismatches"`
 	// Unmapped counts values of writers the node had no device for yet (a
 	// reload; the next DBIRTH carries them); Stale data messages left out
-	// because their device died or its metrics changed before they went.
-	Unmapped uint64 `json:"unmapped"`
-	Stale    uint64 `json:"stale"`
+	// because their device died or its metrics changed before they went
+	// (or, held, it did not come back within DeviceWait after the birth);
+	// StaleMetrics the metrics left out of held data because their device
+	// no longer has a metric of that name and datatype (a restart with
+	// another configuration).
+	Unmapped     uint64 `json:"unmapped"`
+	Stale        uint64 `json:"stale"`
+	StaleMetrics uint64 `json:"staleMetrics"`
 	// Store is what is held for the next birth.
 	Store StoreStats `json:"store"`
 	// Commands counts DCMD writes asked for; CommandsDenied those refused
@@ -419,8 +450,9 @@ func (n *Node) Stats() Stats {
 		DeviceBirths: n.st.deviceBirths.Load(), DeviceDeaths: n.st.deviceDeaths.Load(),
 		DataMessages: n.st.dataMessages.Load(), MetricsEncoded: n.st.metrics.Load(), Historical: n.st.historical.Load(),
 		TypeMismatches: n.st.typeMismatches.Load(), Unmapped: n.st.unmapped.Load(), Stale: n.st.stale.Load(),
-		Store:    n.cfg.Store.Stats(),
-		Commands: n.st.commands.Load(), CommandsDenied: n.st.commandsDenied.Load(),
+		StaleMetrics: n.st.staleMetrics.Load(),
+		Store:        n.cfg.Store.Stats(),
+		Commands:     n.st.commands.Load(), CommandsDenied: n.st.commandsDenied.Load(),
 		CommandsFailed: n.st.commandsFailed.Load(), CommandsBusy: n.st.commandsBusy.Load(),
 		StateMessages: n.st.stateMessages.Load(),
 	}

@@ -42,6 +42,9 @@ func (n *Node) run() {
 	bo := n.cfg.Backoff
 	bo.MaxElapsed = 0
 	for n.ctx.Err() == nil {
+		// The devices exist before a connection does: what the feeds
+		// encode while the broker is away is held, not unmapped.
+		n.refreshDevices()
 		c, err := n.dial()
 		if err != nil {
 			if n.ctx.Err() != nil {
@@ -51,11 +54,7 @@ func (n *Node) run() {
 			n.setErr(err)
 			d, _ := bo.Next(err)
 			n.log.Warn("sparkplug: connect failed", "err", err, "retryIn", d.Round(time.Millisecond))
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-n.ctx.Done():
-				t.Stop()
+			if !n.waitRetry(d) {
 				return
 			}
 			continue
@@ -63,6 +62,34 @@ func (n *Node) run() {
 		bo.Reset()
 		n.st.connects.Add(1)
 		n.serve(c)
+	}
+}
+
+// refreshDevices makes the devices what the writer groups say now.
+func (n *Node) refreshDevices() {
+	n.pubMu.Lock()
+	n.refresh.Store(false)
+	n.refreshLocked()
+	n.pubMu.Unlock()
+}
+
+// waitRetry waits d before the next connection attempt, refreshing the
+// devices when the writer groups change meanwhile; false when the node
+// closes.
+func (n *Node) waitRetry(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-n.wake:
+			if n.refresh.Load() {
+				n.refreshDevices()
+			}
+		case <-n.ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -172,6 +199,7 @@ func (n *Node) serve(c *connection) {
 		}
 		if n.live && check {
 			n.checkDevicesLocked()
+			n.flushStoreLocked() // what waits for a device's birth
 		}
 		if n.live && !n.hostOnline() {
 			// 3.0 §5.5: the primary host went offline: NDEATH, disconnect,
@@ -227,6 +255,7 @@ func (n *Node) birthLocked() {
 	}
 	n.live = true // publishLocked needs it; cleared again if anything fails
 	n.seq = 0
+	n.liveAt = time.Now()
 	if err := n.publishLocked(n.topics.nbirth, withSeq(n.nbirth(), 0)); err != nil {
 		return
 	}
@@ -305,7 +334,9 @@ func (n *Node) publishWait(ctx context.Context, c *connection, topic string, pay
 }
 
 // publishData sends a data message of a feed, or keeps it for the next
-// birth (pubMu held).
+// birth (pubMu held). While the store holds data this session has not
+// sent yet, new data joins it behind: the host gets every metric's values
+// in order.
 func (n *Node) publishData(m *sink.Message) {
 	idx, version := untoken(m.Token)
 	d := n.deviceOf(idx)
@@ -313,8 +344,8 @@ func (n *Node) publishData(m *sink.Message) {
 		n.st.unmapped.Add(1)
 		return
 	}
-	if !n.live {
-		n.cfg.Store.Put(m.Token, m.Created, body(m.Payload()))
+	if !n.live || n.backlog {
+		n.hold(d, version, m.Created, body(m.Payload()))
 		return
 	}
 	if d.removed.Load() || (!d.born && !d.up()) {
@@ -326,13 +357,40 @@ func (n *Node) publishData(m *sink.Message) {
 	if !d.born {
 		n.dbirthLocked(d)
 		if !n.live {
-			n.cfg.Store.Put(m.Token, m.Created, body(m.Payload()))
+			n.hold(d, version, m.Created, body(m.Payload()))
 			return
 		}
 	}
 	if !n.sendData(d, version, m.Created, body(m.Payload()), m.Payload()) {
-		n.cfg.Store.Put(m.Token, m.Created, body(m.Payload()))
+		n.hold(d, version, m.Created, body(m.Payload()))
 	}
+}
+
+// hold puts the body b of a data message made at created for device d's
+// metrics of version into the store (pubMu held). A durable store gets it
+// named (appendNamed): a later process gives the names its own aliases.
+func (n *Node) hold(d *device, version uint32, created int64, b []byte) {
+	n.backlog = true
+	r := Record{Device: d.id, Token: uint64(d.index)<<32 | uint64(version), Created: created, Payload: b}
+	if n.durable {
+		dm := d.metrics.Load()
+		if dm == nil || dm.version != version {
+			// Its metrics changed since it was encoded: stale, as it would
+			// be when the store is sent.
+			n.st.stale.Add(1)
+			return
+		}
+		var k int
+		var err error
+		n.named, k, err = appendNamed(n.named[:0], b, dm)
+		if err != nil || k == 0 {
+			n.log.Error("sparkplug: a data message does not decode", "device", d.id, "err", err)
+			n.st.stale.Add(1)
+			return
+		}
+		r.Payload, r.Named = n.named, true
+	}
+	n.cfg.Store.Put(r)
 }
 
 // sendData publishes the body b of a data message made at created for
@@ -362,6 +420,39 @@ func (n *Node) sendData(d *device, version uint32, created int64, b, p []byte) b
 		}
 		p = n.hist
 	}
+	return n.publishDDATA(d, p, hist)
+}
+
+// sendNamed publishes the named record b for device d (pubMu held, online,
+// d born) with the aliases d's metrics have now, found by name; a metric
+// not newer than the value the device's last DBIRTH carried is marked
+// historical. Metrics whose name d no longer has, or whose datatype
+// changed, are left out (counted): their values would not mean at the host
+// what they meant. A record with metrics whose type the device does not
+// know yet (no value since the start: its next DBIRTH will say) waits for
+// it, up to DeviceWait after the node's birth. It returns false when the
+// record waits or the connection failed.
+func (n *Node) sendNamed(d *device, b []byte) bool {
+	var a aliased
+	var err error
+	n.hist, a, err = appendAliased(n.hist, b, d.metrics.Load(), d.birthTS)
+	if err == nil && a.unknown > 0 && time.Since(n.liveAt) < n.cfg.DeviceWait {
+		return false
+	}
+	n.st.staleMetrics.Add(uint64(a.left))
+	if err != nil || a.kept == 0 {
+		if err != nil {
+			n.log.Error("sparkplug: a held message does not decode", "device", d.id, "err", err)
+		}
+		n.st.stale.Add(1)
+		return true
+	}
+	return n.publishDDATA(d, n.hist, a.hist)
+}
+
+// publishDDATA publishes payload p (with its seq room) as d's DDATA and
+// counts it (pubMu held, online); false when the connection failed.
+func (n *Node) publishDDATA(d *device, p []byte, hist bool) bool {
 	if err := n.publishLocked(d.ddata, withSeq(p, n.seq)); err != nil {
 		return false
 	}
@@ -372,26 +463,62 @@ func (n *Node) sendData(d *device, version uint32, created int64, b, p []byte) b
 	return true
 }
 
-// flushStoreLocked sends what the store held, in order (pubMu held, just
-// born). Records of devices that are not born now, or whose metrics
-// changed since, are left out: their aliases or types may no longer be the
-// host's. What the connection did not take stays, in order.
+// heldDevice is the device of a held record (nil: none).
+func (n *Node) heldDevice(r *Record) *device {
+	if r.Named {
+		return n.byID[r.Device]
+	}
+	idx, _ := untoken(r.Token)
+	return n.deviceOf(idx)
+}
+
+// flushStoreLocked sends what the store held, in order (pubMu held, born).
+// A record of a device the node does not know yet (its writer group still
+// starting) or whose sessions are not up yet (the gateway just started)
+// stops it, keeping the order, until the device is born or DeviceWait has
+// passed since the node's birth: the session loop tries again at its
+// checks. Records of devices that are gone, or that waited longer, are
+// left out; so are those in alias form whose device's metrics changed
+// since (their aliases or types may no longer be the host's). What the
+// connection did not take stays, in order.
 func (n *Node) flushStoreLocked() {
-	if n.cfg.Store.Stats().Messages == 0 {
+	if !n.backlog {
 		return
 	}
-	n.cfg.Store.Drain(func(tok uint64, created int64, b []byte) bool {
+	if n.cfg.Store.Stats().Messages == 0 {
+		n.backlog = false
+		return
+	}
+	n.cfg.Store.Drain(func(r Record) bool {
 		if !n.live {
 			return false
 		}
-		idx, version := untoken(tok)
-		d := n.deviceOf(idx)
-		if d == nil || d.removed.Load() || !d.born {
+		d := n.heldDevice(&r)
+		switch {
+		case d != nil && d.removed.Load():
+			n.st.stale.Add(1)
+			return true
+		case d != nil && !d.born && d.up():
+			n.dbirthLocked(d)
+			if !n.live {
+				return false
+			}
+		case d == nil || !d.born:
+			// Not known yet (its writer group starting) or its sessions
+			// not up yet.
+			if time.Since(n.liveAt) < n.cfg.DeviceWait {
+				return false
+			}
 			n.st.stale.Add(1)
 			return true
 		}
-		return n.sendData(d, version, created, b, nil)
+		if r.Named {
+			return n.sendNamed(d, r.Payload)
+		}
+		_, version := untoken(r.Token)
+		return n.sendData(d, version, r.Created, r.Payload, nil)
 	})
+	n.backlog = n.cfg.Store.Stats().Messages > 0
 }
 
 // onMessage receives NCMD, DCMD and STATE (paho's goroutines).

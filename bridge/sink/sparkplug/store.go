@@ -9,31 +9,54 @@ import (
 
 // Store holds the data messages of a node that is not online (the primary
 // host offline, the broker away, the births not sent yet) until the next
-// birth, which sends them as historical metrics in their order. A durable
-// store-and-forward log can take MemStore's place behind this interface.
+// birth, which sends them as historical metrics in their order. MemStore
+// holds them in memory; LogStore in the store-and-forward log, where they
+// outlive the process.
 //
 // The node calls Put and Drain with its session lock held, one at a time.
 type Store interface {
-	// Put keeps a copy of payload, a data message's body (without its seq
-	// room) for the device and metric version tok, made at created
-	// (UnixNano). To make room it drops the oldest records (counted); a
-	// payload larger than the whole store is dropped itself (false).
-	Put(tok uint64, created int64, payload []byte) bool
+	// Put keeps a copy of r (its payload is valid during the call only).
+	// To make room it drops the oldest records (counted); it reports
+	// false when it dropped r itself (larger than the whole store, or a
+	// store that is closed).
+	Put(r Record) bool
 	// Drain calls f with the records, oldest first, forgetting each once f
 	// returned true; when f returns false that record and the ones after it
-	// stay. The payload is valid during the call only. f must not call the
-	// store.
-	Drain(f func(tok uint64, created int64, payload []byte) bool)
+	// stay. The record's payload is valid during the call only. f must not
+	// call the store.
+	Drain(f func(r Record) bool)
 	// Stats counts what the store holds and dropped; it never waits for a
 	// Put or a Drain.
 	Stats() StoreStats
+	// Durable reports whether the records outlive the process. The node
+	// then puts them named (Record.Named), since the aliases and metric
+	// versions of one process mean nothing to the next.
+	Durable() bool
+}
+
+// Record is a data message a store holds: the body of a DDATA (without
+// its seq room) for a device, in one of two forms.
+type Record struct {
+	// Device is the device's id.
+	Device string
+	// Named: the metrics carry their names and datatypes and no alias, a
+	// form any later process can give its own aliases to (a durable
+	// store's). Otherwise they carry the aliases of the device and metric
+	// version Token says, valid in the node's process only.
+	Named   bool
+	Token   uint64
+	Created int64 // UnixNano of the encoding
+	Payload []byte
 }
 
 // StoreStats are a Store's counters.
 type StoreStats struct {
 	Messages int    `json:"messages"` // records held
-	Bytes    int    `json:"bytes"`    // their payload bytes
+	Bytes    int    `json:"bytes"`    // their bytes
 	Dropped  uint64 `json:"dropped"`  // records dropped to make room, or too large
+	// Stream is the store-and-forward log's stream that holds the records
+	// (LogStore); "" when they are held in memory.
+	Stream string `json:"stream,omitempty"`
 }
 
 // storeBuffers hold the records of the nodes' MemStores: a record is
@@ -59,6 +82,8 @@ type MemStore struct {
 }
 
 type record struct {
+	device  string
+	named   bool
 	tok     uint64
 	created int64
 	buf     *pooling.Buffer
@@ -69,7 +94,8 @@ type record struct {
 func NewMemStore(maxBytes int) *MemStore { return &MemStore{max: maxBytes} }
 
 // Put implements Store.
-func (s *MemStore) Put(tok uint64, created int64, payload []byte) bool {
+func (s *MemStore) Put(r Record) bool {
+	payload := r.Payload
 	size := storeBuffers.ClassSize(max(len(payload), pooling.MinBufferSize))
 	if size <= 0 {
 		size = len(payload)
@@ -89,7 +115,7 @@ func (s *MemStore) Put(tok uint64, created int64, payload []byte) bool {
 	}
 	b := storeBuffers.Get(max(len(payload), pooling.MinBufferSize))
 	b.B = append(b.B[:0], payload...)
-	s.recs[(s.head+s.n)%len(s.recs)] = record{tok: tok, created: created, buf: b}
+	s.recs[(s.head+s.n)%len(s.recs)] = record{device: r.Device, named: r.Named, tok: r.Token, created: r.Created, buf: b}
 	s.n++
 	s.bytes += cap(b.B)
 	s.held.Add(1)
@@ -119,12 +145,12 @@ func (s *MemStore) popLocked() {
 }
 
 // Drain implements Store.
-func (s *MemStore) Drain(f func(tok uint64, created int64, payload []byte) bool) {
+func (s *MemStore) Drain(f func(r Record) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.n > 0 {
-		r := s.recs[s.head]
-		if !f(r.tok, r.created, r.buf.B) {
+		r := &s.recs[s.head]
+		if !f(Record{Device: r.device, Named: r.named, Token: r.tok, Created: r.created, Payload: r.buf.B}) {
 			return
 		}
 		s.popLocked()
@@ -135,3 +161,6 @@ func (s *MemStore) Drain(f func(tok uint64, created int64, payload []byte) bool)
 func (s *MemStore) Stats() StoreStats {
 	return StoreStats{Messages: int(s.held.Load()), Bytes: int(s.payload.Load()), Dropped: s.dropped.Load()}
 }
+
+// Durable implements Store: a MemStore's records end with the process.
+func (s *MemStore) Durable() bool { return false }
