@@ -134,13 +134,15 @@ func stuck(t *testing.T, gw *gateway.Gateway) {
 var answerBound = map[bool]time.Duration{false: 100 * time.Millisecond, true: 500 * time.Millisecond}[raceEnabled]
 
 // slowDelay is how long the slow server takes to answer each request while
-// the reads are timed, and slowestBound the slowest of a route's five reads
-// allowed: a third of slowDelay, so a read that waited on the apply fails
-// it, while a read a busy machine delayed (two CPU-bound loops beside the
-// race-enabled suite put single reads past a second) passes.
+// the reads are timed: long enough that the apply is still in flight when
+// the reads and the second apply are done, whatever the machine's load.
+// slowestBound is the slowest of a route's five reads allowed: a tenth of
+// slowDelay, so a read that waited on the apply fails it, while a read a
+// busy machine delayed (two CPU-bound loops beside the race-enabled suite
+// put single reads past a second) passes.
 const (
-	slowDelay    = 10 * time.Second
-	slowestBound = slowDelay / 3
+	slowDelay    = 30 * time.Second
+	slowestBound = slowDelay / 10
 )
 
 // TestReadsDoNotWaitOnDataPlane: with the only sink on a dead broker and its

@@ -76,8 +76,12 @@ func restartConfig(up restartUpstream, ep config.Endpoint, queue uint32, mqttURL
 	}
 	ep.Name, ep.URL = "up", up.url
 	ep.AutoAccept = true
+	secrets := "" // secret files are read from the secret directories only
+	if f := ep.Identity.Password.File; f != "" {
+		secrets = filepath.Dir(f)
+	}
 	return &config.Config{
-		Gateway:   config.Gateway{PublisherID: "rs", StateDir: stateDir, ShutdownTimeout: dur(5 * time.Second)},
+		Gateway:   config.Gateway{PublisherID: "rs", StateDir: stateDir, ShutdownTimeout: dur(5 * time.Second), SecretsDir: secrets},
 		Embedded:  config.Embedded{Sim: config.EmbeddedPart{Enabled: ptr(false)}, MQTT: config.EmbeddedPart{Enabled: ptr(false)}, NATS: config.EmbeddedPart{Enabled: ptr(false)}},
 		HTTP:      config.HTTP{Disabled: true},
 		Endpoints: []config.Endpoint{ep},

@@ -51,8 +51,10 @@ func scaleConfigOf(t *testing.T, simURL, natsURL string, groups []string) string
 	// A user: a replica that takes a group over transfers its subscription
 	// to a session of its own, which servers refuse for an anonymous user
 	// on an unsecured channel (Part 4 §5.13.7).
-	c.Endpoints[0].Identity = config.Identity{Username: simUser, Password: config.Secret{File: secretFile(t, simPassword)}}
-	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(8 * time.Second)}
+	secret := secretFile(t, simPassword)
+	c.Endpoints[0].Identity = config.Identity{Username: simUser, Password: config.Secret{File: secret}}
+	// Secret files are read from the secret directories only.
+	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(8 * time.Second), SecretsDir: filepath.Dir(secret)}
 	c.Sinks = jetStreamSink(natsURL, false)
 	for _, g := range groups {
 		// The server's queues must hold what the Counter makes while nobody
