@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -425,14 +426,39 @@ func checkRestart(t *testing.T, alo, amo valueReport, cfg *config.Config, log1, 
 
 // secretFile writes a secret to a file of its own (marshalled
 // configurations never carry a secret's value).
+// secretFile writes v to a file of a directory of the test's own and
+// returns its path: the same path for the same test and value, so that a
+// configuration written again (a reload) names the same secrets directory.
 func secretFile(t *testing.T, v string) string {
 	t.Helper()
+	key := secretKey{t, v}
+	secretFilesMu.Lock()
+	defer secretFilesMu.Unlock()
+	if p, ok := secretFiles[key]; ok {
+		return p
+	}
 	p := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	secretFiles[key] = p
+	t.Cleanup(func() {
+		secretFilesMu.Lock()
+		delete(secretFiles, key)
+		secretFilesMu.Unlock()
+	})
 	return p
 }
+
+type secretKey struct {
+	t *testing.T
+	v string
+}
+
+var (
+	secretFilesMu sync.Mutex
+	secretFiles   = map[secretKey]string{}
+)
 
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -15,7 +15,11 @@ import (
 // whole, oldest first, without a value missing or repeated.
 func historyCheck(t *testing.T, c *Client, nodes []string, span time.Duration, perRequest uint32) []HistoryResult {
 	t.Helper()
-	end := ua.Now()
+	// Whole milliseconds: node-opcua keeps a range's ends as JavaScript
+	// Dates (milliseconds), and a start cut down to its millisecond would
+	// return a value from before the start asked for.
+	const ms = ua.DateTime(time.Millisecond / 100)
+	end := ua.Now() / ms * ms
 	start := end - ua.DateTime(span/100)
 	ranges := make([]HistoryRange, len(nodes))
 	for i, n := range nodes {
