@@ -7,12 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/goccy/go-yaml"
 
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge/config"
@@ -20,7 +16,6 @@ import (
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
 	"github.com/uagate/gateway/uastack/client"
-	"github.com/uagate/gateway/uastack/ua"
 )
 
 // debugPprofEnv opts into the Go profiler of `gateway run` (api.ServeDebug,
@@ -177,7 +172,7 @@ Flags:
 			if s.Name() != "out" {
 				return s
 			}
-			return &countingSink{Sink: s, left: int64(*count), done: counted}
+			return sink.CountData(s, int64(*count), counted)
 		}
 	}
 	opts.SavePath = config.SavePath(*cfgPath, cfg)
@@ -250,9 +245,9 @@ func configError(err error, what string, stderr io.Writer) error {
 // embedded simulation server; writer group "run", writer "gateway", publishes
 // -nodes every -interval.
 func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration) ([]byte, error) {
-	fields, err := parseRunNodes(nodes)
+	fields, err := config.NodeFields(nodes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: -nodes: %v", errUsage, err)
 	}
 	ep := config.Endpoint{Name: "sim", URL: config.EmbeddedSimURL}
 	if upstream != "" {
@@ -264,74 +259,5 @@ func flagsConfig(conn *connFlags, upstream, nodes string, interval time.Duration
 			ep.Identity.Password = config.Secret{Env: passwordEnv} // resolved by config.Parse
 		}
 	}
-	c := config.Config{
-		Endpoints: []config.Endpoint{ep},
-		WriterGroups: []config.WriterGroup{{Name: "run", PublishingInterval: config.Duration(interval),
-			Writers: []config.DataSetWriter{{Name: "gateway", Fields: fields}}}},
-	}
-	// A Secret marshals without its value; -password must reach config.Parse
-	// (only: this text goes to no file and no log).
-	secret := yaml.CustomMarshaler[config.Secret](func(s config.Secret) ([]byte, error) {
-		return yaml.Marshal(struct {
-			Value string `yaml:"value,omitempty"`
-			Env   string `yaml:"env,omitempty"`
-		}{s.Value, s.Env})
-	})
-	return yaml.MarshalWithOptions(&c, yaml.Indent(2), yaml.OmitEmpty(), secret)
-}
-
-// countingSink stops a run (-count) after n ua-data messages went through
-// the sink it wraps.
-type countingSink struct {
-	sink.Sink
-	mu   sync.Mutex
-	left int64
-	done chan struct{}
-}
-
-func (c *countingSink) Publish(m *sink.Message, ack sink.Acker) error {
-	// m may be confirmed, and freed, before Publish returns: look first.
-	data := m.Kind == sink.KindData
-	if err := c.Sink.Publish(m, ack); err != nil || !data {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.left > 0 {
-		if c.left--; c.left == 0 {
-			close(c.done)
-		}
-	}
-	return nil
-}
-
-// parseRunNodes parses -nodes, a field per node named by its id; empty means
-// the fields of the default configuration (the simulation server's Demo
-// variables).
-func parseRunNodes(s string) ([]config.Field, error) {
-	var out []config.Field
-	if s == "" {
-		for _, f := range config.Default().WriterGroups[0].Writers[0].Fields {
-			out = append(out, config.Field{Name: f.Name, Node: f.Node})
-		}
-		return out, nil
-	}
-	seen := map[string]bool{}
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x == "" {
-			continue
-		}
-		if _, err := ua.ParseExpandedNodeID(x); err != nil {
-			return nil, fmt.Errorf("%w: -nodes: %q is not a node id: %v", errUsage, x, err)
-		}
-		if seen[x] {
-			return nil, fmt.Errorf("%w: -nodes: %q given twice", errUsage, x)
-		}
-		seen[x] = true
-		out = append(out, config.Field{Name: x, Node: x})
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: -nodes: no node ids in %q", errUsage, s)
-	}
-	return out, nil
+	return config.OneGroupText(ep, fields, interval)
 }
