@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,9 +27,12 @@ const outageEnv = "UAGATE_TEST_OUTAGE"
 // TestStoreOutageAndKill: the store-and-forward log carries an at-most-once
 // sink across its broker's outage and the gateway's kill -9 during the
 // drain. 1,000 counters changing every 100 ms (10,000 changes/s) with a
-// server queue of 10 samples; the core NATS sink's server is stopped for
-// the outage, started again, and the gateway is killed (SIGKILL) while it
-// drains the backlog and started again at once. The subscriber checks
+// server queue of 10 samples; the core NATS sink's broker is unreachable
+// for the outage (a proxy in front of it cuts and refuses the gateway's
+// connections: the subscriber, connected to nats-server itself, stays
+// subscribed, as core NATS keeps nothing for a subscriber that is not),
+// and the gateway is killed (SIGKILL) while it drains the backlog and
+// started again at once. The subscriber checks
 // every counter: nothing reaches it twice, and nothing is lost but what
 // the killed gateway had handed to the sink and not written (the
 // at-most-once claim, logged and counted as abandoned). The drain rate is
@@ -52,7 +56,8 @@ func TestStoreOutageAndKill(t *testing.T) {
 	dir := t.TempDir()
 	c := standalone(url)
 	c.Gateway = config.Gateway{PublisherID: "gw", StateDir: filepath.Join(dir, "state"), ShutdownTimeout: dur(5 * time.Second)}
-	c.Sinks = config.Sinks{NATS: []config.NATSSink{{Name: "amo", URL: ns.URL()}}}
+	proxy := brokertest.StartProxy(t, strings.TrimPrefix(ns.URL(), "nats://"))
+	c.Sinks = config.Sinks{NATS: []config.NATSSink{{Name: "amo", URL: "nats://" + proxy.Addr()}}}
 	wg := config.WriterGroup{Name: "g", Endpoint: "sim", PublishingInterval: dur(50 * time.Millisecond),
 		Nodes: config.NodeDefaults{SamplingInterval: ptr(dur(20 * time.Millisecond)), QueueSize: 10}}
 	for f := range folders {
@@ -67,11 +72,11 @@ func TestStoreOutageAndKill(t *testing.T) {
 	first := startGatewayChild(t, cfgPath, "GORACE=atexit_sleep_ms=0")
 	waitUntil(t, nil, 2*time.Minute, "every counter at the subscriber", func() bool { return sub.counters() == folders*perFolder })
 
-	ns.Stop()
+	proxy.Down()
 	down := time.Now()
 	<-time.After(outage) // the outage: its length is the test's parameter, not a wait for a condition
 	atRestart := sub.values()
-	ns.Start()
+	proxy.Up()
 	up := time.Now()
 	ingest := float64(folders*perFolder) / 0.1 // changes per second
 	backlog := ingest * time.Since(down).Seconds()

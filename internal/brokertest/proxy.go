@@ -22,7 +22,20 @@ type Proxy struct {
 	closed bool
 	wg     sync.WaitGroup
 	delay  atomic.Int64 // of what goes from the target to the client, in ns
+	down   atomic.Bool  // connections refused (Down)
 }
+
+// Down makes the target unreachable through the proxy, as a broker that
+// went away would be to its clients: the connections through it are cut
+// and new ones closed at once, until Up. Clients connected to the target
+// directly (a test's subscriber) stay connected.
+func (p *Proxy) Down() {
+	p.down.Store(true)
+	p.Cut()
+}
+
+// Up lets connections through again.
+func (p *Proxy) Up() { p.down.Store(false) }
 
 // SetDelay holds everything the target sends for d before the client gets
 // it (0: none), as a slow server or link would; what the client sends goes
@@ -53,6 +66,13 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.down.Load() {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // refused: a reset
+			}
+			c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
