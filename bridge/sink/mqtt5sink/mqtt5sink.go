@@ -272,7 +272,11 @@ func (s *Sink) Publish(m *sink.Message, ack sink.Acker) error {
 // the window once send returns nil; with QoS 0 ack is confirmed before.
 // A non-nil error means nothing was taken.
 func (s *Sink) send(c *connection, e *encoder, m *sink.Message, ack sink.Acker, topic string, retained bool, k sink.Kind, a *sink.Addr, samples bool, payload []byte) error {
-	e.props = appendProperties(e.props[:0], k, a, samples, s.expiry)
+	var epoch uint64
+	if m != nil {
+		epoch = m.Fence.Epoch()
+	}
+	e.props = appendProperties(e.props[:0], k, a, samples, s.expiry, epoch)
 	size, err := publishSize(len(topic), s.qos, len(e.props), len(payload))
 	if err != nil {
 		return fmt.Errorf("mqtt5sink %s: %s: %w", s.cfg.Name, topic, err)

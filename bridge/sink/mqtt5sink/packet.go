@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/uagate/gateway/bridge/sink"
@@ -39,8 +40,10 @@ var errStringTooLong = errors.New("longer than 65535 bytes, the most an MQTT str
 // when not 0), Content Type, and the user properties UAMessageType (Part 14
 // §7.3.5.8 Table 180: ua-data, ua-metadata, ua-status; MessageSchema
 // instead for samples), PublisherId, WriterGroup, DataSetWriter and Field
-// where the message has them.
-func appendProperties(b []byte, k sink.Kind, a *sink.Addr, samples bool, expiry uint32) []byte {
+// where the message has them, and LeaseEpoch, under scale-out, the epoch
+// of the lease holding that wrote it (epoch not 0): the MessageId of a
+// Part 14 message carries it too, a per-field value has only this.
+func appendProperties(b []byte, k sink.Kind, a *sink.Addr, samples bool, expiry uint32, epoch uint64) []byte {
 	b = append(b, propPayloadFormat, 1)
 	if expiry > 0 && k == sink.KindData {
 		b = append(b, propMessageExpiry)
@@ -68,6 +71,14 @@ func appendProperties(b []byte, k sink.Kind, a *sink.Addr, samples bool, expiry 
 	}
 	if k == sink.KindField {
 		b = appendUser(b, "Field", a.Field)
+	}
+	if epoch != 0 {
+		var d [20]byte
+		digits := strconv.AppendUint(d[:0], epoch, 10)
+		b = append(b, propUser)
+		b = appendString(b, "LeaseEpoch")
+		b = binary.BigEndian.AppendUint16(b, uint16(len(digits)))
+		b = append(b, digits...)
 	}
 	return b
 }

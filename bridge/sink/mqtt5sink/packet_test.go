@@ -34,20 +34,25 @@ func TestPublishPacketDecodes(t *testing.T) {
 		expiry  uint32
 		payload int
 		user    [][2]string
+		epoch   uint64
 	}{
 		{"data qos1", sink.KindData, addr, false, 1, false, 60, 10,
-			[][2]string{{"UAMessageType", "ua-data"}, {"PublisherId", "pub"}, {"WriterGroup", "line1"}, {"DataSetWriter", "temps"}}},
+			[][2]string{{"UAMessageType", "ua-data"}, {"PublisherId", "pub"}, {"WriterGroup", "line1"}, {"DataSetWriter", "temps"}}, 0},
 		{"samples qos0", sink.KindData, sink.Addr{Publisher: "p", Group: "g"}, true, 0, false, 0, 200,
-			[][2]string{{"MessageSchema", SamplesSchema}, {"PublisherId", "p"}, {"WriterGroup", "g"}}},
+			[][2]string{{"MessageSchema", SamplesSchema}, {"PublisherId", "p"}, {"WriterGroup", "g"}}, 0},
 		{"metadata retained, no expiry", sink.KindMetaData, addr, false, 2, true, 60, 20000,
-			[][2]string{{"UAMessageType", "ua-metadata"}, {"PublisherId", "pub"}, {"WriterGroup", "line1"}, {"DataSetWriter", "temps"}}},
+			[][2]string{{"UAMessageType", "ua-metadata"}, {"PublisherId", "pub"}, {"WriterGroup", "line1"}, {"DataSetWriter", "temps"}}, 0},
 		{"status", sink.KindStatus, sink.Addr{Publisher: "pub"}, false, 1, true, 0, 100,
-			[][2]string{{"UAMessageType", "ua-status"}, {"PublisherId", "pub"}}},
+			[][2]string{{"UAMessageType", "ua-status"}, {"PublisherId", "pub"}}, 0},
 		{"field, names cleaned and cut", sink.KindField, sink.Addr{Publisher: "pü", Group: "a\x00b\u0085c\xffd", Writer: "w", Field: long}, false, 1, true, 0, 3000000,
-			[][2]string{{"PublisherId", "pü"}, {"WriterGroup", "a_b_c_d"}, {"DataSetWriter", "w"}, {"Field", long[:65535]}}},
+			[][2]string{{"PublisherId", "pü"}, {"WriterGroup", "a_b_c_d"}, {"DataSetWriter", "w"}, {"Field", long[:65535]}}, 0},
+		{"field of a lease holding, retained", sink.KindField, sink.Addr{Publisher: "p", Group: "g", Writer: "w", Field: "f"}, false, 1, true, 0, 5,
+			[][2]string{{"PublisherId", "p"}, {"WriterGroup", "g"}, {"DataSetWriter", "w"}, {"Field", "f"}, {"LeaseEpoch", "18446744073709551615"}}, 1<<64 - 1},
+		{"data of a lease holding", sink.KindData, addr, false, 0, false, 0, 5,
+			[][2]string{{"UAMessageType", "ua-data"}, {"PublisherId", "pub"}, {"WriterGroup", "line1"}, {"DataSetWriter", "temps"}, {"LeaseEpoch", "7"}}, 7},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			props := appendProperties(nil, c.kind, &c.addr, c.samples, c.expiry)
+			props := appendProperties(nil, c.kind, &c.addr, c.samples, c.expiry, c.epoch)
 			topic := "a/b/" + c.name
 			payload := bytes.Repeat([]byte{'7'}, c.payload)
 			size, err := publishSize(len(topic), c.qos, len(props), len(payload))
