@@ -437,10 +437,9 @@ func checkRestart(t *testing.T, alo, amo valueReport, cfg *config.Config, log1, 
 	}
 }
 
-// secretFile writes a secret to a file of its own (marshalled
-// configurations never carry a secret's value).
 // secretFile writes v to a file of a directory of the test's own and
-// returns its path: the same path for the same test and value, so that a
+// returns its path (marshalled configurations never carry a secret's
+// value): the same path for the same test and value, so that a
 // configuration written again (a reload) names the same secrets directory.
 func secretFile(t *testing.T, v string) string {
 	t.Helper()
