@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,5 +230,67 @@ func TestCommandsMQTT5(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no stats of the mqtt transport")
+	}
+}
+
+// TestE2EMQTT5Refused: a message an MQTT 5 broker refuses for good in its
+// PUBACK (mosquitto's ACL denies the topic: reason code 0x87, Not
+// authorized) goes to the dead-letter file and is acknowledged, instead of
+// being sent again and again and holding the writer group at its
+// maxUnacked: the other writer of the group streams on. (Debian's
+// mosquitto 2.0.11 also closes the connection after each denial: the
+// sink connects again and resends what was in flight, at least once.)
+func TestE2EMQTT5Refused(t *testing.T) {
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{ACL: "topic readwrite opcua/json/status/#\n" +
+		"topic readwrite opcua/json/metadata/#\ntopic readwrite opcua/json/data/+/g/ok\ntopic read opcua/json/#\n"})
+	sub := newMQTT5Client(t, mosq.URL(), "opcua/json/data/#")
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		WriterGroups: []config.WriterGroup{{
+			Name: "g", PublishingInterval: dur(50 * time.Millisecond), MaxUnacked: 4,
+			Nodes:   config.NodeDefaults{SamplingInterval: ptr(dur(10 * time.Millisecond))},
+			Writers: []config.DataSetWriter{counterWriter("ok"), counterWriter("denied")},
+		}},
+		Sinks: config.Sinks{MQTT: []config.MQTTSink{{Name: "m5", URL: mosq.URL(), ProtocolVersion: config.MQTTv5, QoS: ptr(1),
+			Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}}},
+	}))
+	okData := func() int {
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		n := 0
+		for _, m := range sub.in {
+			if strings.HasSuffix(m.topic, "/g/ok") {
+				n++
+			}
+		}
+		return n
+	}
+	// Far more messages than maxUnacked: the refusals hold nothing back.
+	waitUntil(t, g, e2eWait, "40 data messages of the allowed writer", func() bool { return okData() >= 40 })
+	st := g.outputStats("m5")
+	if st.DeadLettered < 10 || st.Undelivered != 0 {
+		t.Errorf("sink stats %+v: want the denied writer's messages dead-lettered, none undelivered", st)
+	}
+	if gs := g.groupStats("g"); gs.Undelivered != 0 || gs.Acked < 20 {
+		t.Errorf("writer group: %d acknowledged, %d undelivered: the refusals held the subscription", gs.Acked, gs.Undelivered)
+	}
+	sub.mu.Lock()
+	for _, m := range sub.in {
+		if strings.HasSuffix(m.topic, "/g/denied") {
+			t.Errorf("a denied message reached the subscriber on %s", m.topic)
+			break
+		}
+	}
+	sub.mu.Unlock()
+	b, err := os.ReadFile(filepath.Join(g.gw.Config().Gateway.StateDir, "deadletters.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dl struct{ Sink, Kind, Group, Writer, Reason string }
+	line, _, _ := strings.Cut(string(b), "\n")
+	if err := json.Unmarshal([]byte(line), &dl); err != nil {
+		t.Fatalf("dead letter %q: %v", line, err)
+	}
+	if dl.Sink != "m5" || dl.Kind != "data" || dl.Group != "g" || dl.Writer != "denied" || !strings.Contains(dl.Reason, "0x87") {
+		t.Errorf("dead letter: %+v", dl)
 	}
 }

@@ -407,6 +407,16 @@ func (o *Output) Confirmed(m *Message, err error) {
 	settle, outcome := false, true
 	var created int64
 	switch {
+	case err != nil && errors.Is(err, ErrRefused):
+		// Refused for good: sent again it would be refused again.
+		o.stats.Errors++
+		o.setErrLocked(err)
+		s.state, s.m = slotDone, nil
+		o.compactLocked()
+		o.mu.Unlock()
+		o.signal()
+		o.refused(m, err)
+		return
 	case err == nil:
 		o.stats.Confirmed++
 		s.state, s.m, settle = slotDone, nil, true
@@ -636,15 +646,22 @@ func (o *Output) publish(m *Message) {
 	o.stats.Errors++
 	o.releaseSentLocked(m)
 	o.mu.Unlock()
+	o.refused(m, err)
+}
+
+// refused settles m, which the sink or its broker refused for good (err),
+// out of the window already: kept in the dead-letter file when there is
+// one (delivered as far as the pipeline is concerned: it holds nothing
+// back), else undelivered at least once; o.mu not held.
+func (o *Output) refused(m *Message, err error) {
 	outcome := o.closedOutcome()
 	if dl := o.opts.DeadLetters; dl != nil && dl.DeadLetter(o.stats.Name, m, err) {
-		// Kept aside: it will never be delivered, and holds nothing back.
 		outcome = true
 		o.mu.Lock()
 		o.stats.DeadLettered++
 		o.mu.Unlock()
 	} else {
-		o.log.Warn("sink refused a message", "err", err, "bytes", n)
+		o.log.Warn("sink refused a message", "err", err, "bytes", m.Len())
 	}
 	if !outcome {
 		o.mu.Lock()

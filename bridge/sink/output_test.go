@@ -253,6 +253,74 @@ func TestOutputAtMostOnceCountsErrors(t *testing.T) {
 	tr.check(t, 5, func(uint64) bool { return true })
 }
 
+// deadLetterList keeps what it is given (sink.DeadLetters).
+type deadLetterList struct {
+	mu   sync.Mutex
+	kept []int
+	keep bool
+}
+
+func (d *deadLetterList) DeadLetter(_ string, m *Message, err error) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.keep && errors.Is(err, ErrRefused) {
+		d.kept = append(d.kept, counterOf(m))
+	}
+	return d.keep
+}
+
+// A confirmation that says the broker refused a message for good
+// (ErrRefused) settles it as a refusal at least once: kept in the dead
+// letters and delivered as far as the pipeline is concerned, or, without a
+// dead-letter keeper, undelivered; never sent again. Other confirmation
+// errors are resent.
+func TestOutputConfirmedRefused(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		t.Run(fmt.Sprintf("kept=%v", keep), func(t *testing.T) {
+			s := &scriptSink{guarantee: config.AtLeastOnce}
+			dl := &deadLetterList{keep: keep}
+			o := newTestOutput(t, s, OutputOptions{Guarantee: config.AtLeastOnce, MaxInFlight: 10, DeadLetters: dl})
+			o.Start()
+			tr := newTracker()
+			for i := range 6 {
+				o.Enqueue(counterMessage(tr, i))
+			}
+			testutil.WaitFor(t, 10*time.Second, "6 in flight", func() bool { return s.npending() == 6 })
+			s.confirm(func(c int) error {
+				switch c {
+				case 1, 4:
+					return fmt.Errorf("%w: not authorized", ErrRefused)
+				case 2:
+					return errors.New("quota exceeded")
+				}
+				return nil
+			})
+			testutil.WaitFor(t, 10*time.Second, "all settled", func() bool {
+				s.confirm(func(int) error { return nil })
+				return tr.settled() == 6
+			})
+			if got := s.publishedCopy(); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 2}) {
+				t.Errorf("published %v: want the refused ones once, the failed one again", got)
+			}
+			st := o.Stats()
+			wantDL, wantUndelivered := uint64(2), uint64(0)
+			if !keep {
+				wantDL, wantUndelivered = 0, 2
+			}
+			if st.DeadLettered != wantDL || st.Undelivered != wantUndelivered || st.Retries != 1 || st.Errors != 3 {
+				t.Errorf("stats %+v", st)
+			}
+			if keep && !slices.Equal(dl.kept, []int{1, 4}) {
+				t.Errorf("dead letters %v, want [1 4]", dl.kept)
+			}
+			if err := closeOutput(t, o, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			tr.check(t, 6, func(tok uint64) bool { return keep || tok != 1 && tok != 4 })
+		})
+	}
+}
+
 // ErrNotConnected from Publish reconnects (with backoff past failed
 // connects) and sends the same message again; a refused message is dropped
 // as undelivered at-least-once.

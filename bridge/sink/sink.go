@@ -251,6 +251,14 @@ func (m *Message) Done(delivered bool) {
 // again.
 var ErrNotConnected = errors.New("sink: not connected")
 
+// ErrRefused marks the error of a confirmation (Acker.Confirmed) by which
+// the broker refused a message for good — one that would be refused again
+// if sent again (MQTT 5: not authorized, topic name invalid, packet too
+// large, payload format invalid). The Output settles such a message as a
+// refusal (the dead-letter file, see DeadLetters) instead of resending it;
+// other confirmation errors of an at-least-once Output are resent.
+var ErrRefused = errors.New("refused by the broker")
+
 // Sink is an output: a broker client or a hub of consumers. Its methods are
 // called by one Output only (Publish from one goroutine at a time).
 type Sink interface {
@@ -297,8 +305,10 @@ type Acker interface {
 
 // DeadLetters keeps the messages a sink refused for good (OutputOptions):
 // DeadLetter records m, bound for sink, with the refusal err, and reports
-// whether it kept it. It is called on the Output's worker, with m still
-// valid; it must not block for long nor call m.Done.
+// whether it kept it. It is called on the Output's worker (Publish
+// refused m) or the sink's confirming goroutine (a confirmation with
+// ErrRefused), with m still valid; it must not block for long nor call
+// m.Done.
 type DeadLetters interface {
 	DeadLetter(sink string, m *Message, err error) bool
 }

@@ -25,6 +25,11 @@ type MosquittoOptions struct {
 	// (mosquitto's max_packet_size; announced to MQTT 5 clients in the
 	// CONNACK).
 	MaxPacketSize int
+	// ACL, when set, is the text of an acl_file: what each client may
+	// read and write (its first topic lines apply to anonymous clients;
+	// what no line grants is denied: a denied QoS 1 PUBLISH of an MQTT 5
+	// client is answered with reason code 0x87, Not authorized).
+	ACL string
 }
 
 // Mosquitto is a mosquitto broker on a loopback port.
@@ -62,6 +67,11 @@ func StartMosquitto(t testing.TB, opts MosquittoOptions) *Mosquitto {
 	b.WriteString("max_queued_messages 0\nmax_inflight_messages 0\n")
 	if opts.MaxPacketSize > 0 {
 		fmt.Fprintf(&b, "max_packet_size %d\n", opts.MaxPacketSize)
+	}
+	if opts.ACL != "" {
+		acl := filepath.Join(m.dir, "acl")
+		writeFile(t, acl, opts.ACL)
+		fmt.Fprintf(&b, "acl_file %s\n", acl)
 	}
 	if opts.Persistence {
 		fmt.Fprintf(&b, "persistence true\npersistence_location %s/\nautosave_interval 1\n", m.dir)

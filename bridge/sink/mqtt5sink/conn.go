@@ -154,6 +154,9 @@ func (c *connection) answered(id uint16, code byte, reason interface{ Reason() s
 		e.state = stateSettled
 		if code >= 0x80 {
 			e.err = fmt.Errorf("mqtt5sink %s: the broker refused the message: %s (reason code %#x)", c.s.cfg.Name, reason.Reason(), code)
+			if refusedForGood(code) {
+				e.err = fmt.Errorf("%w: %w", sink.ErrRefused, e.err)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -329,3 +332,17 @@ func (c *connection) SetErrorLogger(paholog.Logger) {}
 
 // SetDebugLogger implements session.SessionManager.
 func (c *connection) SetDebugLogger(paholog.Logger) {}
+
+// refusedForGood reports whether a PUBACK or PUBREC reason code refuses
+// the message itself, so that sending it again would be refused again
+// (MQTT 5.0 §3.4.2.1): Not authorized (0x87), Topic Name invalid (0x90),
+// Packet too large (0x95), Payload format invalid (0x99). The others
+// (Unspecified error, Implementation specific error, Packet Identifier in
+// use, Quota exceeded) may pass another time: the message is resent.
+func refusedForGood(code byte) bool {
+	switch code {
+	case 0x87, 0x90, 0x95, 0x99:
+		return true
+	}
+	return false
+}
