@@ -138,7 +138,14 @@ func subscribeCounters(t *testing.T, url string) *counterSub {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if _, err := nc.Subscribe("opcua.json.data.>", func(m *nats.Msg) { s.add(t, m.Data) }); err != nil {
+	sub, err := nc.Subscribe("opcua.json.data.>", func(m *nats.Msg) { s.add(t, m.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The drain runs at tens of times the ingest, faster than this parses:
+	// the client buffers what its handler has not taken yet instead of
+	// dropping it as a slow consumer (nats.go's default: 65,536 messages).
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
