@@ -71,9 +71,16 @@ type backfiller struct {
 	wait time.Duration // how long a field awaits its first value after a gap
 	kick chan struct{}
 
-	mu    sync.Mutex // guards await and ready (a leaf: taken under g.mu)
+	mu    sync.Mutex // guards await, ready and the fields below (a leaf: taken under g.mu)
 	await map[int32]awaitEntry
 	ready []gapRange
+	// taken and done count the ranges the goroutine took from ready and
+	// those it is done with (filled, or given up); stuck: its last fill
+	// found no session (the ranges wait for the next tick); changed, when
+	// not nil, is closed at the end of a fill (finish waits for it).
+	taken, done uint64
+	stuck       bool
+	changed     chan struct{}
 
 	// the backfill goroutine's
 	hist map[int32]bool // slots whose Historizing is known
@@ -222,15 +229,67 @@ func (b *backfiller) run(ctx context.Context) {
 		b.mu.Lock()
 		ready := b.ready
 		b.ready = nil
+		b.taken += uint64(len(ready))
 		b.mu.Unlock()
 		if len(ready) > 0 {
-			if !b.fill(ctx, ready) && ctx.Err() == nil {
+			ok := b.fill(ctx, ready)
+			b.mu.Lock()
+			if !ok && ctx.Err() == nil {
 				// No session now: again at the next tick.
-				b.mu.Lock()
 				b.ready = append(ready, b.ready...)
-				b.mu.Unlock()
+				b.taken -= uint64(len(ready))
+			} else {
+				b.done += uint64(len(ready))
 			}
+			b.stuck = !ok
+			if b.changed != nil {
+				close(b.changed)
+				b.changed = nil
+			}
+			b.mu.Unlock()
 		}
+	}
+}
+
+// finish waits, within ctx, until the ranges taken or ready when it was
+// called are done: not for ranges that come later (while values go on
+// overflowing it would never end), nor when the last fill found no
+// session, nor for fields still waiting for their first value after a
+// gap.
+func (b *backfiller) finish(ctx context.Context) {
+	b.mu.Lock()
+	target := b.taken + uint64(len(b.ready))
+	b.mu.Unlock()
+	b.wake()
+	for {
+		b.mu.Lock()
+		if b.done >= target || b.stuck {
+			b.mu.Unlock()
+			return
+		}
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// FinishBackfill waits, within ctx, for the backfill under way: the ranges
+// of values lost upstream that are ready to be read from the server's
+// history are read and published before the caller detaches the group's
+// session (a stop right after a gap would otherwise cut them short, and
+// after a restart that keeps the subscription the gap would not be seen
+// again). It does not wait for a range that cannot be read now (no
+// session) nor for fields still waiting for their first value after a gap.
+func (g *WriterGroup) FinishBackfill(ctx context.Context) {
+	if g.bf != nil {
+		g.bf.finish(ctx)
 	}
 }
 

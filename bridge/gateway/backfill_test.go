@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,5 +127,65 @@ func testBackfillBrokerOutage(t *testing.T, up restartUpstream) {
 	}
 	if alo.backfillDSMs == 0 || amo.backfillDSMs == 0 || gs.BackfillMissed > 0 {
 		t.Errorf("backfill: %d and %d DataSetMessages, %d ranges missed", alo.backfillDSMs, amo.backfillDSMs, gs.BackfillMissed)
+	}
+}
+
+// TestBackfillFinishedBeforeStop: a graceful stop while a backfill reads
+// the server's history lets it finish before the session is let go (every
+// response of the server is slowed by a proxy, so that the stop comes
+// while the reads are under way). Cut short, the values would be lost for
+// good: a restart that takes the subscription back does not see the gap
+// again.
+func TestBackfillFinishedBeforeStop(t *testing.T) {
+	const counters = 10
+	srv, err := server.New(&server.Config{
+		Address: "127.0.0.1:0",
+		Logger:  quietLogger(),
+		Sim: server.SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{100 * time.Millisecond},
+			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
+			History: time.Minute},
+	})
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	proxy := brokertest.StartProxy(t, strings.TrimPrefix(srv.URL(), "opc.tcp://"))
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	w := writer("counters")
+	for i := range counters {
+		w.Fields = append(w.Fields, field(counterField(i), server.LoadNode(0, i)))
+	}
+	c := standalone("opc.tcp://" + proxy.Addr())
+	c.Gateway = config.Gateway{PublisherID: "bf", ShutdownTimeout: dur(30 * time.Second)}
+	c.StoreAndForward.Enabled = ptr(false) // the server's queues overflow while the broker is away
+	c.WriterGroups = []config.WriterGroup{{
+		Name: "g", Endpoint: "sim", PublishingInterval: dur(50 * time.Millisecond), MaxUnacked: 8,
+		Backfill: config.BackfillHistory,
+		Nodes:    config.NodeDefaults{SamplingInterval: ptr(dur(0)), QueueSize: 10}, // a second
+		Writers:  []config.DataSetWriter{w},
+	}}
+	c.Sinks = config.Sinks{MQTT: []config.MQTTSink{{Name: "mqtt", URL: mosq.URL(), QoS: ptr(1), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}}}
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
+	waitUntil(t, g, e2eWait, "acknowledgements", func() bool { return g.groupStats("g").Acked > 10 })
+	mosq.Kill()
+	waitUntil(t, g, e2eWait, "two failed reconnects", func() bool { return g.outputStats("mqtt").ConnectFailures >= 2 })
+	// Slow enough that the reads are under way when the stop comes, not so
+	// slow that the queues (a second of values) overflow again.
+	proxy.SetDelay(300 * time.Millisecond)
+	mosq.Start()
+	waitUntil(t, g, 2*e2eWait, "the overflow", func() bool { return g.groupStats("g").Overflows > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.gw.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := g.log.String()
+	filled := logLine(log, "values lost upstream filled from the server's history")
+	if strings.Contains(log, "backfill: HistoryRead failed") || strings.Contains(log, "reading Historizing failed") ||
+		filled == "" || strings.Contains(filled, "values=0") {
+		t.Errorf("the stop cut the backfill short; gateway log:\n%s", g.logTail())
 	}
 }

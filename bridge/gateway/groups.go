@@ -297,6 +297,10 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 // (Detach), which the other transfers.
 func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup, suspend bool) *client.ResumeState {
 	rg.cancel() // a Start still waiting for the session ends
+	if g := rg.g.Load(); g != nil {
+		// What the group reads from the server's history needs the session.
+		g.FinishBackfill(ctx)
+	}
 	// Detach first: Stop alone would delete the subscription at the server.
 	// A session shared with other groups is detached for all of them: this
 	// runs for every group at shutdown (scale-out, which hands single
