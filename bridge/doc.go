@@ -94,7 +94,8 @@
 //     server's history for the Historizing fields and published after the
 //     live ones, ordered by source timestamp, in NetworkMessages whose
 //     MessageId starts with BackfillPrefix, each DataSetMessage's Timestamp
-//     the values' source timestamp.
+//     the values' source timestamp. FinishBackfill lets the reads under
+//     way end before a stop detaches the session.
 //   - The first DataSetMessage of a writer, and the first after the client
 //     reported lost messages (OnGap), is a key frame. The samples format has
 //     no frames: every value is a sample.
