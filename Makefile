@@ -4,7 +4,7 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION ?= v0.7.0
 FUZZTIME ?= 10s
 
-.PHONY: run run-commands build test vet staticcheck unit fuzz bench bench-e2e bench-ordinary generate tools
+.PHONY: run run-commands run-sparkplug build test vet staticcheck unit fuzz bench bench-e2e bench-ordinary generate tools
 
 run:
 	$(GO) run ./cmd/gateway
@@ -13,6 +13,11 @@ run:
 ## write Setpoint with mosquitto_pub and watch the value change.
 run-commands:
 	$(GO) run ./cmd/gateway run -config examples/commands.yaml
+
+## run-sparkplug: the demo as a Sparkplug B Edge Node (examples/sparkplug.yaml) on the
+## embedded MQTT broker: watch spBv1.0/# (see README, Sparkplug B).
+run-sparkplug:
+	$(GO) run ./cmd/gateway run -config examples/sparkplug.yaml
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway

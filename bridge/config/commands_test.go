@@ -29,6 +29,20 @@ func TestMQTT5Example(t *testing.T) {
 	}
 }
 
+// TestSparkplugExample: the Sparkplug B example of the README and `make
+// run-sparkplug` loads as it says.
+func TestSparkplugExample(t *testing.T) {
+	cfg, _, err := Load("../../examples/sparkplug.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Sinks.MQTT
+	if len(m) != 1 || m[0].Sparkplug == nil || m[0].Sparkplug.GroupID != "plant1" || m[0].Sparkplug.EdgeNodeID != "gw1" ||
+		len(cfg.Commands.Rules) != 1 || len(cfg.Commands.Rules[0].Write) != 1 {
+		t.Fatalf("sinks %+v, commands %+v", m, cfg.Commands)
+	}
+}
+
 // TestCommandsValidate: every mistake is named by its path.
 func TestCommandsValidate(t *testing.T) {
 	for _, c := range []struct {
