@@ -121,6 +121,12 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 		writeProblem(w, r, problemf(ErrForbidden, "the Host %q is not a name of this gateway: add it to http.allowedHosts", r.Host))
 		return false
 	}
+	if strings.Contains(r.URL.RawQuery, ";") {
+		// Go's query parser drops a query with a raw ';' (node ids have
+		// one): the filter would silently not apply.
+		writeProblem(w, r, problemf(ErrBadRequest, "the query has a raw ';' (a node id's?): encode it as %%3B (and '=' as %%3D)"))
+		return false
+	}
 	origin := r.Header.Get("Origin")
 	allowedOrigin := origin != "" && (sameOrigin(r, origin) || originAllowed(s.opts.CORSOrigins, origin) ||
 		(len(s.opts.WebSocketOrigins) > 0 && isWebSocket(r) && originAllowed(s.opts.WebSocketOrigins, origin)))

@@ -139,6 +139,20 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
+// TestRawSemicolonInQuery: a node id's ';' unencoded in a query would make
+// Go's parser drop the whole query (a filter silently not applied): the
+// request is refused, saying how to encode it; encoded, it filters.
+func TestRawSemicolonInQuery(t *testing.T) {
+	_, ts := newTestServer(t, newTestBackend(t, nil), Options{})
+	r := do(t, ts, "GET", "/api/v1/values?node=ns=1;s=Demo.Counter", "", nil)
+	if p := r.problem(t); r.status != http.StatusBadRequest || !strings.Contains(p.Detail, "%3B") {
+		t.Errorf("raw ';': %d %+v", r.status, p)
+	}
+	if r := do(t, ts, "GET", "/api/v1/values?node=ns%3D1%3Bs%3DDemo.Counter", "", nil); r.status != http.StatusOK {
+		t.Errorf("encoded: %d %s", r.status, r.body)
+	}
+}
+
 // TestSessionCookie: a browser signs in with a key and gets a session
 // cookie (HttpOnly, SameSite=Strict) that authenticates the API and the
 // WebSocket; a wrong key gets none; the session ends with logout, and
