@@ -286,11 +286,20 @@ func (b *backfiller) finish(ctx context.Context) {
 // session (a stop right after a gap would otherwise cut them short, and
 // after a restart that keeps the subscription the gap would not be seen
 // again). It does not wait for a range that cannot be read now (no
-// session) nor for fields still waiting for their first value after a gap.
+// session) nor for fields still waiting for their first value after a gap,
+// and takes at most half of what is left of ctx: the rest of a stop (the
+// detach, the final resume record) gets the other half even when the reads
+// cannot end (the group's queues full of a dead broker's messages).
 func (g *WriterGroup) FinishBackfill(ctx context.Context) {
-	if g.bf != nil {
-		g.bf.finish(ctx)
+	if g.bf == nil {
+		return
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+	}
+	g.bf.finish(ctx)
 }
 
 // backfillValue is a value read from history for a slot.
