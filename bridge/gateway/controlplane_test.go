@@ -153,6 +153,10 @@ func TestReadsDoNotWaitOnDataPlane(t *testing.T) {
 	slow := startSim(t, 20*time.Millisecond)
 	proxy := brokertest.StartProxy(t, slow.addr)
 	c := stuckConfig("opc.tcp://"+proxy.Addr(), testutil.FreeAddr(t))
+	// The apply's requests wait for the slow server's answers, not for a
+	// request timeout, through every round of reads (some 20 s on a busy
+	// machine: with stuckConfig's 20 s it ended in the middle).
+	c.Endpoints[1].RequestTimeout = dur(2 * slowDelay)
 	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
 	stuck(t, g.gw)
 	proxy.SetDelay(slowDelay)
