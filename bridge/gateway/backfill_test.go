@@ -26,20 +26,7 @@ func TestBackfillBrokerOutage(t *testing.T) {
 	const counters = 10
 	period := 20 * time.Millisecond
 	t.Run("sim", func(t *testing.T) {
-		srv, err := server.New(&server.Config{
-			Address: "127.0.0.1:0",
-			Logger:  quietLogger(),
-			Sim: server.SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{period},
-				Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
-				History: time.Minute},
-		})
-		if err == nil {
-			err = srv.Start()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Close() })
+		srv := startCounterServer(t, &server.Config{}, counters, period)
 		up := restartUpstream{url: srv.URL()}
 		for i := range counters {
 			up.nodes = append(up.nodes, server.LoadNode(0, i))
@@ -138,20 +125,7 @@ func testBackfillBrokerOutage(t *testing.T, up restartUpstream) {
 // again.
 func TestBackfillFinishedBeforeStop(t *testing.T) {
 	const counters = 10
-	srv, err := server.New(&server.Config{
-		Address: "127.0.0.1:0",
-		Logger:  quietLogger(),
-		Sim: server.SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{100 * time.Millisecond},
-			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
-			History: time.Minute},
-	})
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv := startCounterServer(t, &server.Config{}, counters, 100*time.Millisecond)
 	proxy := brokertest.StartProxy(t, strings.TrimPrefix(srv.URL(), "opc.tcp://"))
 	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	w := writer("counters")
@@ -188,4 +162,25 @@ func TestBackfillFinishedBeforeStop(t *testing.T) {
 		filled == "" || strings.Contains(filled, "values=0") {
 		t.Errorf("the stop cut the backfill short; gateway log:\n%s", g.logTail())
 	}
+}
+
+// startCounterServer starts our simulation server on cfg (its address,
+// logger and Sim set here) with one Load folder of counters Int32 counters
+// ticking every period, each historizing its last minute, and closes it
+// with the test.
+func startCounterServer(t *testing.T, cfg *server.Config, counters int, period time.Duration) *server.Server {
+	t.Helper()
+	cfg.Address, cfg.Logger = "127.0.0.1:0", quietLogger()
+	cfg.Sim = server.SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{period},
+		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
+		History: time.Minute}
+	srv, err := server.New(cfg)
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
 }

@@ -377,22 +377,10 @@ func TestRestartNodeOPCUA(t *testing.T) {
 // TestRestartSim: kill -9 of the gateway against our simulation server.
 func TestRestartSim(t *testing.T) {
 	sizes := restartSizesFor()
-	srv, err := server.New(&server.Config{
-		Address:           "127.0.0.1:0",
+	srv := startCounterServer(t, &server.Config{
 		MinSessionTimeout: time.Second, // the case past the session's timeout
 		Users:             map[string]string{"user1": "password1"},
-		Logger:            quietLogger(),
-		Sim: server.SimConfig{Folders: 1, Variables: sizes.counters, Rates: []time.Duration{sizes.period},
-			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
-			History: time.Minute},
-	})
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	}, sizes.counters, sizes.period)
 	up := restartUpstream{url: srv.URL(), static: server.StaticNode(ua.TypeInt32, false)}
 	for i := range sizes.counters {
 		up.nodes = append(up.nodes, server.LoadNode(0, i))
