@@ -230,6 +230,9 @@ func (b *backfiller) run(ctx context.Context) {
 		ready := b.ready
 		b.ready = nil
 		b.taken += uint64(len(ready))
+		if len(ready) > 0 {
+			b.stuck = false // a try under way: finish waits for its outcome
+		}
 		b.mu.Unlock()
 		if len(ready) > 0 {
 			ok := b.fill(ctx, ready)
