@@ -209,9 +209,10 @@ func (g *WriterGroup) writeData(w *writer, ents []entry, rounds int, items []ua.
 				}
 			}
 			e := &ents[k]
-			g.storeValue(&g.fields[e.slot], &items[e.at()].Value)
+			dv := &items[e.at()].Value
+			g.storeValue(&g.fields[e.slot], dv)
 			if g.times != nil {
-				g.times.Set(int(e.slot), int64(items[e.at()].Value.SourceTimestamp))
+				g.times.Set(int(e.slot), int64(dv.SourceTimestamp))
 			}
 		}
 		g.vmu.Unlock()

@@ -72,22 +72,7 @@ func TestScaleOutPausedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []string{"gw0", "gw1"}
-	gws := map[string]*gatewayChild{}
-	for _, id := range ids {
-		gws[id] = startGatewayChild(t, cfgPath,
-			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
-			"UAGATE_SCALEOUT_ENABLED=true",
-			"UAGATE_SCALEOUT_NATS_URL="+url,
-			"UAGATE_SCALEOUT_LEASE_TTL="+ttl.String(),
-			"UAGATE_SCALEOUT_REPLICA_ID="+id)
-	}
-	logs := func() string {
-		var b strings.Builder
-		for _, id := range ids {
-			fmt.Fprintf(&b, "=== %s\n%s\n", id, gws[id].stderr.String())
-		}
-		return b.String()
-	}
+	gws, logs := startReplicasTTL(t, cfgPath, url, dir, ids, ttl)
 	shared := func() map[string]string {
 		out := map[string]string{}
 		for g, v := range holders(t, url, groups) {

@@ -275,13 +275,19 @@ func createDataStream(t *testing.T, url string, replicas int) {
 // dir; logs returns their output.
 func startReplicas(t *testing.T, cfgPath, url, dir string, ids []string) (gws map[string]*gatewayChild, logs func() string) {
 	t.Helper()
+	return startReplicasTTL(t, cfgPath, url, dir, ids, scaleLeaseTTL)
+}
+
+// startReplicasTTL is startReplicas with leases of ttl.
+func startReplicasTTL(t *testing.T, cfgPath, url, dir string, ids []string, ttl time.Duration) (gws map[string]*gatewayChild, logs func() string) {
+	t.Helper()
 	gws = map[string]*gatewayChild{}
 	for _, id := range ids {
 		gws[id] = startGatewayChild(t, cfgPath,
 			"UAGATE_STATE_DIR="+filepath.Join(dir, id),
 			"UAGATE_SCALEOUT_ENABLED=true",
 			"UAGATE_SCALEOUT_NATS_URL="+url,
-			"UAGATE_SCALEOUT_LEASE_TTL="+scaleLeaseTTL.String(),
+			"UAGATE_SCALEOUT_LEASE_TTL="+ttl.String(),
 			"UAGATE_SCALEOUT_REPLICA_ID="+id)
 	}
 	return gws, func() string {
