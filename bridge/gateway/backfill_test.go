@@ -125,14 +125,40 @@ func testBackfillBrokerOutage(t *testing.T, up restartUpstream) {
 // again.
 func TestBackfillFinishedBeforeStop(t *testing.T) {
 	const counters = 10
-	srv := startCounterServer(t, &server.Config{}, counters, 100*time.Millisecond)
-	proxy := brokertest.StartProxy(t, strings.TrimPrefix(srv.URL(), "opc.tcp://"))
+	period := 100 * time.Millisecond
+	t.Run("sim", func(t *testing.T) {
+		srv := startCounterServer(t, &server.Config{}, counters, period)
+		up := restartUpstream{url: srv.URL()}
+		for i := range counters {
+			up.nodes = append(up.nodes, server.LoadNode(0, i))
+		}
+		testBackfillFinishedBeforeStop(t, up)
+	})
+	t.Run("node-opcua", func(t *testing.T) {
+		peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: period,
+			Env: []string{"COUNTERS=" + strconv.Itoa(counters), "HISTORY_VALUES=3000"}})
+		up := restartUpstream{url: peer.URL}
+		for i := range counters {
+			up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
+		}
+		testBackfillFinishedBeforeStop(t, up)
+	})
+}
+
+func testBackfillFinishedBeforeStop(t *testing.T, up restartUpstream) {
+	// The server behind a proxy (which keeps the endpoint URL's path).
+	hostPort, path, _ := strings.Cut(strings.TrimPrefix(up.url, "opc.tcp://"), "/")
+	proxy := brokertest.StartProxy(t, hostPort)
 	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
 	w := writer("counters")
-	for i := range counters {
-		w.Fields = append(w.Fields, field(counterField(i), server.LoadNode(0, i)))
+	for i, n := range up.nodes {
+		w.Fields = append(w.Fields, field(counterField(i), n))
 	}
-	c := standalone("opc.tcp://" + proxy.Addr())
+	url := "opc.tcp://" + proxy.Addr()
+	if path != "" {
+		url += "/" + path
+	}
+	c := standalone(url)
 	c.Gateway = config.Gateway{PublisherID: "bf", ShutdownTimeout: dur(30 * time.Second)}
 	c.StoreAndForward.Enabled = ptr(false) // the server's queues overflow while the broker is away
 	c.WriterGroups = []config.WriterGroup{{
