@@ -391,7 +391,7 @@ func (s *Sink) Publish(m *sink.Message, ack sink.Acker) error {
 	}
 	if c.js == nil {
 		if err := c.nc.Publish(subject, m.Payload()); err != nil {
-			return s.publishErr(err)
+			return s.publishErr(c, err)
 		}
 		ack.Confirmed(m, nil)
 		return nil
@@ -407,7 +407,7 @@ func (s *Sink) Publish(m *sink.Message, ack sink.Acker) error {
 		f, err = c.js.PublishAsync(subject, m.Payload())
 	}
 	if err != nil {
-		return s.publishErr(err)
+		return s.publishErr(c, err)
 	}
 	s.outstanding.Add(1)
 	s.pending <- entry{m: m, ack: ack, f: f, conn: c}
@@ -437,8 +437,14 @@ func msgID(p []byte) string {
 	return string(p[:end])
 }
 
-func (s *Sink) publishErr(err error) error {
-	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) || errors.Is(err, nats.ErrConnectionReconnecting) {
+// publishErr classifies a publish error of c: the connection's, whatever
+// nats.go wrapped it in (its JetStream async publish reports a closed
+// connection as "error creating async reply handler", not wrapped), is
+// sink.ErrNotConnected, for the Output to send the message again after the
+// reconnect; anything else is the message's.
+func (s *Sink) publishErr(c *connection, err error) error {
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		!c.nc.IsConnected() {
 		return sink.ErrNotConnected
 	}
 	return fmt.Errorf("natssink %s: publish: %w", s.cfg.Name, err)
