@@ -423,7 +423,7 @@ func (b *backfiller) fill(ctx context.Context, ranges []gapRange) bool {
 func (g *WriterGroup) publishBackfill(vals []backfillValue) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closed || !g.reserve(g.sub, len(vals)) {
 		return false
 	}
 	g.backfilling = true

@@ -116,6 +116,10 @@ type writer struct {
 	cycle       uint64             // the group's cycle of its last ring entry
 	rewound     bool               // a replay set seq back for the cycle being written
 	savedDSMs   uint64             // its DataSetMessages at the last shared record (resume loop)
+	// reserved: with a shared record, 1<<32 | the first SequenceNumber this
+	// holder's last saved record left to a successor (0: none saved yet).
+	reserved atomic.Uint64
+	splitMax uint32 // the most numbers one DataSetMessage took beyond its own (split parts); g.mu
 	forceKey    bool               // the next DataSetMessage is a key frame (after a gap)
 	names       string             // its fields' names, one after the other (field.name)
 	version     jsonenc.ConfigurationVersion

@@ -96,6 +96,11 @@ type WriterGroup struct {
 	savedItems   []client.ResumeItem // its list, kept only at least once (saveResume)
 	savedDSMs    uint64              // DataSetMessages written at the last save
 	savedAt      time.Time           // of the last shared record
+	saveMu       sync.Mutex          // one saveResume at a time (resume loop, Start, a handler short of numbers)
+	quit         chan struct{}       // closed when Stop begins
+	reserveNeed  atomic.Uint32       // the most numbers a writer asked to have reserved at once (reserve)
+	abandoned    atomic.Bool         // a message was left unwritten at Stop: no more acknowledgements
+	reserveHeld  atomic.Uint64       // times reserve could not save and held the writers
 	resumeShared bool
 	// resumeHorizon: how long a holder goes on after its last shared record.
 	resumeHorizon time.Duration
@@ -196,6 +201,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		vsinks:  slices.Clone(opts.ValueSinks),
 		resume:  opts.Resume,
 		fence:   opts.Fence,
+		quit:    make(chan struct{}),
 	}
 	g.resumeShared, g.resumeHorizon = opts.ResumeShared, opts.ResumeHorizon
 	g.instance = randomMark()
@@ -509,6 +515,11 @@ func (g *WriterGroup) configureAck(scfg *client.SubscriptionConfig) {
 func (g *WriterGroup) onMessageDone(sub *client.Subscription, seq uint32) {
 	// A resumed subscription delivers before CreateSubscription returned
 	// (wireAck): the acknowledgements need it already.
+	if g.abandoned.Load() {
+		// A message left unwritten at Stop (reserve): no acknowledgement,
+		// so that the server keeps it for the next holder.
+		return
+	}
 	g.tr.setAckerOnce(sub)
 	for _, q := range g.queues {
 		if w, ok := q.(sink.TokenWatcher); ok {
@@ -604,6 +615,7 @@ func (g *WriterGroup) Stop(ctx context.Context) error {
 	}
 	g.stopped = true
 	defer groupStopped()
+	close(g.quit) // a handler waiting for numbers (reserve) gives up
 	if g.cancel != nil {
 		g.cancel()
 	}

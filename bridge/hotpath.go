@@ -96,6 +96,9 @@ func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items [
 	if g.closed {
 		return
 	}
+	if !g.reserve(sub, len(items)) { // resume.go: SequenceNumbers reserved
+		return
+	}
 	g.beginMessage(sub, seq) // resume.go: a replay, or redelivered
 	defer g.clearRedelivered()
 	if g.testTap != nil {
@@ -379,6 +382,9 @@ func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.
 	if g.closed {
 		return
 	}
+	if !g.reserve(sub, len(events)) {
+		return
+	}
 	g.beginMessage(sub, seq)
 	defer g.clearRedelivered()
 	g.stats.events.Add(uint64(len(events)))
@@ -499,6 +505,9 @@ func (g *WriterGroup) endDSM(w *writer) {
 			// A DataSetMessage split at MaxMessageSize used one number per
 			// part.
 			w.seq = g.w.NextSequenceNumber()
+			if extra := w.seq - w.hdr.SequenceNumber - 1; extra > w.splitMax && extra < 1<<24 {
+				w.splitMax = extra
+			}
 		}
 	}
 	g.advanced(w)
@@ -679,7 +688,7 @@ func (g *WriterGroup) publishField(w *writer, s int32, dv *ua.DataValue) {
 func (g *WriterGroup) heartbeatsDue(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closed || !g.reserve(g.sub, 1) {
 		return
 	}
 	n := now.UnixNano()

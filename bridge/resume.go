@@ -140,6 +140,8 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 // the client's ResumeMark, which copies nothing; the state, a list of every
 // item, is built only to be saved and not kept.
 func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
+	g.saveMu.Lock()
+	defer g.saveMu.Unlock()
 	mark, ok := sub.ResumeMark()
 	if !ok {
 		return false
@@ -159,7 +161,8 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		return false
 	}
 	now := time.Now()
-	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: now, Writers: g.reservedWriters(now)}
+	ws, held := g.reservedWriters(now)
+	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: now, Writers: ws}
 	if g.marks != nil {
 		rec.Marks = g.instance
 	}
@@ -169,6 +172,10 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 			g.log.Warn("bridge: saving the resume state failed", "group", g.name, "err", err)
 		}
 		return false
+	}
+	// Saved: the writers may use what it reserved.
+	for i, w := range held {
+		w.reserved.Store(1<<32 | uint64(ws[i].Seq))
 	}
 	// The mark taken before the state: a change in between saves once more.
 	g.saved = mark
@@ -267,34 +274,103 @@ func (g *WriterGroup) markWriter(w *writer) {
 }
 
 // reservedWriters are the writers' continuation points for a shared
-// record (Options.ResumeShared; nil otherwise): each writer's next
-// SequenceNumber, plus what it may still write until its holder stops
-// (twice its rate over the last interval, for the save interval and the
-// lease horizon, and a few): a holder that cannot save its record stops
-// within the horizon (fencing). Resume loop (or Start before it runs).
-func (g *WriterGroup) reservedWriters(now time.Time) []resume.WriterSeq {
+// record (Options.ResumeShared; nil otherwise), and the writers they are
+// of: each writer's next SequenceNumber, plus what it may still write until
+// its holder stops: twice its rate over the last interval, or one
+// DataSetMessage per publishing interval if more, for the save interval
+// and the lease horizon, and what a writer asked for at once (reserve).
+// A writer never goes beyond its last saved reservation (reserve): a
+// successor that goes on from it uses no number twice. Under saveMu.
+func (g *WriterGroup) reservedWriters(now time.Time) ([]resume.WriterSeq, []*writer) {
 	if !g.resumeShared || g.marks == nil {
-		return nil
+		return nil, nil
 	}
 	elapsed := now.Sub(g.savedAt)
 	if g.savedAt.IsZero() || elapsed <= 0 {
 		elapsed = g.resumeEvery
 	}
 	g.savedAt = now
-	window := float64(g.resumeEvery+g.resumeHorizon) / float64(elapsed)
+	span := g.resumeEvery + g.resumeHorizon
+	window := float64(span) / float64(elapsed)
+	floor := uint64(2 * span / max(g.interval, 10*time.Millisecond))
+	need := uint64(g.reserveNeed.Load())
 	ws := *g.snapshot.Load()
 	out := make([]resume.WriterSeq, 0, len(ws))
+	held := make([]*writer, 0, len(ws))
 	for _, w := range ws {
 		if w.mark < 0 {
 			continue
 		}
 		wm := g.marks.Writer(int(w.mark))
 		n := w.stats.dataSetMessages.Load()
-		ahead := uint64(2*float64(n-w.savedDSMs)*window) + reserveSlack
+		ahead := max(uint64(2*float64(n-w.savedDSMs)*window), floor) + reserveSlack + need
 		w.savedDSMs = n
 		out = append(out, resume.WriterSeq{Name: w.name, Seq: wm.Seq + uint32(min(ahead, 1<<30)), Frames: wm.Frames})
+		held = append(held, w)
 	}
-	return out
+	return out, held
+}
+
+// reserve makes sure, with a shared record, that every writer may take n
+// more SequenceNumbers (and what a split DataSetMessage takes) within the
+// reservation its holder last saved; when one may not, it saves the record
+// now (sub's state) and, while that fails, tries again until Stop. False
+// when Stop came first: the message is not to be written (nor, at least
+// once, acknowledged: the server keeps it for the next holder). A record
+// saved every second reserves far more than a second's numbers, so this
+// saves only when a holder starts, or its rate jumps. g.mu held; it is
+// released while saving.
+func (g *WriterGroup) reserve(sub *client.Subscription, n int) bool {
+	if !g.resumeShared || g.marks == nil {
+		return true
+	}
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		need, short := g.shortOf(uint32(min(n, 1<<24)))
+		if !short {
+			return true
+		}
+		if need > g.reserveNeed.Load() {
+			g.reserveNeed.Store(need)
+		}
+		g.mu.Unlock()
+		saved := sub != nil && g.saveResume(sub, true)
+		if !saved {
+			g.reserveHeld.Add(1)
+			t := time.NewTimer(wait)
+			select {
+			case <-g.quit:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		g.mu.Lock()
+		select {
+		case <-g.quit:
+			g.abandoned.Store(true)
+			return false
+		default:
+		}
+		if g.closed {
+			return false
+		}
+	}
+}
+
+// shortOf reports whether a writer's reservation does not cover n more
+// numbers, and the most any writer needs for that; g.mu held.
+func (g *WriterGroup) shortOf(n uint32) (need uint32, short bool) {
+	for _, w := range g.writers {
+		if w.removed || w.mark < 0 {
+			continue
+		}
+		k := n + 2 + w.splitMax
+		need = max(need, k)
+		r := w.reserved.Load()
+		if r == 0 || seqAfter(w.hi+k, uint32(r)) {
+			short = true
+		}
+	}
+	return need, short
 }
 
 // reserveSlack is what a shared record reserves beyond its estimate.
