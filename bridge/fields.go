@@ -99,29 +99,29 @@ type eventInfo struct {
 // writer is one DataSetWriter: a contiguous range of the group's slots and
 // the state of its DataSetMessages.
 type writer struct {
-	index       int32
-	name        string
-	id          uint16
-	cfg         config.DataSetWriter
-	first, end  int32 // its fields are g.fields[first:end]
-	events      []eventInfo
-	odd         map[int32]typeInfo // by slot; fields whose DataType is not their built-in type's
-	sorted      []int32            // its slots sorted by field name, for lookups by name
-	untyped     int                // fields whose built-in type is not settled
-	seq         uint32             // SequenceNumber of its next DataSetMessage
-	frames      uint64             // data DataSetMessages written (key frame count)
-	hi          uint32             // the SequenceNumber to go on from after a replay (resume.go)
-	framesHi    uint64             // frames to go on from after a replay
-	mark        int32              // its slot in the group's marks; -1: none
-	cycle       uint64             // the group's cycle of its last ring entry
-	rewound     bool               // a replay set seq back for the cycle being written
-	savedDSMs   uint64             // its DataSetMessages at the last shared record (resume loop)
+	index      int32
+	name       string
+	id         uint16
+	cfg        config.DataSetWriter
+	first, end int32 // its fields are g.fields[first:end]
+	events     []eventInfo
+	odd        map[int32]typeInfo // by slot; fields whose DataType is not their built-in type's
+	sorted     []int32            // its slots sorted by field name, for lookups by name
+	untyped    int                // fields whose built-in type is not settled
+	seq        uint32             // SequenceNumber of its next DataSetMessage
+	frames     uint64             // data DataSetMessages written (key frame count)
+	hi         uint32             // the SequenceNumber to go on from after a replay (resume.go)
+	framesHi   uint64             // frames to go on from after a replay
+	mark       int32              // its slot in the group's marks; -1: none
+	cycle      uint64             // the group's cycle of its last ring entry
+	rewound    bool               // a replay set seq back for the cycle being written
+	savedDSMs  uint64             // its DataSetMessages at the last shared record (resume loop)
 	// reserved: with a shared record, 1<<32 | the first SequenceNumber this
 	// holder's last saved record left to a successor (0: none saved yet).
-	reserved atomic.Uint64
-	splitMax uint32 // the most numbers one DataSetMessage took beyond its own (split parts); g.mu
-	forceKey    bool               // the next DataSetMessage is a key frame (after a gap)
-	names       string             // its fields' names, one after the other (field.name)
+	reserved    atomic.Uint64
+	splitMax    uint32 // the most numbers one DataSetMessage took beyond its own (split parts); g.mu
+	forceKey    bool   // the next DataSetMessage is a key frame (after a gap)
+	names       string // its fields' names, one after the other (field.name)
 	version     jsonenc.ConfigurationVersion
 	metaSent    bool
 	removed     bool
