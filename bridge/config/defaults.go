@@ -81,6 +81,7 @@ const (
 	DefaultStoreMaxBytes       = 1 << 30
 	DefaultStoreCommitInterval = 5 * time.Millisecond
 	MinStoreMaxBytes           = 1 << 20
+	MinGroupStoreBytes         = 64 << 10
 	DefaultLeaseTTL            = 10 * time.Second
 	MinLeaseTTL                = 3 * time.Second
 	DefaultEventSelectClauses  = "EventId,EventType,SourceNode,SourceName,Time,ReceiveTime,Message,Severity"

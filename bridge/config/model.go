@@ -62,6 +62,18 @@ type StoreAndForward struct {
 	CommitInterval Duration `yaml:"commitInterval"`
 }
 
+// GroupStore is a writer group's own bounds in the store-and-forward log.
+type GroupStore struct {
+	// MaxBytes, when positive, bounds the group's records' bytes (at most
+	// the gateway's storeAndForward.maxBytes); the gateway's policy applies
+	// at this bound too: block makes the group wait, drop-oldest removes
+	// its oldest records.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxAge, when positive, removes the group's records older than it
+	// (or than the gateway's maxAge, whichever is shorter).
+	MaxAge Duration `yaml:"maxAge"`
+}
+
 // StoreOn reports whether the store-and-forward log is on: as
 // storeAndForward.enabled says, and when it is unset, on unless scale-out is
 // (a writer group moves between replicas with its subscription at the
@@ -295,6 +307,10 @@ type WriterGroup struct {
 	// the lost range of every field whose node is Historizing is read with
 	// HistoryRead and published in order, marked as backfill.
 	Backfill string `yaml:"backfill"`
+	// StoreAndForward bounds the group's own part of the store-and-forward
+	// log, within the gateway's (storeAndForward): a group that makes
+	// much, or whose data ages fast, cannot fill the log for the others.
+	StoreAndForward GroupStore `yaml:"storeAndForward"`
 	// Defaults for the nodes of the group's writers.
 	Nodes   NodeDefaults    `yaml:"nodes"`
 	Writers []DataSetWriter `yaml:"writers"`

@@ -121,6 +121,23 @@ func (c *Config) validate() (errs, warns []Issue) {
 	if c.StoreOn() {
 		c.StoreAndForward.validate(v)
 	}
+	for i := range c.WriterGroups {
+		wg := &c.WriterGroups[i]
+		p := fmt.Sprintf("writerGroups[%d].storeAndForward", i)
+		gs := wg.StoreAndForward
+		switch {
+		case gs == GroupStore{}:
+		case !c.StoreOn():
+			v.errorf(p, "the store-and-forward log is off (storeAndForward.enabled false, or scale-out): a group's bounds in it mean nothing")
+		default:
+			if gs.MaxBytes != 0 && (gs.MaxBytes < MinGroupStoreBytes || gs.MaxBytes > c.StoreAndForward.MaxBytes) {
+				v.errorf(p+".maxBytes", "%d: want %d (64 KiB) to storeAndForward.maxBytes (%d), or 0 for the gateway's bound", gs.MaxBytes, MinGroupStoreBytes, c.StoreAndForward.MaxBytes)
+			}
+			if gs.MaxAge < 0 {
+				v.errorf(p+".maxAge", "%v: must not be negative", gs.MaxAge)
+			}
+		}
+	}
 	if c.ScaleOut.Enabled && c.StoreOn() {
 		v.errorf("storeAndForward.enabled", "not with scaleOut: a writer group moves between replicas with its subscription at the server, and what one replica appended to its own disk would not move with it (leave it unset: it is off under scale-out)")
 	}

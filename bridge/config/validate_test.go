@@ -447,6 +447,38 @@ func TestStoreAndForwardScaleOut(t *testing.T) {
 	}
 }
 
+// TestGroupStoreBounds: a writer group's own bounds in the log are checked
+// against the gateway's, and refused when the log is off.
+func TestGroupStoreBounds(t *testing.T) {
+	with := func(gs GroupStore, off bool) error {
+		c := validConfig(t)
+		if off {
+			no := false
+			c.StoreAndForward.Enabled = &no
+		}
+		c.WriterGroups[0].StoreAndForward = gs
+		c.ApplyDefaults()
+		return c.Validate()
+	}
+	if err := with(GroupStore{MaxBytes: 1 << 20, MaxAge: Duration(time.Hour)}, false); err != nil {
+		t.Errorf("valid bounds: %v", err)
+	}
+	for _, tc := range []struct {
+		gs   GroupStore
+		off  bool
+		want string
+	}{
+		{GroupStore{MaxBytes: 1000}, false, "writerGroups[0].storeAndForward.maxBytes: 1000: want 65536 (64 KiB) to storeAndForward.maxBytes"},
+		{GroupStore{MaxBytes: 2 << 30}, false, "writerGroups[0].storeAndForward.maxBytes: 2147483648: want 65536"},
+		{GroupStore{MaxAge: Duration(-time.Second)}, false, "writerGroups[0].storeAndForward.maxAge: -1s: must not be negative"},
+		{GroupStore{MaxBytes: 1 << 20}, true, "writerGroups[0].storeAndForward: the store-and-forward log is off"},
+	} {
+		if err := with(tc.gs, tc.off); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v (log off %v): %v, want %q", tc.gs, tc.off, err, tc.want)
+		}
+	}
+}
+
 // TestWriterIDsAcrossGroups: default DataSetWriterIds are unique across the
 // whole configuration (one PublisherId, Part 14 §6.2.4.1), follow from the
 // group's and the writer's name, and stay what they are when writers or

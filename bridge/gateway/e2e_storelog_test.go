@@ -12,6 +12,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/gateway"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/internal/brokertest"
 	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/server"
@@ -229,4 +230,84 @@ func TestStoreDropsRemovedGroupsStream(t *testing.T) {
 			t.Fatalf("run %d without b: streams %s", run, got)
 		}
 	}
+}
+
+// TestE2EGroupStoreBound: a writer group's own maxBytes in the log, with
+// the drop-oldest policy. While the MQTT broker is down, the "small"
+// group's stream stays within its 64 KiB (its oldest records dropped,
+// counted), and the "big" group, with only the log's bound, keeps all of
+// its own: once the broker is back, the subscriber gets every one of big's
+// DataSetMessages and small's newest.
+func TestE2EGroupStoreBound(t *testing.T) {
+	sim := startSim(t, 20*time.Millisecond)
+	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	onMQTT := subscribeMQTT(t, mosq.URL(), "e2e-bound", "", "", "opcua/json/#")
+	group := func(name string, bound int64) config.WriterGroup {
+		f := field("Counter", server.NodeCounter)
+		f.SamplingInterval = ptr(dur(10 * time.Millisecond))
+		return config.WriterGroup{
+			Name: name, Endpoint: "sim", PublishingInterval: dur(20 * time.Millisecond),
+			StoreAndForward: config.GroupStore{MaxBytes: bound},
+			Writers:         []config.DataSetWriter{writer("counter", f)},
+		}
+	}
+	const bound = 64 << 10
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:         config.Gateway{PublisherID: "e2e"},
+		Endpoints:       []config.Endpoint{simEndpoint("sim", sim.url())},
+		WriterGroups:    []config.WriterGroup{group("small", bound), group("big", 0)},
+		StoreAndForward: config.StoreAndForward{Policy: config.DropOldest},
+		Sinks: config.Sinks{
+			MQTT: []config.MQTTSink{{Name: "mosquitto", URL: mosq.URL(), QoS: ptr(1), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
+		},
+	}))
+	onMQTT.waitCount(t, g, "small", "counter", 10)
+	onMQTT.waitCount(t, g, "big", "counter", 10)
+	stream := func(name string) storelog.StreamStats {
+		for _, s := range g.gw.StoreStats().Streams {
+			if s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no stream %s in %+v", name, g.gw.StoreStats())
+		return storelog.StreamStats{}
+	}
+	if s := stream("small"); s.MaxBytes != bound {
+		t.Fatalf("small's stream %+v: want its maxBytes %d", s, bound)
+	}
+	mosq.Kill()
+	// Both groups append what MQTT cannot take; small's oldest records go
+	// at 64 KiB, while big holds more than that.
+	waitUntil(t, g, e2eWait, "small's stream to drop at its bound while big holds more", func() bool {
+		return stream("small").Dropped >= 20 && stream("big").Bytes > 2*bound
+	})
+	if s := stream("small"); s.Bytes > bound {
+		t.Errorf("small's stream holds %d bytes, its bound %d", s.Bytes, bound)
+	}
+	if s := stream("big"); s.Dropped != 0 {
+		t.Errorf("big's stream dropped %d records: only small's bound was reached", s.Dropped)
+	}
+	mosq.Start()
+	bs := g.groupStats("big")
+	onMQTT.waitCount(t, g, "big", "counter", int(bs.DataSetMessages-bs.KeepAlives))
+	msgs := onMQTT.all(t)
+	r := checkStream(t, msgs, streamCheck{publisher: "e2e", group: "big", writer: "counter", field: "Counter", dups: true})
+	t.Logf("big: %d DataSetMessages (SequenceNumber %d..%d); small: dropped %d", r.dsms, r.first, r.last, stream("small").Dropped)
+	if r.first != 1 {
+		t.Errorf("big starts at SequenceNumber %d, want 1", r.first)
+	}
+	// small's newest reaches the subscriber.
+	ss := g.groupStats("small")
+	sn := ss.DataSetMessages - ss.KeepAlives
+	waitUntil(t, g, e2eWait, "small's newest", func() bool {
+		hi := uint32(0)
+		for _, m := range onMQTT.all(t) {
+			for _, d := range m.dsms {
+				if m.WriterGroupName == "small" {
+					hi = max(hi, d.SequenceNumber)
+				}
+			}
+		}
+		return uint64(hi) >= sn
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/uagate/gateway/bridge"
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/storelog"
 	"github.com/uagate/gateway/uastack/client"
 )
 
@@ -168,6 +169,14 @@ func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, ur
 	data, fields, pf, err := gw.queues(wg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
+	if gw.store != nil {
+		// The group's own bounds in the log (a reload that changes them
+		// makes the group anew).
+		gs := wg.StoreAndForward
+		if _, err := gw.store.OpenStream(wg.Name, storelog.StreamOptions{MaxBytes: gs.MaxBytes, MaxAge: gs.MaxAge.D()}); err != nil {
+			return nil, fmt.Errorf("writer group %s: store-and-forward log: %w", wg.Name, err)
+		}
 	}
 	opts := bridge.Options{
 		Session:     m,

@@ -40,9 +40,12 @@ type round struct {
 	head      uint64 // records up to it every reader settled
 	upTo      uint32 // the stream's upTo after the commit
 	upKnown   bool
-	upChanged bool // upTo is to be saved
-	giveWay   bool // the stream's records give way (StreamOptions)
-	taken     int  // pending bytes taken into the batch
+	upChanged bool          // upTo is to be saved
+	giveWay   bool          // the stream's records give way (StreamOptions)
+	maxBytes  int64         // the stream's own bound (StreamOptions; 0: none)
+	maxAge    time.Duration // the stream's own age bound (StreamOptions; 0: none)
+	bytes     int64         // the stream's records' bytes before the commit
+	taken     int           // pending bytes taken into the batch
 }
 
 type cursorMove struct {
@@ -68,7 +71,7 @@ func (l *Log) committer() {
 		l.mu.Unlock()
 		for {
 			now := time.Now()
-			expire := l.opts.MaxAge > 0 && now.Sub(lastExpire) >= expireEvery
+			expire := (l.opts.MaxAge > 0 || l.anyAge.Load()) && now.Sub(lastExpire) >= expireEvery
 			if expire {
 				lastExpire = now
 			}
@@ -142,6 +145,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 		rd := round{s: s, batch: batch, taken: n}
 		s.mu.Lock()
 		rd.giveWay = s.giveWay
+		rd.maxBytes, rd.maxAge, rd.bytes = s.maxBytes, s.maxAge, s.bytes
 		rd.last, rd.cum, rd.first = s.last, s.cum, s.first
 		rd.upTo, rd.upKnown = s.upTo, s.upKnown
 		savedUp, savedOK := s.upTo, s.upSaved
@@ -185,7 +189,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 		rd.head = floor // records up to floor may go
 		rounds = append(rounds, rd)
 	}
-	if !work && !expire && !(l.dropping() && l.overBytes()) {
+	if !work && !expire && !(l.dropping() && l.overBytes()) && !overOwn(rounds) {
 		return rounds, false, nil
 	}
 	start := time.Now()
@@ -233,12 +237,17 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 			if err := rd.deleteThrough(b, min(rd.head, rd.last), nil); err != nil {
 				return err
 			}
-			if expire {
-				limit := nowNano - int64(l.opts.MaxAge)
+			if age := minAge(l.opts.MaxAge, rd.maxAge); expire && age > 0 {
+				limit := nowNano - int64(age)
 				if err := rd.deleteThrough(b, rd.last, func(v []byte) bool {
 					at, err := recordAppended(v)
 					return err != nil || at < limit
 				}); err != nil {
+					return err
+				}
+			}
+			if l.opts.Policy == config.DropOldest && rd.maxBytes > 0 {
+				if err := rd.dropOwn(b); err != nil {
 					return err
 				}
 			}
@@ -332,6 +341,45 @@ func (rd *round) deleteThrough(b *bolt.Bucket, through uint64, cond func(first [
 	}
 	if k, _ := c.First(); k == nil {
 		rd.first = rd.last + 1
+	}
+	return nil
+}
+
+// minAge is the shorter of two age bounds, 0 being none.
+func minAge(a, b time.Duration) time.Duration {
+	if a <= 0 || b > 0 && b < a {
+		return b
+	}
+	return a
+}
+
+// overOwn reports whether a stream holds more than its own MaxBytes under
+// the drop-oldest policy (a commit is due to drop its oldest records).
+func overOwn(rounds []round) bool {
+	for i := range rounds {
+		if rd := &rounds[i]; rd.maxBytes > 0 && rd.s.l.opts.Policy == config.DropOldest && rd.bytes > rd.maxBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// dropOwn deletes the stream's oldest records until it fits its own
+// MaxBytes (drop-oldest), never the one record just appended alone; b is
+// its bucket.
+func (rd *round) dropOwn(b *bolt.Bucket) error {
+	for rd.bytes+rd.added-rd.deleted > rd.maxBytes && rd.first <= rd.last {
+		if rd.first == rd.last && len(rd.batch) > 0 {
+			return nil // a stream of one record takes it whatever its size
+		}
+		before := rd.ndeleted
+		if err := rd.deleteThrough(b, rd.first, nil); err != nil {
+			return err
+		}
+		if rd.ndeleted == before {
+			return nil
+		}
+		rd.dropped++
 	}
 	return nil
 }

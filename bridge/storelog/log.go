@@ -172,6 +172,7 @@ type Log struct {
 	// yielding is the part of it that give-way streams hold.
 	used                         atomic.Int64
 	yielding                     atomic.Int64
+	anyAge                       atomic.Bool // a stream has a MaxAge of its own
 	broken                       atomic.Bool // a commit failed
 	commits, commitErrors, syncs atomic.Uint64
 	commitNanos                  atomic.Int64
@@ -331,6 +332,16 @@ type StreamOptions struct {
 	// log within MaxBytes. For data that must never hold the writer groups
 	// up: a Sparkplug node's history while its host is offline.
 	GiveWay bool
+	// MaxBytes, when positive, bounds the stream's records' bytes below
+	// the log's Options.MaxBytes (a writer group's own bound): with the
+	// block policy its Enqueue waits for room within it, with drop-oldest
+	// its own oldest records go (counted as dropped). 0: the log's bound
+	// only.
+	MaxBytes int64
+	// MaxAge, when positive, removes the stream's records older than it
+	// (or than Options.MaxAge, whichever is shorter), whether every reader
+	// had them or not (counted as expired).
+	MaxAge time.Duration
 }
 
 // OpenStream returns the stream name as Stream does, with opts, which
@@ -340,7 +351,14 @@ func (l *Log) OpenStream(name string, opts StreamOptions) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.MaxBytes < 0 || opts.MaxAge < 0 {
+		return nil, fmt.Errorf("storelog: stream %s: negative bound (maxBytes %d, maxAge %v)", name, opts.MaxBytes, opts.MaxAge)
+	}
 	s.mu.Lock()
+	s.maxBytes, s.maxAge = opts.MaxBytes, opts.MaxAge
+	if opts.MaxAge > 0 {
+		l.anyAge.Store(true)
+	}
 	if s.giveWay != opts.GiveWay {
 		s.giveWay = opts.GiveWay
 		n := s.bytes + int64(s.pendingBytes)
@@ -491,7 +509,7 @@ func (l *Log) logDrops(n uint64) {
 	l.dropsLogged, l.lastDropLog = l.droppedTotal, now
 	total := l.droppedTotal
 	l.mu.Unlock()
-	l.log.Warn("storelog: the log is full (maxBytes), dropped its oldest records", "dropped", since, "droppedTotal", total, "maxBytes", l.opts.MaxBytes)
+	l.log.Warn("storelog: the log (maxBytes) or a writer group's part of it (its storeAndForward.maxBytes) is full: dropped its oldest records", "dropped", since, "droppedTotal", total, "maxBytes", l.opts.MaxBytes)
 }
 
 // newTailMessage makes the pooled copy a stream keeps of a committed

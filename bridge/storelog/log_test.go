@@ -306,15 +306,8 @@ func TestFullLogBlocks(t *testing.T) {
 	s, _ := l.Stream("g")
 	q := &testQueue{name: "q", guarantee: config.AtLeastOnce}
 	startReader(t, s, q)
-	up := newUpstream()
-	done := make(chan struct{})
 	const n = 200
-	go func() {
-		defer close(done)
-		for i := range n {
-			s.Enqueue(message(up, i, "w"))
-		}
-	}()
+	done := produce(s, n)
 	testutil.WaitFor(t, 10*time.Second, "the producer waits", func() bool { return s.Stats().Waits > 0 })
 	select {
 	case <-done:
@@ -325,6 +318,27 @@ func TestFullLogBlocks(t *testing.T) {
 		t.Fatalf("log holds %d bytes, bound 4096", st.Bytes)
 	}
 	// Settling lets it through, all of it, in order.
+	settleAllInOrder(t, q, n, done)
+}
+
+// produce enqueues n messages to s from a goroutine; the channel closes
+// when the last was taken.
+func produce(s *Stream, n int) <-chan struct{} {
+	up := newUpstream()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			s.Enqueue(message(up, i, "w"))
+		}
+	}()
+	return done
+}
+
+// settleAllInOrder settles what q gets until it has n messages and the
+// producer is done, and checks they came in order.
+func settleAllInOrder(t *testing.T, q *testQueue, n int, done <-chan struct{}) {
+	t.Helper()
 	testutil.WaitFor(t, 20*time.Second, "everything through", func() bool {
 		q.settle(-1, true)
 		return q.count() == n
@@ -482,5 +496,115 @@ func TestReaderAccept(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "passed over", func() bool { return r.Stats().Acked == 20 })
 	if q.count() != 10 {
 		t.Fatalf("got %d, want the 10 field messages", q.count())
+	}
+}
+
+// twoStreams opens a log of 1 MiB with policy and in it the stream
+// "small" of 4 KiB and "other" without a bound of its own, each read by a
+// started reader; q is small's reader's queue.
+func twoStreams(t *testing.T, policy config.Policy) (small, other *Stream, q *testQueue) {
+	t.Helper()
+	l := openLog(t, t.TempDir(), Options{MaxBytes: 1 << 20, Policy: policy, ClaimWindow: 4})
+	t.Cleanup(func() { l.Close() })
+	small, err := l.OpenStream("small", StreamOptions{MaxBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ = l.Stream("other")
+	q = &testQueue{name: "q", guarantee: config.AtLeastOnce}
+	startReader(t, small, q)
+	startReader(t, other, &testQueue{name: "q", guarantee: config.AtLeastOnce})
+	return small, other, q
+}
+
+// A stream's own MaxBytes (a writer group's bound), block policy: its
+// producer waits at its bound while another stream of the same log goes on;
+// settling lets everything through, in order.
+func TestStreamMaxBytesBlocks(t *testing.T) {
+	s, other, q := twoStreams(t, config.Block)
+	const n = 200
+	done := produce(s, n)
+	testutil.WaitFor(t, 10*time.Second, "the producer waits at the stream's bound", func() bool { return s.Stats().Waits > 0 })
+	if st := s.Stats(); st.Bytes > 4096+512 {
+		t.Fatalf("stream holds %d bytes, its bound 4096", st.Bytes)
+	}
+	// The other stream is not held: 200 messages go in without a wait.
+	up2 := newUpstream()
+	for i := range n {
+		other.Enqueue(message(up2, i, "w"))
+	}
+	testutil.WaitFor(t, 10*time.Second, "the other stream appended", func() bool { d, _ := up2.settled(); return d == n })
+	if w := other.Stats().Waits; w != 0 {
+		t.Errorf("the other stream waited %d times", w)
+	}
+	settleAllInOrder(t, q, n, done)
+}
+
+// A stream's own MaxBytes with drop-oldest: its oldest records go
+// (counted), the other stream keeps all of its own.
+func TestStreamMaxBytesDropsOldest(t *testing.T) {
+	s, other, q := twoStreams(t, config.DropOldest)
+	up, up2 := newUpstream(), newUpstream()
+	const n = 200
+	for i := range n {
+		s.Enqueue(message(up, i, "w"))
+		other.Enqueue(message(up2, i, "w"))
+	}
+	testutil.WaitFor(t, 10*time.Second, "all settled upstream", func() bool {
+		d, _ := up.settled()
+		d2, _ := up2.settled()
+		return d == n && d2 == n
+	})
+	st, ost := s.Stats(), other.Stats()
+	if st.Dropped == 0 || st.Bytes > 4096 || st.Waits != 0 {
+		t.Fatalf("stream %+v: want drops, at most 4096 bytes, no waits", st)
+	}
+	if ost.Dropped != 0 || ost.Records != n {
+		t.Fatalf("the other stream %+v: want its %d records, none dropped", ost, n)
+	}
+	testutil.WaitFor(t, 20*time.Second, "the newest arrives", func() bool {
+		q.settle(-1, true)
+		p := q.payloads()
+		return len(p) > 0 && counterOf(t, p[len(p)-1]) == n-1
+	})
+	if rs := s.Stats().Readers[0]; rs.Skipped == 0 || uint64(q.count())+rs.Skipped != n {
+		t.Fatalf("reader %+v got %d: got + skipped must be %d", rs, q.count(), n)
+	}
+}
+
+// A stream's own MaxAge removes its records older than it, not another
+// stream's.
+func TestStreamMaxAge(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	s, err := l.OpenStream("young", StreamOptions{MaxAge: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := l.Stream("other")
+	var readers []*Reader
+	for _, x := range []*Stream{s, other} {
+		r, err := x.NewReader("q", &testQueue{name: "q", guarantee: config.AtLeastOnce}, ReaderOptions{}) // never started
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, r)
+	}
+	defer func() {
+		for _, r := range readers {
+			closeReader(t, r)
+		}
+	}()
+	up := newUpstream()
+	for i := range 10 {
+		s.Enqueue(message(up, i, "w"))
+		other.Enqueue(message(up, i, "w"))
+	}
+	testutil.WaitFor(t, 10*time.Second, "expired", func() bool { st := s.Stats(); return st.Expired == 10 && st.Records == 0 })
+	if st := other.Stats(); st.Expired != 0 || st.Records != 10 {
+		t.Errorf("the other stream %+v: want its 10 records", st)
+	}
+	if _, err := l.OpenStream("bad", StreamOptions{MaxBytes: -1}); err == nil {
+		t.Error("a negative bound accepted")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
@@ -25,8 +26,10 @@ type Stream struct {
 	handed   uint32
 	handedOK bool
 	removed  bool
-	closed   bool // the log closed: nothing more is taken
-	giveWay  bool // StreamOptions.GiveWay
+	closed   bool          // the log closed: nothing more is taken
+	giveWay  bool          // StreamOptions.GiveWay
+	maxBytes int64         // StreamOptions.MaxBytes (0: none of its own)
+	maxAge   time.Duration // StreamOptions.MaxAge (0: none of its own)
 
 	// Committed state, written by the committer (and RemoveStream) under mu.
 	first, last uint64 // records first..last are in the file (first > last: none)
@@ -171,11 +174,17 @@ func (s *Stream) roomFor(n int) bool {
 	s.mu.Lock()
 	full := s.fullLocked(n) && !s.removed
 	giveWay := s.giveWay
+	l := s.l
+	if !full && s.maxBytes > 0 && l.opts.Policy == config.Block && !giveWay && !s.removed {
+		// The stream's own bound: a stream that holds nothing takes a
+		// record of any size.
+		held := s.bytes + int64(s.pendingBytes)
+		full = held > 0 && held+int64(n) > s.maxBytes
+	}
 	s.mu.Unlock()
 	if full {
 		return false
 	}
-	l := s.l
 	if l.opts.Policy != config.Block || giveWay {
 		return true
 	}
@@ -285,7 +294,11 @@ type StreamStats struct {
 	Duplicates uint64 `json:"duplicates"`
 	// GiveWay: the stream's records are the first to go when the log is
 	// full (StreamOptions.GiveWay).
-	GiveWay  bool          `json:"giveWay,omitempty"`
+	GiveWay bool `json:"giveWay,omitempty"`
+	// MaxBytes and MaxAgeMs are the stream's own bounds (a writer group's
+	// storeAndForward), when it has them.
+	MaxBytes int64         `json:"maxBytes,omitempty"`
+	MaxAgeMs int64         `json:"maxAgeMs,omitempty"`
 	Records  int64         `json:"records"`  // in the file
 	Bytes    int64         `json:"bytes"`    // their bytes
 	Pending  int           `json:"pending"`  // messages waiting for their commit
@@ -300,6 +313,7 @@ func (s *Stream) Stats() StreamStats {
 	st := StreamStats{
 		Name: s.name, Records: s.records, Bytes: s.bytes, Pending: len(s.pending),
 		FirstSeq: s.first, LastSeq: s.last, GiveWay: s.giveWay,
+		MaxBytes: s.maxBytes, MaxAgeMs: s.maxAge.Milliseconds(),
 	}
 	readers := append([]*Reader(nil), s.readers...)
 	s.mu.Unlock()
