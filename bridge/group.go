@@ -101,6 +101,9 @@ type WriterGroup struct {
 	reserveNeed  atomic.Uint32       // the most numbers a writer asked to have reserved at once (reserve)
 	abandoned    atomic.Bool         // a message was left unwritten at Stop: no more acknowledgements
 	reserveHeld  atomic.Uint64       // times reserve could not save and held the writers
+	handedAt     atomic.Uint64       // with a shared record: subscription id << 32 | the last notification message handed to the queues
+	sharedHanded uint32              // the shared record's Handed when another holder saved it (Start)
+	replayRing   bool                // g.mu: the replay's SequenceNumbers are the marks' (a restart), not new (a takeover)
 	resumeShared bool
 	// resumeHorizon: how long a holder goes on after its last shared record.
 	resumeHorizon time.Duration

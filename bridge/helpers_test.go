@@ -17,6 +17,7 @@ import (
 	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/jsonenc"
 	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/pki"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 	"github.com/uagate/gateway/uastack/uasc"
@@ -35,6 +36,13 @@ func ctxT(t testing.TB) context.Context {
 // their initial value.
 func startSim(t testing.TB, demoRate time.Duration, load int) *server.Server {
 	t.Helper()
+	return startSimWith(t, demoRate, load, nil)
+}
+
+// startSimWith is startSim with the server's configuration changed by opts
+// (nil: none).
+func startSimWith(t testing.TB, demoRate time.Duration, load int, opts func(*server.Config)) *server.Server {
+	t.Helper()
 	cfg := &server.Config{
 		Address:  "127.0.0.1:0",
 		Policies: []uasc.EndpointSecurity{{PolicyURI: uasc.SecurityPolicyNone, Mode: ua.MessageSecurityModeNone}},
@@ -51,6 +59,9 @@ func startSim(t testing.TB, demoRate time.Duration, load int) *server.Server {
 	if load <= 0 {
 		cfg.Sim.Folders, cfg.Sim.Variables = -1, -1
 	}
+	if opts != nil {
+		opts(cfg)
+	}
 	srv, err := server.New(cfg)
 	if err == nil {
 		err = srv.Start()
@@ -65,9 +76,23 @@ func startSim(t testing.TB, demoRate time.Duration, load int) *server.Server {
 // startSession opens a managed session to url; closed when the test ends.
 func startSession(t testing.TB, url string) *client.ManagedSession {
 	t.Helper()
-	m, err := client.NewManagedSession(url, &client.ManagedConfig{
-		Client: client.Config{SecurityPolicy: "None", Logger: quietLog, RequestTimeout: 10 * time.Second},
-	})
+	return startSessionAs(t, url, nil)
+}
+
+// startSessionAs is startSession for a user (nil: anonymous).
+func startSessionAs(t testing.TB, url string, id client.Identity) *client.ManagedSession {
+	t.Helper()
+	cc := client.Config{SecurityPolicy: "None", Logger: quietLog, RequestTimeout: 10 * time.Second, Identity: id}
+	if id != nil {
+		// The password is encrypted for the server's certificate, which
+		// the client's store trusts (AutoAccept).
+		store, err := pki.Open(t.TempDir(), pki.Options{Logger: quietLog, AutoAccept: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc.Store = store
+	}
+	m, err := client.NewManagedSession(url, &client.ManagedConfig{Client: cc})
 	if err != nil {
 		t.Fatal(err)
 	}

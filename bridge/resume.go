@@ -104,6 +104,9 @@ func (g *WriterGroup) loadResume(fp string) *client.ResumeState {
 	g.marksOwn = g.marks != nil && (!ok || rec.Marks == g.marks.PreviousRecord())
 	if ok && err == nil {
 		g.continueWriters(&rec)
+		if g.resumeShared && !g.marksOwn {
+			g.sharedHanded = rec.Handed
+		}
 	}
 	switch {
 	case err != nil:
@@ -165,6 +168,9 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	rec := resume.Record{Fingerprint: g.fingerprint, ServerStart: g.serverStart, State: st, Saved: now, Writers: ws}
 	if g.marks != nil {
 		rec.Marks = g.instance
+	}
+	if h := g.handedAt.Load(); g.resumeShared && uint32(h>>32) == st.SubscriptionID {
+		rec.Handed = uint32(h)
 	}
 	if err := g.resume.SaveResume(g.name, rec); err != nil {
 		if time.Since(time.Unix(0, g.lastLog.Load())) > 10*time.Second {
@@ -408,6 +414,16 @@ func (g *WriterGroup) continueWriters(rec *resume.Record) {
 // is created): what the server republishes up to the last message the
 // marks say was handed to the queues.
 func (g *WriterGroup) replayFrom(st *client.ResumeState) {
+	if st != nil && g.resumeShared && !g.marksOwn && g.sharedHanded != 0 {
+		// A takeover: what the last holder had handed over when it last
+		// saved the record goes to the at-least-once queues only, with
+		// new SequenceNumbers; what the server republishes after it
+		// (handed over since, or not) is marked as the client says.
+		g.mu.Lock()
+		g.replayOn, g.replayTo, g.replayRing = true, g.sharedHanded, false
+		g.mu.Unlock()
+		return
+	}
 	if g.marks == nil || st == nil || !g.marksOwn {
 		return
 	}
@@ -416,7 +432,7 @@ func (g *WriterGroup) replayFrom(st *client.ResumeState) {
 		return
 	}
 	g.mu.Lock()
-	g.replayKnown, g.replayOn, g.replayTo = true, true, handled
+	g.replayKnown, g.replayOn, g.replayTo, g.replayRing = true, true, handled, true
 	g.mu.Unlock()
 }
 
@@ -449,8 +465,14 @@ func (g *WriterGroup) clearRedelivered() { g.redeliver, g.replaying = false, fal
 // queue, that it is handed over: a process killed in the middle of it does
 // not send it again to an at-most-once sink. A replay moves nothing.
 func (g *WriterGroup) handled(seq uint32) {
-	if g.marks != nil && !g.replaying {
+	if g.replaying {
+		return
+	}
+	if g.marks != nil {
 		g.marks.SetHandled(g.subID, seq)
+	}
+	if g.resumeShared {
+		g.handedAt.Store(uint64(g.subID)<<32 | uint64(seq))
 	}
 }
 
@@ -463,7 +485,7 @@ func (g *WriterGroup) touch(w *writer) {
 		return
 	}
 	w.cycle = g.cycle
-	if g.replaying {
+	if g.replaying && g.replayRing {
 		if rm, ok := g.marks.PreviousRing(w.name, g.seq); ok {
 			w.seq, w.frames, w.rewound = rm.Seq, rm.Frames, true
 			g.rewound = true

@@ -26,6 +26,12 @@ type Record struct {
 	// beside this record: a restart whose marks carry the same value finds
 	// in them, exactly, where the group stopped; others go on from Writers.
 	Marks uint64 `json:"marks,omitempty"`
+	// Handed is, in a shared record, the last notification message of
+	// State's subscription its holder had handed to its queues when it
+	// saved the record: a holder that takes the group over sends what the
+	// server republishes up to it to the at-least-once queues only (the
+	// at-most-once ones had it), marked redelivered.
+	Handed uint32 `json:"handed,omitempty"`
 }
 
 // WriterSeq is a dataset writer's continuation point in a Record.
