@@ -76,16 +76,21 @@ func startSimWith(t testing.TB, demoRate time.Duration, load int, opts func(*ser
 // startSession opens a managed session to url; closed when the test ends.
 func startSession(t testing.TB, url string) *client.ManagedSession {
 	t.Helper()
-	return startSessionAs(t, url, nil)
+	return startSessionAs(t, url, nil, "None")
 }
 
-// startSessionAs is startSession for a user (nil: anonymous).
-func startSessionAs(t testing.TB, url string, id client.Identity) *client.ManagedSession {
+// startSessionAs is startSession for a user (nil: anonymous) over policy
+// (a secure one with SignAndEncrypt).
+func startSessionAs(t testing.TB, url string, id client.Identity, policy string) *client.ManagedSession {
 	t.Helper()
-	cc := client.Config{SecurityPolicy: "None", Logger: quietLog, RequestTimeout: 10 * time.Second, Identity: id}
-	if id != nil {
-		// The password is encrypted for the server's certificate, which
-		// the client's store trusts (AutoAccept).
+	cc := client.Config{SecurityPolicy: policy, Logger: quietLog, RequestTimeout: 10 * time.Second, Identity: id}
+	if policy != "None" {
+		cc.SecurityMode = ua.MessageSecurityModeSignAndEncrypt
+	}
+	if id != nil || policy != "None" {
+		// The password is encrypted for the server's certificate (and the
+		// channel secured with it), which the client's store trusts
+		// (AutoAccept).
 		store, err := pki.Open(t.TempDir(), pki.Options{Logger: quietLog, AutoAccept: true})
 		if err != nil {
 			t.Fatal(err)

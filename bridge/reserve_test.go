@@ -12,6 +12,7 @@ import (
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/testutil"
+	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/client"
 	"github.com/uagate/gateway/uastack/server"
 )
@@ -128,17 +129,37 @@ func TestSharedRecordReservation(t *testing.T) {
 // at-least-once queue of the first holder confirms nothing, so everything
 // it got is republished; together the holders' at-least-once queues have
 // every counter value, and the at-most-once ones get again only what the
-// first holder handed over after its last save.
+// first holder handed over after its last save. Against our simulator
+// (a user over None) and node-opcua (a user over Basic256Sha256
+// SignAndEncrypt: it transfers an identified user's subscriptions only).
 func TestSharedTakeoverReplay(t *testing.T) {
-	srv := startSimWith(t, 20*time.Millisecond, 0, func(c *server.Config) { c.Users = map[string]string{"op": "secret"} })
+	t.Run("sim", func(t *testing.T) {
+		srv := startSimWith(t, 20*time.Millisecond, 0, func(c *server.Config) { c.Users = map[string]string{"op": "secret"} })
+		sharedTakeover(t, server.NodeCounter, func() *client.ManagedSession {
+			return startSessionAs(t, srv.URL(), client.UserName("op", "secret"), "None")
+		})
+	})
+	t.Run("node-opcua", func(t *testing.T) {
+		// Every change reported (exception-based), as the simulator does.
+		peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: 20 * time.Millisecond,
+			Env: []string{"COUNTER_EXCEPTION_BASED=1"}})
+		sharedTakeover(t, nodeopcua.NodeCounter, func() *client.ManagedSession {
+			return startSessionAs(t, peer.URL, client.UserName("user1", nodeopcua.Users["user1"]), "Basic256Sha256")
+		})
+	})
+}
+
+// sharedTakeover is TestSharedTakeoverReplay on the server session
+// connects to, whose counter is node.
+func sharedTakeover(t *testing.T, node string, session func() *client.ManagedSession) {
 	st := &flakyStore{}
 	cfg := config.WriterGroup{
 		Name: "g", PublishingInterval: config.Duration(50 * time.Millisecond), MaxUnacked: 1000,
 		Nodes:   config.NodeDefaults{SamplingInterval: dur(0), QueueSize: 100},
-		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}}}},
+		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: node}}}},
 	}
 	holder := func(alo, amo *testQueue) (*WriterGroup, *client.ManagedSession) {
-		m := startSessionAs(t, srv.URL(), client.UserName("op", "secret"))
+		m := session()
 		alo.guarantee = config.AtLeastOnce
 		g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{alo, amo}, Resume: st, ResumeShared: true,
 			MarksDir: t.TempDir(), ResumeInterval: 200 * time.Millisecond, ResumeHorizon: time.Second})
