@@ -58,13 +58,26 @@ func (l *Log) committer() {
 	tick := time.NewTicker(idleSave)
 	defer tick.Stop()
 	var rounds []round
-	var lastExpire time.Time
+	var lastExpire, lastCommit time.Time
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
+		lazy := false // cursor moves and head deletions alone are due
 		select {
 		case <-l.wake:
+			l.gather(timer)
 		case <-tick.C:
+			lazy = true
+			// The idle save is for cursor moves and head deletions no
+			// append carried: none is due when a commit ran since the
+			// last tick (the readers' claims wake the committer
+			// themselves).
+			l.mu.Lock()
+			closing := l.closing
+			l.mu.Unlock()
+			if !closing && time.Since(lastCommit) < idleSave {
+				continue
+			}
 		}
 		l.mu.Lock()
 		closing := l.closing
@@ -77,7 +90,7 @@ func (l *Log) committer() {
 			}
 			var did bool
 			var err error
-			rounds, did, err = l.commitOnce(rounds[:0], now, expire, closing)
+			rounds, did, err = l.commitOnce(rounds[:0], now, expire, closing || lazy)
 			if err != nil {
 				l.fail(err)
 				return
@@ -85,6 +98,7 @@ func (l *Log) committer() {
 			if !did {
 				break
 			}
+			lastCommit = now
 			// Group commit: what arrives during the interval goes in one
 			// transaction (one fdatasync) with what arrived during the commit.
 			if wait := l.opts.CommitInterval - time.Since(now); wait > 0 && !closing {
@@ -96,6 +110,47 @@ func (l *Log) committer() {
 			return
 		}
 	}
+}
+
+// gather waits, up to CommitInterval, while a stream's pending messages end
+// with a notification message its producer is still handing over
+// (sink.TokenWatcher: Handed wakes the committer), so that the messages of
+// one notification message — a publish response's DataSetMessages — go in
+// one commit rather than the first alone and the rest one interval later.
+func (l *Log) gather(timer *time.Timer) {
+	deadline := time.Now().Add(l.opts.CommitInterval)
+	for l.handing() {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return
+		}
+		timer.Reset(wait)
+		select {
+		case <-l.wake:
+			timer.Stop()
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// handing reports whether a stream's newest pending message is of a
+// notification message not yet handed over whole.
+func (l *Log) handing() bool {
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		n := len(s.pending)
+		mid := false
+		if n > 0 {
+			tok := uint32(s.pending[n-1].Token)
+			mid = tok != 0 && !s.closed && !s.removed && (!s.handedOK || int32(tok-s.handed) > 0)
+		}
+		s.mu.Unlock()
+		if mid {
+			return true
+		}
+	}
+	return false
 }
 
 // fail stops the log after a failed commit.
@@ -124,7 +179,17 @@ func (l *Log) fail(err error) {
 // commitOnce commits one round; did is false when there was nothing to do.
 // What the producers handed over whole is saved with the next commit, and
 // at the last one (closing).
-func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([]round, bool, error) {
+//
+// Appends and the readers' claims are committed at once; what only moves
+// a cursor (records settled) or deletes settled records waits for the next
+// of them, or for lazy (the idle save, closing), or for room being short:
+// after each append commit it would otherwise take a commit (and an
+// fdatasync) of its own.
+func (l *Log) commitOnce(rounds []round, now time.Time, expire, lazy bool) ([]round, bool, error) {
+	l.mu.Lock()
+	closing := l.closing
+	l.mu.Unlock()
+	lazy = lazy || closing || l.roomShort()
 	budget := maxCommitBytes
 	work := false
 	grace := now.Sub(l.opened) < loadGrace
@@ -170,7 +235,10 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 		}
 		floor := rd.last + uint64(len(batch))
 		for _, r := range readers {
-			st, changed := r.cursorMove()
+			st, changed, claim := r.cursorMove()
+			if claim {
+				work = true // a reader waits for its claim to hand records out
+			}
 			// The records appended now are claimed for their readers in the
 			// same transaction: a reader then hands them out without
 			// waiting for a commit of its own.
@@ -183,7 +251,7 @@ func (l *Log) commitOnce(rounds []round, now time.Time, expire, closing bool) ([
 			floor = min(floor, st.acked)
 		}
 		floor = min(floor, held)
-		if len(batch) > 0 || len(rd.cursors) > 0 || floor >= rd.first && rd.first <= rd.last+uint64(len(batch)) {
+		if len(batch) > 0 || lazy && (len(rd.cursors) > 0 || floor >= rd.first && rd.first <= rd.last+uint64(len(batch))) {
 			work = true
 		}
 		rd.head = floor // records up to floor may go
@@ -343,6 +411,24 @@ func (rd *round) deleteThrough(b *bolt.Bucket, through uint64, cond func(first [
 		rd.first = rd.last + 1
 	}
 	return nil
+}
+
+// roomShort reports whether the log, or a stream with a bound of its own,
+// is over half full: then settled records are deleted at once, for the
+// producers that may wait for room.
+func (l *Log) roomShort() bool {
+	if 2*l.used.Load() > l.opts.MaxBytes {
+		return true
+	}
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		short := s.maxBytes > 0 && 2*(s.bytes+int64(s.pendingBytes)) > s.maxBytes
+		s.mu.Unlock()
+		if short {
+			return true
+		}
+	}
+	return false
 }
 
 // minAge is the shorter of two age bounds, 0 being none.

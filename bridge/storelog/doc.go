@@ -67,7 +67,16 @@
 // Options.NoSync), then settles each message as delivered: that is what
 // lets the group acknowledge upstream. Commits start at least
 // Options.CommitInterval apart, and while one runs the next batch gathers,
-// so the commit rate adapts to the load.
+// so the commit rate adapts to the load. Woken by a first message, the
+// committer waits (up to CommitInterval) until its producer handed the
+// notification message over whole (sink.TokenWatcher), so that a publish
+// response's messages are one commit, not the first alone and the rest one
+// interval later. A commit that would only move cursors (records settled)
+// or delete settled records is not made on its own: those ride on the next
+// append or claim, or the idle save (every 100 ms without a commit), or
+// are made at once when the log is over half full. At an ordinary rate
+// (node-opcua's 10,000 changes/s, ~11 responses/s) that is one commit per
+// response, where it was 2.6.
 //
 // A notification the OPC UA server republishes after a restart (its
 // messages marked redelivered by bridge) is not appended again when the

@@ -558,13 +558,14 @@ func (r *Reader) Settled(token uint64, delivered bool) {
 	}
 }
 
-// cursorMove returns the cursor to save and whether it changed since the
-// last save (committer).
-func (r *Reader) cursorMove() (cursorState, bool) {
+// cursorMove returns the cursor to save, whether it changed since the
+// last save, and whether its claim did: the reader waits for that one
+// (committer).
+func (r *Reader) cursorMove() (c cursorState, changed, claim bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := cursorState{acked: r.acked, claimed: max(r.claimed, r.claimReq)}
-	return c, c != r.saved
+	c = cursorState{acked: r.acked, claimed: max(r.claimed, r.claimReq)}
+	return c, c != r.saved, c.claimed != r.saved.claimed
 }
 
 // committed records a committed cursor (committer, after the commit).

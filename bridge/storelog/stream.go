@@ -120,7 +120,11 @@ func (s *Stream) Enqueue(m *sink.Message) {
 func (s *Stream) Handed(token uint64) {
 	s.mu.Lock()
 	s.handed, s.handedOK = uint32(token), true
+	pending := len(s.pending) > 0
 	s.mu.Unlock()
+	if pending {
+		s.l.signal() // a committer gathering the token's messages (gather)
+	}
 }
 
 // already reports whether m is a redelivered message whose token's
