@@ -78,6 +78,34 @@ func releaseIdle(free, inUse uint64) bool {
 // default.
 const steadyGCPercent = 10
 
+// steadyHeadroom is the least the heap may grow between two collections
+// in the steady state: a tenth of a small heap is a few hundred KB, and at
+// an ordinary rate the store-and-forward log's engine (bbolt) makes that
+// in a second or two — a collection, with its fixed cost (the roots, the
+// idle mark workers), every second for the sake of a few MB of RSS. So a
+// heap of less than 80 MB live gets this much room, up to GOGC=100 (what
+// Go does by default); above it, steadyGCPercent holds.
+const steadyHeadroom = 8 << 20
+
+// steadyPercent is the GOGC for a live heap of live bytes (steadyHeadroom).
+func steadyPercent(live uint64) int {
+	if live == 0 {
+		return 100
+	}
+	return max(steadyGCPercent, min(100, int(100*steadyHeadroom/live)))
+}
+
+// liveHeap reads the heap marked live by the last collection (runtime/metrics:
+// no stop of the world); 0 when unknown.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 // memReleaser gives the memory of writer-group setup back to the operating
 // system once the starts settle. Subscribing a large configuration (browse
 // expansions, CreateMonitoredItems requests and responses of millions of
@@ -102,8 +130,11 @@ type memReleaser struct {
 	// trimEvery is the pools' trim period (trimInterval; tests shorten it).
 	trimEvery time.Duration
 	// gcPercent is set (runtime/debug.SetGCPercent) after each setup
-	// release, 0: left alone ($GOGC given).
+	// release, 0: left alone ($GOGC given): steadyGCPercent, or more for a
+	// small heap (steadyPercent), applied the GOGC last set (0: none yet;
+	// the releaser's goroutine).
 	gcPercent int
+	applied   int
 }
 
 func newMemReleaser(getenv func(string) string) *memReleaser {
@@ -140,6 +171,15 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 			case <-r.kick:
 				t.Reset(releaseSettle)
 			case <-trim.C:
+				if r.gcPercent > 0 && r.applied != 0 {
+					// The live heap moves (a reload, the log's backlog): so
+					// does the room that keeps collections rare at a small
+					// heap.
+					if p := steadyPercent(liveHeap()); p != r.applied {
+						r.applied = p
+						debug.SetGCPercent(p)
+					}
+				}
 				if n := sink.TrimMessageBuffers() + pooling.Buffers.Trim() + ua.TrimIdlePooled(); n >= trimReleaseBytes {
 					debug.FreeOSMemory()
 					logf("idle pooled buffers returned to the OS", "trimmedMB", mb(uint64(n)))
@@ -160,10 +200,11 @@ func (r *memReleaser) run(ctx context.Context, logf func(msg string, args ...any
 				// left their buffers there.
 				goruntime.GC()
 				debug.FreeOSMemory()
-				if r.gcPercent > 0 {
-					debug.SetGCPercent(r.gcPercent)
-				}
 				goruntime.ReadMemStats(&after)
+				if r.gcPercent > 0 {
+					r.applied = steadyPercent(after.HeapAlloc)
+					debug.SetGCPercent(r.applied)
+				}
 				logf("memory of the writer groups' setup returned to the OS",
 					"heapLiveMB", mb(after.HeapAlloc), "heapMappedBeforeMB", mb(before.HeapSys-before.HeapReleased),
 					"heapMappedAfterMB", mb(after.HeapSys-after.HeapReleased),

@@ -174,18 +174,32 @@ func TestMemReleaserGCPercent(t *testing.T) {
 	}
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
-	released := make(chan struct{}, 1)
-	r.released = func(before, after goruntime.MemStats) { released <- struct{}{} }
+	released := make(chan uint64, 1)
+	r.released = func(before, after goruntime.MemStats) { released <- after.HeapAlloc }
 	ctx, cancel := context.WithCancel(context.Background())
 	r.run(ctx, func(string, ...any) {})
 	defer func() { cancel(); r.wait() }()
 	r.started()
+	var live uint64
 	select {
-	case <-released:
+	case live = <-released:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no release 30 s after a start")
 	}
-	if got := debug.SetGCPercent(100); got != steadyGCPercent {
-		t.Errorf("GOGC after the release: %d, want %d", got, steadyGCPercent)
+	if got, want := debug.SetGCPercent(100), steadyPercent(live); got != want {
+		t.Errorf("GOGC after the release (live heap %d B): %d, want %d", live, got, want)
+	}
+}
+
+// TestSteadyPercent: a heap of 80 MB live or more runs at steadyGCPercent;
+// a smaller one gets steadyHeadroom of room, up to GOGC=100.
+func TestSteadyPercent(t *testing.T) {
+	for _, tc := range []struct {
+		live uint64
+		want int
+	}{{0, 100}, {1 << 20, 100}, {8 << 20, 100}, {16 << 20, 50}, {40 << 20, 20}, {80 << 20, steadyGCPercent}, {1 << 30, steadyGCPercent}} {
+		if got := steadyPercent(tc.live); got != tc.want {
+			t.Errorf("live %d MiB: GOGC %d, want %d", tc.live>>20, got, tc.want)
+		}
 	}
 }
