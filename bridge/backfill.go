@@ -191,16 +191,16 @@ func (g *WriterGroup) awaitEnd(s int32, ts ua.DateTime) {
 	b.wake()
 }
 
-// expire ends the waits older than b.wait at their gap's time; it takes
-// g.mu.
-func (b *backfiller) expire(now time.Time) {
+// expire ends the waits older than b.wait at their gap's time (every wait
+// when all: a stop comes before their first values); it takes g.mu.
+func (b *backfiller) expire(now time.Time, all bool) {
 	g := b.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s, e := range b.await {
-		if now.Sub(e.since) < b.wait {
+		if !all && now.Sub(e.since) < b.wait {
 			continue
 		}
 		delete(b.await, s)
@@ -224,7 +224,7 @@ func (b *backfiller) run(ctx context.Context) {
 			return
 		case <-b.kick:
 		case now := <-t.C:
-			b.expire(now)
+			b.expire(now, false)
 		}
 		b.mu.Lock()
 		ready := b.ready
@@ -260,6 +260,20 @@ func (b *backfiller) run(ctx context.Context) {
 // session, nor for fields still waiting for their first value after a
 // gap.
 func (b *backfiller) finish(ctx context.Context) {
+	// A field still waiting for its first value after a gap has lost what
+	// came between its last value and the gap: that range is read now, as
+	// its time-out would have it, before the session goes. (g.mu may be
+	// held by a handler waiting for a full queue: not past ctx.)
+	expired := make(chan struct{})
+	go func() {
+		defer close(expired)
+		b.expire(time.Now(), true)
+	}()
+	select {
+	case <-expired:
+	case <-ctx.Done():
+		return
+	}
 	b.mu.Lock()
 	target := b.taken + uint64(len(b.ready))
 	b.mu.Unlock()
@@ -288,9 +302,10 @@ func (b *backfiller) finish(ctx context.Context) {
 // history are read and published before the caller detaches the group's
 // session (a stop right after a gap would otherwise cut them short, and
 // after a restart that keeps the subscription the gap would not be seen
-// again). It does not wait for a range that cannot be read now (no
-// session) nor for fields still waiting for their first value after a gap,
-// and takes at most half of what is left of ctx: the rest of a stop (the
+// again). A field still waiting for its first value after a gap has its
+// range end at the gap, as the wait's time-out would. It does not wait for
+// a range that cannot be read now (no session), and takes at most half of
+// what is left of ctx: the rest of a stop (the
 // detach, the final resume record) gets the other half even when the reads
 // cannot end (the group's queues full of a dead broker's messages).
 func (g *WriterGroup) FinishBackfill(ctx context.Context) {
