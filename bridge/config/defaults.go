@@ -79,7 +79,7 @@ const (
 	DefaultNATSStatusSubject   = "opcua.json.status.{PublisherId}"
 	DefaultScaleOutBucket      = "uagate-leases"
 	DefaultStoreMaxBytes       = 1 << 30
-	DefaultStoreCommitInterval = 5 * time.Millisecond
+	DefaultStoreCommitInterval = 20 * time.Millisecond
 	MinStoreMaxBytes           = 1 << 20
 	MinGroupStoreBytes         = 64 << 10
 	DefaultLeaseTTL            = 10 * time.Second

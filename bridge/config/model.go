@@ -36,7 +36,7 @@ type Config struct {
 //	  maxAge: 24h          # default 0: records stay until every sink had them
 //	  policy: block        # or drop-oldest, when maxBytes is reached
 //	  fsync: true          # default: one fdatasync per commit
-//	  commitInterval: 5ms  # default: the least time between two commits
+//	  commitInterval: 20ms # default: the least time between two commits
 type StoreAndForward struct {
 	// Enabled: default true. Off, the sinks' queues are fed by the writer
 	// groups directly, and only at-least-once sinks hold acknowledgements.
@@ -58,7 +58,7 @@ type StoreAndForward struct {
 	Fsync *bool `yaml:"fsync"`
 	// CommitInterval is the least time between two commits (group commit:
 	// what every writer group appends meanwhile is one commit, one fsync);
-	// default 5ms, at most 1s. It adds up to itself to the latency.
+	// default 20ms, at most 1s. It adds up to itself to the latency.
 	CommitInterval Duration `yaml:"commitInterval"`
 }
 

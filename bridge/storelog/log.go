@@ -29,7 +29,7 @@ const (
 	DefaultPendingBytes    = 4 << 20
 	DefaultTailBytes       = 2 << 20
 	DefaultClaimWindow     = 256
-	DefaultCommitInterval  = 5 * time.Millisecond
+	DefaultCommitInterval  = 20 * time.Millisecond
 	// FileName is the log's file in Options.Dir.
 	FileName = "log.db"
 	// idleSave is how often cursor moves are saved when nothing else is

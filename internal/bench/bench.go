@@ -51,10 +51,11 @@ type options struct {
 	workDir          string
 	keep             bool
 	stagger          bool
-	log              string // the gateway's store-and-forward log: on, off or both
-	logFsync         bool   // its storeAndForward.fsync
-	upstream         string // upstreamSim or upstreamNodeOPCUA
-	testpeer         string // node-opcua's test peer directory
+	log              string        // the gateway's store-and-forward log: on, off or both
+	logFsync         bool          // its storeAndForward.fsync
+	logCommit        time.Duration // its storeAndForward.commitInterval (0: the default)
+	upstream         string        // upstreamSim or upstreamNodeOPCUA
+	testpeer         string        // node-opcua's test peer directory
 	findMax          bool
 	maxItems         int
 	retries          int
@@ -175,6 +176,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile of the window to `file` (through UAGATE_DEBUG_PPROF)")
 	fs.StringVar(&o.log, "log", "on", "the gateway's store-and-forward log (storeAndForward.enabled): on, off, or both (two runs)")
 	fs.BoolVar(&o.logFsync, "log-fsync", true, "the log's storeAndForward.fsync: one fdatasync per commit")
+	fs.DurationVar(&o.logCommit, "log-commit-interval", 0, "the log's storeAndForward.commitInterval (0: the gateway's default)")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server `URL` (default: start nats-server on a free loopback port)")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary for the sim, the bridge and the subscriber (default: this one)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "gopcuabridge binary (default: go build it)")
@@ -632,7 +634,7 @@ func subscriberCommand(o *options) []string {
 func gatewayConfig(o *options, upURL, stateDir, httpAddr string, log bool) []byte {
 	off := false
 	c := config.Config{
-		StoreAndForward: config.StoreAndForward{Enabled: &log, Fsync: &o.logFsync},
+		StoreAndForward: config.StoreAndForward{Enabled: &log, Fsync: &o.logFsync, CommitInterval: config.Duration(o.logCommit)},
 		Gateway:         config.Gateway{PublisherID: "bench", StateDir: stateDir, ShutdownTimeout: config.Duration(5 * time.Second)},
 		Embedded:        config.Embedded{Sim: config.EmbeddedPart{Enabled: &off}, MQTT: config.EmbeddedPart{Enabled: &off}, NATS: config.EmbeddedPart{Enabled: &off}},
 		HTTP:            config.HTTP{Listen: httpAddr},
