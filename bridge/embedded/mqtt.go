@@ -160,9 +160,11 @@ func (l *mqttListener) Serve(establish listeners.EstablishFn) {
 			_ = conn.Close()
 			return
 		}
-		l.open[conn] = struct{}{}
+		sc := &startedConn{Conn: conn, reading: make(chan struct{})}
+		l.open[sc] = struct{}{}
 		l.conns.Add(1)
 		l.mu.Unlock()
+		conn = net.Conn(sc)
 		go func() {
 			defer l.conns.Done()
 			if err := establish(l.id, conn); err != nil && !l.closing.Load() {
@@ -189,12 +191,46 @@ func (l *mqttListener) Close(closeClients listeners.CloseFn) {
 	}
 	close(l.stop)
 	_ = l.ln.Close()
+	// The broker counts a connection (its ClientsWg.Add) when its
+	// EstablishConnection begins, and its Close then waits on that count:
+	// an Add beside the Wait is a race in the broker. A connection the
+	// broker has read from was counted; wait (briefly) for those accepted
+	// just before to get there.
+	l.mu.Lock()
+	var starting []chan struct{}
+	for c := range l.open {
+		if sc, ok := c.(*startedConn); ok {
+			starting = append(starting, sc.reading)
+		}
+	}
+	l.mu.Unlock()
+	deadline := time.NewTimer(2 * time.Second)
+	defer deadline.Stop()
+	for _, ch := range starting {
+		select {
+		case <-ch:
+		case <-deadline.C:
+		}
+	}
 	closeClients(l.id)
 	l.mu.Lock()
 	for c := range l.open {
 		_ = c.Close()
 	}
 	l.mu.Unlock()
+}
+
+// startedConn is an accepted connection that tells (reading) when the
+// broker first reads from it: by then the broker has counted it.
+type startedConn struct {
+	net.Conn
+	once    sync.Once
+	reading chan struct{}
+}
+
+func (c *startedConn) Read(p []byte) (int, error) {
+	c.once.Do(func() { close(c.reading) })
+	return c.Conn.Read(p)
 }
 
 // wait waits for the accept loop and the connections' goroutines.
