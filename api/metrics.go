@@ -273,6 +273,8 @@ func streamSeries(c *collector, labels ...string) []series[storelog.StreamStats]
 		g("pending_messages", "Messages waiting for their commit.", func(s *S) float64 { return float64(s.Pending) }),
 		g("first_sequence", "Sequence number of the oldest record kept.", func(s *S) float64 { return float64(s.FirstSeq) }),
 		g("last_sequence", "Sequence number of the newest record.", func(s *S) float64 { return float64(s.LastSeq) }),
+		g("group_max_bytes", "The writer group's own bound in the log (writerGroups[].storeAndForward.maxBytes; 0: the log's only).", func(s *S) float64 { return float64(s.MaxBytes) }),
+		g("group_max_age_seconds", "The writer group's own age bound in the log (writerGroups[].storeAndForward.maxAge; 0: none of its own).", func(s *S) float64 { return float64(s.MaxAgeMs) / 1e3 }),
 	}
 }
 

@@ -24,9 +24,10 @@ import (
 // notInMetrics are the numbers of the stats types that are no series of
 // their own in /metrics, and why.
 var notInMetrics = map[string]string{
-	"WriterStats.ID":    "an identifier: the writer label names the writer",
-	"BufferStats.Size":  "the class_bytes label",
-	"Stats.CommitNanos": "in seconds: uagate_store_commit_seconds_total",
+	"WriterStats.ID":       "an identifier: the writer label names the writer",
+	"BufferStats.Size":     "the class_bytes label",
+	"Stats.CommitNanos":    "in seconds: uagate_store_commit_seconds_total",
+	"StreamStats.MaxAgeMs": "in seconds: uagate_store_group_max_age_seconds",
 }
 
 // counterField is a number of a stats type and the value the test gave it.
