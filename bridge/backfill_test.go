@@ -19,11 +19,7 @@ import (
 // their time-out would. Publishing every 10 s, the counter changing every
 // 50 ms: the stop comes long before the field's next value.
 func TestFinishBackfillEndsWaits(t *testing.T) {
-	srv := startSimWith(t, time.Hour, 0, func(c *server.Config) {
-		c.Sim = server.SimConfig{Folders: 1, Variables: 1, Rates: []time.Duration{50 * time.Millisecond},
-			Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
-			History: time.Minute}
-	})
+	srv := startSimWith(t, time.Hour, 0, func(c *server.Config) { c.Sim = server.HistorizingCounters(1, 50*time.Millisecond) })
 	m := startSession(t, srv.URL())
 	q := newTestQueue(t, "q")
 	cfg := config.WriterGroup{

@@ -12,7 +12,6 @@ import (
 	"github.com/uagate/gateway/internal/testutil"
 	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/server"
-	"github.com/uagate/gateway/uastack/ua"
 )
 
 // TestBackfillBrokerOutage: the at-least-once MQTT sink's broker dies for a
@@ -25,13 +24,19 @@ import (
 func TestBackfillBrokerOutage(t *testing.T) {
 	const counters = 10
 	period := 20 * time.Millisecond
+	onHistorizingCounters(t, counters, period, testBackfillBrokerOutage)
+}
+
+// onHistorizingCounters runs test against our simulator and against
+// node-opcua, each with counters historizing counters changing every period.
+func onHistorizingCounters(t *testing.T, counters int, period time.Duration, test func(*testing.T, restartUpstream)) {
 	t.Run("sim", func(t *testing.T) {
 		srv := startCounterServer(t, &server.Config{}, counters, period)
 		up := restartUpstream{url: srv.URL()}
 		for i := range counters {
 			up.nodes = append(up.nodes, server.LoadNode(0, i))
 		}
-		testBackfillBrokerOutage(t, up)
+		test(t, up)
 	})
 	t.Run("node-opcua", func(t *testing.T) {
 		peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: period,
@@ -40,7 +45,7 @@ func TestBackfillBrokerOutage(t *testing.T) {
 		for i := range counters {
 			up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
 		}
-		testBackfillBrokerOutage(t, up)
+		test(t, up)
 	})
 }
 
@@ -126,23 +131,7 @@ func testBackfillBrokerOutage(t *testing.T, up restartUpstream) {
 func TestBackfillFinishedBeforeStop(t *testing.T) {
 	const counters = 10
 	period := 100 * time.Millisecond
-	t.Run("sim", func(t *testing.T) {
-		srv := startCounterServer(t, &server.Config{}, counters, period)
-		up := restartUpstream{url: srv.URL()}
-		for i := range counters {
-			up.nodes = append(up.nodes, server.LoadNode(0, i))
-		}
-		testBackfillFinishedBeforeStop(t, up)
-	})
-	t.Run("node-opcua", func(t *testing.T) {
-		peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: period,
-			Env: []string{"COUNTERS=" + strconv.Itoa(counters), "HISTORY_VALUES=3000"}})
-		up := restartUpstream{url: peer.URL}
-		for i := range counters {
-			up.nodes = append(up.nodes, nodeopcua.CounterNode(i))
-		}
-		testBackfillFinishedBeforeStop(t, up)
-	})
+	onHistorizingCounters(t, counters, period, testBackfillFinishedBeforeStop)
 }
 
 func testBackfillFinishedBeforeStop(t *testing.T, up restartUpstream) {
@@ -197,9 +186,7 @@ func testBackfillFinishedBeforeStop(t *testing.T, up restartUpstream) {
 func startCounterServer(t *testing.T, cfg *server.Config, counters int, period time.Duration) *server.Server {
 	t.Helper()
 	cfg.Address, cfg.Logger = "127.0.0.1:0", quietLogger()
-	cfg.Sim = server.SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{period},
-		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1,
-		History: time.Minute}
+	cfg.Sim = server.HistorizingCounters(counters, period)
 	srv, err := server.New(cfg)
 	if err == nil {
 		err = srv.Start()

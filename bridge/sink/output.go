@@ -407,7 +407,7 @@ func (o *Output) Confirmed(m *Message, err error) {
 	settle, outcome := false, true
 	var created int64
 	switch {
-	case err != nil && errors.Is(err, ErrRefused):
+	case errors.Is(err, ErrRefused):
 		// Refused for good: sent again it would be refused again.
 		o.stats.Errors++
 		o.setErrLocked(err)

@@ -68,20 +68,17 @@ func (l *Log) committer() {
 			l.gather(timer)
 		case <-tick.C:
 			lazy = true
-			// The idle save is for cursor moves and head deletions no
-			// append carried: none is due when a commit ran since the
-			// last tick (the readers' claims wake the committer
-			// themselves).
-			l.mu.Lock()
-			closing := l.closing
-			l.mu.Unlock()
-			if !closing && time.Since(lastCommit) < idleSave {
-				continue
-			}
 		}
 		l.mu.Lock()
 		closing := l.closing
 		l.mu.Unlock()
+		if lazy && !closing && time.Since(lastCommit) < idleSave {
+			// The idle save is for cursor moves and head deletions no
+			// append carried: none is due when a commit ran since the
+			// last tick (the readers' claims wake the committer
+			// themselves).
+			continue
+		}
 		for {
 			now := time.Now()
 			expire := (l.opts.MaxAge > 0 || l.anyAge.Load()) && now.Sub(lastExpire) >= expireEvery
@@ -90,7 +87,7 @@ func (l *Log) committer() {
 			}
 			var did bool
 			var err error
-			rounds, did, err = l.commitOnce(rounds[:0], now, expire, closing || lazy)
+			rounds, did, err = l.commitOnce(rounds[:0], now, expire, lazy)
 			if err != nil {
 				l.fail(err)
 				return
@@ -182,7 +179,8 @@ func (l *Log) fail(err error) {
 //
 // Appends and the readers' claims are committed at once; what only moves
 // a cursor (records settled) or deletes settled records waits for the next
-// of them, or for lazy (the idle save, closing), or for room being short:
+// of them, or for lazy (the idle save), the last commit (closing), or for
+// room being short:
 // after each append commit it would otherwise take a commit (and an
 // fdatasync) of its own.
 func (l *Log) commitOnce(rounds []round, now time.Time, expire, lazy bool) ([]round, bool, error) {

@@ -97,6 +97,15 @@ type SimConfig struct {
 	Stagger bool
 }
 
+// HistorizingCounters is a simulation of counters Int32 counters in one
+// folder (LoadNode(0, i)), each +1 every period, with history kept for a
+// minute and no alarms: what the backfill and restart tests read.
+func HistorizingCounters(counters int, period time.Duration) SimConfig {
+	return SimConfig{Folders: 1, Variables: counters, Rates: []time.Duration{period},
+		Types: []ua.TypeID{ua.TypeInt32}, Generators: []Generator{GeneratorCounter}, AlarmSources: -1,
+		History: time.Minute}
+}
+
 func (c *SimConfig) resolve() error {
 	if c.DemoRate < 0 {
 		return fmt.Errorf("server: Config.Sim.DemoRate %v is negative", c.DemoRate)
