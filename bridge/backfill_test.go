@@ -9,6 +9,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/internal/testutil"
+	"github.com/uagate/gateway/testpeer/nodeopcua"
 	"github.com/uagate/gateway/uastack/server"
 	"github.com/uagate/gateway/uastack/ua"
 )
@@ -17,14 +18,28 @@ import (
 // field's first value after it, still fills the field's lost range (up to
 // the gap) from the server's history: FinishBackfill ends the waits as
 // their time-out would. Publishing every 10 s, the counter changing every
-// 50 ms: the stop comes long before the field's next value.
+// 50 ms: the stop comes long before the field's next value. Against our
+// simulator and node-opcua's historizing counter.
 func TestFinishBackfillEndsWaits(t *testing.T) {
-	srv := startSimWith(t, time.Hour, 0, func(c *server.Config) { c.Sim = server.HistorizingCounters(1, 50*time.Millisecond) })
-	m := startSession(t, srv.URL())
+	t.Run("sim", func(t *testing.T) {
+		srv := startSimWith(t, time.Hour, 0, func(c *server.Config) { c.Sim = server.HistorizingCounters(1, 50*time.Millisecond) })
+		finishBackfillEndsWaits(t, srv.URL(), server.LoadNode(0, 0))
+	})
+	t.Run("node-opcua", func(t *testing.T) {
+		peer := nodeopcua.Start(t, nodeopcua.Options{LargeCount: -1, CounterInterval: 50 * time.Millisecond,
+			Env: []string{"COUNTERS=1", "HISTORY_VALUES=3000"}})
+		finishBackfillEndsWaits(t, peer.URL, nodeopcua.CounterNode(0))
+	})
+}
+
+// finishBackfillEndsWaits is TestFinishBackfillEndsWaits on the server at
+// url, whose historizing counter is node.
+func finishBackfillEndsWaits(t *testing.T, url, node string) {
+	m := startSession(t, url)
 	q := newTestQueue(t, "q")
 	cfg := config.WriterGroup{
 		Name: "g", PublishingInterval: config.Duration(10 * time.Second), Backfill: config.BackfillHistory,
-		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: server.LoadNode(0, 0)}}}},
+		Writers: []config.DataSetWriter{{Name: "w", Fields: []config.Field{{Name: "Counter", Node: node}}}},
 	}
 	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
 	// The last value delivered, from the group's cache (the Variant field
@@ -42,7 +57,7 @@ func TestFinishBackfillEndsWaits(t *testing.T) {
 	// not deliver), then messages are lost: the field waits for its next
 	// value (10 s away).
 	testutil.WaitFor(t, 20*time.Second, "the counter moving on", func() bool {
-		dvs, err := m.Client().ReadValues(ctxT(t), ua.MustParseNodeID(server.LoadNode(0, 0)))
+		dvs, err := m.Client().ReadValues(ctxT(t), ua.MustParseNodeID(node))
 		return err == nil && len(dvs) == 1 && dvs[0].SourceTimestamp > last+ua.DateTime(500*time.Millisecond/100)
 	})
 	if vs := allValues(g, "w"); vs[0].Value.SourceTimestamp != last {
