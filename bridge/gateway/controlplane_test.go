@@ -157,6 +157,13 @@ func TestReadsDoNotWaitOnDataPlane(t *testing.T) {
 	// request timeout, through every round of reads (some 20 s on a busy
 	// machine: with stuckConfig's 20 s it ended in the middle).
 	c.Endpoints[1].RequestTimeout = dur(2 * slowDelay)
+	// Nor does the session give up on slowg's subscription, silent behind
+	// the delay: its keep-alive window (publishing interval × keep-alive
+	// count, here KeepAlive / interval) outlasts the delay. With the
+	// server's default count the window was ~0.5 s, the session faulted
+	// and recovered, the apply's requests failed at once and it ended
+	// before a busy machine's reads did.
+	c.WriterGroups[0].KeepAlive = dur(2 * slowDelay)
 	g := startGateway(t, "gateway.yaml", marshalConfig(t, c))
 	stuck(t, g.gw)
 	proxy.SetDelay(slowDelay)
