@@ -95,6 +95,7 @@ type WriterGroup struct {
 	saved        client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
 	savedItems   []client.ResumeItem // its list, kept only at least once (saveResume)
 	savedDSMs    uint64              // DataSetMessages written at the last save
+	recordAt     time.Time           // when the record was saved last (lastAckedEvery)
 	savedAt      time.Time           // of the last shared record
 	saveMu       sync.Mutex          // one saveResume at a time (resume loop, Start, a handler short of numbers)
 	quit         chan struct{}       // closed when Stop begins

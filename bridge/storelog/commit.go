@@ -55,57 +55,149 @@ type cursorMove struct {
 
 func (l *Log) committer() {
 	defer close(l.done)
-	tick := time.NewTicker(idleSave)
-	defer tick.Stop()
-	var rounds []round
-	var lastExpire, lastCommit time.Time
+	// idle is armed only while something lazy may be due (idleDeadline):
+	// an idle log's committer sleeps without a timer.
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var rounds []round
+	var lastExpire, lastCommit time.Time
 	for {
 		lazy := false // cursor moves and head deletions alone are due
 		select {
 		case <-l.wake:
 			l.gather(timer)
-		case <-tick.C:
+			// Group commit: what arrives during the interval after a
+			// commit goes in one transaction (one fdatasync) with what
+			// arrived during the commit.
+			if wait := l.opts.CommitInterval - time.Since(lastCommit); wait > 0 && !l.isClosing() {
+				timer.Reset(wait)
+				<-timer.C
+			}
+		case <-idle.C:
 			lazy = true
+			// Settlements from now on are after this round's look at the
+			// cursors: they set moved again (Reader.Settled).
+			l.moved.Store(false)
 		}
-		l.mu.Lock()
-		closing := l.closing
-		l.mu.Unlock()
-		if lazy && !closing && time.Since(lastCommit) < idleSave {
-			// The idle save is for cursor moves and head deletions no
-			// append carried: none is due when a commit ran since the
-			// last tick (the readers' claims wake the committer
-			// themselves).
-			continue
-		}
+		closing := l.isClosing()
+		did := false
 		for {
 			now := time.Now()
 			expire := (l.opts.MaxAge > 0 || l.anyAge.Load()) && now.Sub(lastExpire) >= expireEvery
 			if expire {
 				lastExpire = now
 			}
-			var did bool
 			var err error
-			rounds, did, err = l.commitOnce(rounds[:0], now, expire, lazy)
+			var once bool
+			rounds, once, err = l.commitOnce(rounds[:0], now, expire, lazy)
 			if err != nil {
 				l.fail(err)
 				return
 			}
-			if !did {
+			if !once {
 				break
 			}
-			lastCommit = now
-			// Group commit: what arrives during the interval goes in one
-			// transaction (one fdatasync) with what arrived during the commit.
-			if wait := l.opts.CommitInterval - time.Since(now); wait > 0 && !closing {
-				timer.Reset(wait)
-				<-timer.C
+			did, lastCommit = true, now
+			if !closing {
+				if l.pendingLeft() {
+					l.signal() // over the commit's budget: the next round takes it
+				}
+				break
 			}
 		}
 		if closing {
 			return
 		}
+		if did {
+			l.lazyDue.Store(true) // the records just committed settle later
+		} else if lazy {
+			// Nothing was due: the log is idle until an append, a claim or
+			// a settlement (Reader.Settled wakes the committer when it
+			// finds lazyDue false).
+			l.lazyDue.Store(false)
+			if l.moved.Load() {
+				l.lazyDue.Store(true)
+			}
+		}
+		if d, ok := l.idleDeadline(lastCommit, lastExpire); ok {
+			idle.Reset(time.Until(d))
+		} else {
+			idle.Stop()
+		}
+	}
+}
+
+// idleDeadline is when the committer next looks for lazy work without
+// being woken: idleSave after the last commit while settlements may be
+// unsaved (lazyDue), the next MaxAge scan while records are held under an
+// age bound, the end of loadGrace while it lasts; none on an idle log.
+func (l *Log) idleDeadline(lastCommit, lastExpire time.Time) (time.Time, bool) {
+	var d time.Time
+	ok := false
+	at := func(t time.Time) {
+		if !ok || t.Before(d) {
+			d, ok = t, true
+		}
+	}
+	if l.lazyDue.Load() {
+		at(lastCommit.Add(idleSave))
+	}
+	if (l.opts.MaxAge > 0 || l.anyAge.Load()) && l.holding() {
+		at(lastExpire.Add(expireEvery))
+	}
+	if end := l.opened.Add(loadGrace); time.Now().Before(end) {
+		at(end)
+	}
+	return d, ok
+}
+
+// holding reports whether a stream holds records in the file.
+func (l *Log) holding() bool {
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		n := s.records
+		s.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pendingLeft reports whether a stream has messages pending still.
+func (l *Log) pendingLeft() bool {
+	for _, s := range l.snapshot() {
+		s.mu.Lock()
+		n := len(s.pending)
+		s.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Log) isClosing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closing
+}
+
+// poke tells an idle committer that a cursor moved (Reader.Settled): it
+// arms its idle save. One wake-up per idle period; none while lazyDue.
+// A log short of room (over half full, or a producer waiting for room)
+// gets its deletions at once: the committer is woken for each, commits at
+// most one per CommitInterval.
+func (l *Log) poke() {
+	l.moved.Store(true)
+	if l.roomWaiters.Load() > 0 || 2*l.used.Load() > l.opts.MaxBytes {
+		l.signal()
+		return
+	}
+	if !l.lazyDue.Load() && l.lazyDue.CompareAndSwap(false, true) {
+		l.signal()
 	}
 }
 

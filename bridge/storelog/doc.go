@@ -73,9 +73,13 @@
 // response's messages are one commit, not the first alone and the rest one
 // interval later. A commit that would only move cursors (records settled)
 // or delete settled records is not made on its own: those ride on the next
-// append or claim, or the idle save (every 100 ms without a commit), or
-// are made at once when the log is over half full. At an ordinary rate
-// (node-opcua's 10,000 changes/s, ~11 responses/s) that is one commit per
+// append or claim, or the idle save (1 s after the last commit), or are
+// made at once when the log is over half full. The committer is woken by
+// a stream's first pending message (not each), by Handed, by a claim, and
+// by a settlement only when no idle save is armed; an idle log arms no
+// timer at all (an age bound keeps a 1 s scan while records are held). At
+// an ordinary rate (node-opcua's 10,000 changes/s, ~11 responses/s) that
+// is one commit per
 // response, where it was 2.6.
 //
 // A notification the OPC UA server republishes after a restart (its

@@ -34,7 +34,7 @@ const (
 	FileName = "log.db"
 	// idleSave is how often cursor moves are saved when nothing else is
 	// committed.
-	idleSave = 100 * time.Millisecond
+	idleSave = time.Second
 	// maxCommitBytes bounds the records one transaction writes.
 	maxCommitBytes  = 16 << 20
 	dropLogInterval = 10 * time.Second
@@ -172,8 +172,11 @@ type Log struct {
 	// yielding is the part of it that give-way streams hold.
 	used                         atomic.Int64
 	yielding                     atomic.Int64
-	anyAge                       atomic.Bool // a stream has a MaxAge of its own
-	broken                       atomic.Bool // a commit failed
+	anyAge                       atomic.Bool  // a stream has a MaxAge of its own
+	lazyDue                      atomic.Bool  // settlements may await an idle save (committer)
+	moved                        atomic.Bool  // a cursor moved since the last idle save began
+	roomWaiters                  atomic.Int32 // producers waiting for room (waitRoom)
+	broken                       atomic.Bool  // a commit failed
 	commits, commitErrors, syncs atomic.Uint64
 	commitNanos                  atomic.Int64
 	dropsLogged                  uint64

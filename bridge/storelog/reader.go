@@ -549,12 +549,23 @@ func (r *Reader) Settled(token uint64, delivered bool) {
 		r.acked++
 		moved = true
 	}
+	claimed := r.claimed
 	r.mu.Unlock()
 	if delivered {
 		r.stats.delivered.Add(1)
 	}
 	if moved {
-		r.signal()
+		// The reader waits for this only when records past its claim are
+		// in the file (its window was full): then it may claim more.
+		// Otherwise the next commit's records wake it.
+		s := r.s
+		s.mu.Lock()
+		more := s.last > claimed
+		s.mu.Unlock()
+		if more {
+			r.signal()
+		}
+		s.l.poke() // the moved cursor is saved by a commit or the idle save
 	}
 }
 

@@ -105,6 +105,7 @@ func (s *Stream) Enqueue(m *sink.Message) {
 		m.Done(false)
 		return
 	}
+	first := len(s.pending) == 0
 	s.pending = append(s.pending, m)
 	s.pendingBytes += n
 	s.l.used.Add(int64(n))
@@ -112,7 +113,12 @@ func (s *Stream) Enqueue(m *sink.Message) {
 		s.l.yielding.Add(int64(n))
 	}
 	s.mu.Unlock()
-	s.l.signal()
+	if first {
+		// A committer that has this stream's pending messages to take
+		// already was woken by the first of them (or takes them in the
+		// round it runs): one wake-up per batch, not per message.
+		s.l.signal()
+	}
 }
 
 // Handed implements sink.TokenWatcher: every message of token was
@@ -157,6 +163,9 @@ func (s *Stream) waitRoom(n int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.stats.waits.Add(1)
+	l.roomWaiters.Add(1)
+	defer l.roomWaiters.Add(-1)
+	l.signal() // settled records to delete: the committer need not wait for its idle save
 	for {
 		if l.closing || l.failed != nil {
 			return false

@@ -62,6 +62,7 @@ type options struct {
 	maxP99           time.Duration
 	idle             bool
 	cpuProfile       string
+	traceFile        string
 	shape            string // the writer groups' messageShape
 	samplingZero     bool   // -sampling 0 means 0 (node-opcua: every change)
 }
@@ -174,6 +175,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.idle, "idle", false, "measure the gateway at rest (see above)")
 	fs.StringVar(&o.shape, "shape", config.ShapeSingle, "the gateway's message shape: single (a NetworkMessage per DataSetMessage, the default) or batched")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile of the window to `file` (through UAGATE_DEBUG_PPROF)")
+	fs.StringVar(&o.traceFile, "trace", "", "write the gateway's execution trace of the window's first 5 s to `file` (go tool trace; through UAGATE_DEBUG_PPROF)")
 	fs.StringVar(&o.log, "log", "on", "the gateway's store-and-forward log (storeAndForward.enabled): on, off, or both (two runs)")
 	fs.BoolVar(&o.logFsync, "log-fsync", true, "the log's storeAndForward.fsync: one fdatasync per commit")
 	fs.DurationVar(&o.logCommit, "log-commit-interval", 0, "the log's storeAndForward.commitInterval (0: the gateway's default)")

@@ -54,7 +54,7 @@ func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, s
 			return r, err
 		}
 		argv = gatewayCommand(o, cfg)
-		if o.cpuProfile != "" {
+		if o.cpuProfile != "" || o.traceFile != "" {
 			if pprofAddr, err = freeAddr(); err != nil {
 				return r, err
 			}
@@ -132,10 +132,15 @@ func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, s
 	if r.a, err = sub.query(ctx, "window"); err != nil {
 		return r, err
 	}
-	profDone := make(chan error, 1)
-	if pprofAddr != "" {
+	profDone := make(chan error, 2)
+	if o.cpuProfile != "" {
 		r.profile = o.cpuProfile
-		go func() { profDone <- fetchProfile(ctx, pprofAddr, o.duration, o.cpuProfile) }()
+		go func() { profDone <- fetchProfile(ctx, pprofAddr, "profile", o.duration, o.cpuProfile) }()
+	} else {
+		profDone <- nil
+	}
+	if o.traceFile != "" {
+		go func() { profDone <- fetchProfile(ctx, pprofAddr, "trace", min(o.duration, 5*time.Second), o.traceFile) }()
 	} else {
 		profDone <- nil
 	}
@@ -165,8 +170,10 @@ func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, s
 	if err := br.alive(); err != nil {
 		return r, fmt.Errorf("%s exited during the window: %w%s", bridge, err, procs.tails(br))
 	}
-	if err := <-profDone; err != nil {
-		return r, err
+	for range 2 {
+		if err := <-profDone; err != nil {
+			return r, err
+		}
 	}
 	if httpAddr != "" {
 		m1, err := scrapeMetrics(ctx, httpAddr)
@@ -265,23 +272,24 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// fetchProfile writes the CPU profile of d from the Go profiler at addr
+// fetchProfile writes the CPU profile (kind "profile") or the execution
+// trace (kind "trace") of d from the Go profiler at addr
 // (UAGATE_DEBUG_PPROF) to path.
-func fetchProfile(ctx context.Context, addr string, d time.Duration, path string) error {
+func fetchProfile(ctx context.Context, addr, kind string, d time.Duration, path string) error {
 	secs := max(int(d.Seconds()), 1)
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, secs), nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("%s: %w", kind, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("cpu profile: %s", resp.Status)
+		return fmt.Errorf("%s: %s", kind, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -289,7 +297,7 @@ func fetchProfile(ctx context.Context, addr string, d time.Duration, path string
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("%s: %w", kind, err)
 	}
 	return f.Close()
 }

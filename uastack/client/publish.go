@@ -128,6 +128,7 @@ type publisher struct {
 	stopOnce sync.Once
 
 	manual    atomic.Int32 // AckManual subscriptions in subs
+	quiescing atomic.Bool  // quiesce waits for the acknowledgements: Ack wakes the loop
 	gapSem    chan *ua.RepublishResponse
 	gapWG     sync.WaitGroup
 	gapCtx    context.Context // cancelled by close: ends the gap jobs' requests
@@ -294,6 +295,7 @@ func (p *publisher) collectAcks(resume bool) {
 // meanwhile.
 func (p *publisher) quiesce(ctx context.Context) {
 	done := make(chan struct{})
+	p.quiescing.Store(true)
 	if !p.postCtx(ctx, func() { p.draining, p.drained = true, done; p.checkDrained() }) {
 		return
 	}

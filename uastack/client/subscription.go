@@ -388,12 +388,21 @@ func (s *Subscription) Ack(seq uint32) error {
 	}
 	a.ents[i].marked = true
 	a.marked++
-	if int(a.unacked.Add(-1)) == s.cfg.MaxUnacked-1 {
+	released := int(a.unacked.Add(-1)) == s.cfg.MaxUnacked-1
+	if released {
 		// It was held: the watchdog's window starts now.
 		s.releasedAt.Store(time.Now().UnixNano())
 	}
 	a.mu.Unlock()
-	s.pub.ackWake()
+	// The dispatch loop collects the mark into the next Publish request it
+	// issues (refill). It is woken only when it waits for this Ack: the
+	// subscription was held (requests to issue, a gap fill deferred for
+	// room) or the session is closing (quiesce waits for every Ack). One
+	// wake-up per acknowledgement was one goroutine hand-off per publish
+	// response of a gateway with its log on.
+	if released || s.pub.quiescing.Load() {
+		s.pub.ackWake()
+	}
 	return nil
 }
 
