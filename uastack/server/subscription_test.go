@@ -463,6 +463,16 @@ func TestModifySubscriptionAndRetransmissionQueue(t *testing.T) {
 	if ms.RevisedPublishingInterval != 10 || ms.RevisedMaxKeepAliveCount != 5 || ms.RevisedLifetimeCount != 15 {
 		t.Fatalf("revised %+v", ms)
 	}
+	// A lifetime of 150 ms ends the subscription when a busy machine
+	// leaves that long between two of the requests below (the test then
+	// waited for its Publish until the context ended): 30 s for the rest.
+	if _, err := ts.send(ctx, &ua.ModifySubscriptionRequest{SubscriptionID: id, RequestedPublishingInterval: 10,
+		RequestedLifetimeCount: 3000, RequestedMaxKeepAliveCount: 5}, &ms); err != nil {
+		t.Fatal(err)
+	}
+	if ms.RevisedLifetimeCount != 3000 {
+		t.Fatalf("revised %+v", ms)
+	}
 	if _, err := ts.monitor(ctx, id, 10, 1, nil, NodeCounter); err != nil {
 		t.Fatal(err)
 	}
