@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/uagate/gateway/api"
@@ -93,6 +94,11 @@ Flags:
 		return fmt.Errorf("%w: %v", errUsage, err)
 	} else if limit > 0 {
 		logger.Info("memory limit for the Go runtime", "limitMB", limit>>20, "env", gateway.MemoryLimitEnv)
+	}
+	if !testing.Testing() {
+		// The process's scheduler: not a test binary's, whose other tests
+		// share it.
+		gateway.GovernProcs(ctx, os.Getenv, logger.Debug)
 	}
 	if addr := os.Getenv(debugPprofEnv); addr != "" {
 		pctx, cancel := context.WithCancel(ctx)
