@@ -155,7 +155,7 @@ func (l *Log) idleDeadline(lastCommit, lastExpire time.Time) (time.Time, bool) {
 
 // holding reports whether a stream holds records in the file.
 func (l *Log) holding() bool {
-	for _, s := range l.snapshot() {
+	for _, s := range l.committerStreams() {
 		s.mu.Lock()
 		n := s.records
 		s.mu.Unlock()
@@ -168,7 +168,7 @@ func (l *Log) holding() bool {
 
 // pendingLeft reports whether a stream has messages pending still.
 func (l *Log) pendingLeft() bool {
-	for _, s := range l.snapshot() {
+	for _, s := range l.committerStreams() {
 		s.mu.Lock()
 		n := len(s.pending)
 		s.mu.Unlock()
@@ -177,6 +177,16 @@ func (l *Log) pendingLeft() bool {
 		}
 	}
 	return false
+}
+
+// committerStreams is snapshot for the committer's goroutine alone: into
+// a slice it keeps, so that its checks on every wake allocate nothing.
+func (l *Log) committerStreams() []*Stream {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.scratch)
+	l.scratch = append(l.scratch[:0], l.order...)
+	return l.scratch
 }
 
 func (l *Log) isClosing() bool {
@@ -226,7 +236,7 @@ func (l *Log) gather(timer *time.Timer) {
 // handing reports whether a stream's newest pending message is of a
 // notification message not yet handed over whole.
 func (l *Log) handing() bool {
-	for _, s := range l.snapshot() {
+	for _, s := range l.committerStreams() {
 		s.mu.Lock()
 		n := len(s.pending)
 		mid := false
@@ -510,7 +520,7 @@ func (l *Log) roomShort() bool {
 	if 2*l.used.Load() > l.opts.MaxBytes {
 		return true
 	}
-	for _, s := range l.snapshot() {
+	for _, s := range l.committerStreams() {
 		s.mu.Lock()
 		short := s.maxBytes > 0 && 2*(s.bytes+int64(s.pendingBytes)) > s.maxBytes
 		s.mu.Unlock()

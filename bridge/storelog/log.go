@@ -150,7 +150,8 @@ func cursorKey(stream, consumer string) []byte {
 type Log struct {
 	opts     Options
 	partSize int
-	hdr      []byte // a record's header being written; the committer's
+	hdr      []byte    // a record's header being written; the committer's
+	scratch  []*Stream // committerStreams; the committer's
 	log      *slog.Logger
 	db       *bolt.DB
 	path     string
