@@ -169,11 +169,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		// older LastAcked only widens the range a lost subscription
 		// reports. The marks, which the writers' SequenceNumbers depend
 		// on, are synced as every interval.
-		if g.marks != nil {
-			if err := g.marks.Sync(); err != nil {
-				g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
-			}
-		}
+		g.syncMarks()
 		return false
 	}
 	g.savedDSMs = dsms
@@ -208,11 +204,8 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	g.saved, g.recordAt = mark, now
 	if g.marks != nil {
 		g.marks.SetRecord(g.instance)
-		if err := g.marks.Sync(); err != nil {
-			g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
-		}
-
 	}
+	g.syncMarks()
 	if g.tr != nil || g.resumeShared {
 		// At least once, LastAcked moves with every acknowledgement (and a
 		// shared record with every DataSetMessage): the list is kept for
@@ -220,6 +213,17 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		g.savedItems = st.Items
 	}
 	return true
+}
+
+// syncMarks makes the group's marks durable (none: nothing); a failure is
+// logged, and the next save tries again.
+func (g *WriterGroup) syncMarks() {
+	if g.marks == nil {
+		return
+	}
+	if err := g.marks.Sync(); err != nil {
+		g.log.Debug("bridge: syncing the marks", "group", g.name, "err", err)
+	}
 }
 
 // resumeLoop saves the resume record every interval while it changes; at

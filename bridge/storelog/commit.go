@@ -155,38 +155,31 @@ func (l *Log) idleDeadline(lastCommit, lastExpire time.Time) (time.Time, bool) {
 
 // holding reports whether a stream holds records in the file.
 func (l *Log) holding() bool {
-	for _, s := range l.committerStreams() {
-		s.mu.Lock()
-		n := s.records
-		s.mu.Unlock()
-		if n > 0 {
-			return true
-		}
-	}
-	return false
+	return l.anyStream(func(s *Stream) bool { return s.records > 0 })
 }
 
 // pendingLeft reports whether a stream has messages pending still.
 func (l *Log) pendingLeft() bool {
-	for _, s := range l.committerStreams() {
+	return l.anyStream(func(s *Stream) bool { return len(s.pending) > 0 })
+}
+
+// anyStream reports whether f, called with each stream's mu held, holds
+// for one of them. The committer's goroutine alone: the streams are taken
+// into a slice it keeps, so that its checks on every wake allocate nothing.
+func (l *Log) anyStream(f func(s *Stream) bool) bool {
+	l.mu.Lock()
+	clear(l.scratch)
+	l.scratch = append(l.scratch[:0], l.order...)
+	l.mu.Unlock()
+	for _, s := range l.scratch {
 		s.mu.Lock()
-		n := len(s.pending)
+		ok := f(s)
 		s.mu.Unlock()
-		if n > 0 {
+		if ok {
 			return true
 		}
 	}
 	return false
-}
-
-// committerStreams is snapshot for the committer's goroutine alone: into
-// a slice it keeps, so that its checks on every wake allocate nothing.
-func (l *Log) committerStreams() []*Stream {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	clear(l.scratch)
-	l.scratch = append(l.scratch[:0], l.order...)
-	return l.scratch
 }
 
 func (l *Log) isClosing() bool {
@@ -236,20 +229,14 @@ func (l *Log) gather(timer *time.Timer) {
 // handing reports whether a stream's newest pending message is of a
 // notification message not yet handed over whole.
 func (l *Log) handing() bool {
-	for _, s := range l.committerStreams() {
-		s.mu.Lock()
+	return l.anyStream(func(s *Stream) bool {
 		n := len(s.pending)
-		mid := false
-		if n > 0 {
-			tok := uint32(s.pending[n-1].Token)
-			mid = tok != 0 && !s.closed && !s.removed && (!s.handedOK || int32(tok-s.handed) > 0)
+		if n == 0 {
+			return false
 		}
-		s.mu.Unlock()
-		if mid {
-			return true
-		}
-	}
-	return false
+		tok := uint32(s.pending[n-1].Token)
+		return tok != 0 && !s.closed && !s.removed && (!s.handedOK || int32(tok-s.handed) > 0)
+	})
 }
 
 // fail stops the log after a failed commit.
@@ -517,18 +504,9 @@ func (rd *round) deleteThrough(b *bolt.Bucket, through uint64, cond func(first [
 // is over half full: then settled records are deleted at once, for the
 // producers that may wait for room.
 func (l *Log) roomShort() bool {
-	if 2*l.used.Load() > l.opts.MaxBytes {
-		return true
-	}
-	for _, s := range l.committerStreams() {
-		s.mu.Lock()
-		short := s.maxBytes > 0 && 2*(s.bytes+int64(s.pendingBytes)) > s.maxBytes
-		s.mu.Unlock()
-		if short {
-			return true
-		}
-	}
-	return false
+	return 2*l.used.Load() > l.opts.MaxBytes || l.anyStream(func(s *Stream) bool {
+		return s.maxBytes > 0 && 2*(s.bytes+int64(s.pendingBytes)) > s.maxBytes
+	})
 }
 
 // minAge is the shorter of two age bounds, 0 being none.

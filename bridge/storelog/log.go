@@ -151,7 +151,7 @@ type Log struct {
 	opts     Options
 	partSize int
 	hdr      []byte    // a record's header being written; the committer's
-	scratch  []*Stream // committerStreams; the committer's
+	scratch  []*Stream // anyStream; the committer's
 	log      *slog.Logger
 	db       *bolt.DB
 	path     string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
+	"github.com/uagate/gateway/bridge/sink/sinktest"
 )
 
 // chanSettled counts settlements on a channel: the benchmark's producer
@@ -95,8 +96,8 @@ func (nullSink) Publish(m *sink.Message, ack sink.Acker) error { ack.Confirmed(m
 // (its own goroutine, as in the gateway) and settled there. The producer
 // waits for each response to be settled upstream before the next, as a
 // writer group does between publish responses at that rate. cpu-ns/op is
-// the process's CPU per response; wakeups/op the goroutine hand-offs are
-// not counted here (see gateway bench's bridge_wakeups_per_s).
+// the process's CPU per response (the goroutine hand-offs are not counted
+// apart: gateway bench's bridge_wakeups_per_s does that).
 func BenchmarkLogResponse(b *testing.B) {
 	const perResponse, size = 10, 12 << 10
 	l, err := Open(Options{Dir: b.TempDir(), Publisher: "pub"})
@@ -105,12 +106,7 @@ func BenchmarkLogResponse(b *testing.B) {
 	}
 	defer l.Close()
 	s, _ := l.Stream("g")
-	out, err := sink.NewOutput(nullSink{}, sink.OutputOptions{Guarantee: config.AtLeastOnce})
-	if err != nil {
-		b.Fatal(err)
-	}
-	out.Start()
-	defer out.Close(context.Background())
+	out := sinktest.StartOutput(b, nullSink{}, sink.OutputOptions{Guarantee: config.AtLeastOnce})
 	r, err := s.NewReader("null", out, ReaderOptions{})
 	if err != nil {
 		b.Fatal(err)
