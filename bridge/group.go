@@ -161,6 +161,7 @@ type WriterGroup struct {
 	cur     *writer // the writer of the open message (single shape)
 	seq     uint32  // sequence number of the notification message being written
 	track   bool    // messages of this cycle carry seq for the tracker
+	live    bool    // g.mu: the cycle holds keep-alives only (sink.Message.Live)
 	now     int64   // UnixNano of this cycle
 	nowDT   ua.DateTime
 	skip    bool // an encoding error ended the open DataSetMessage

@@ -600,14 +600,16 @@ func (g *WriterGroup) publish(kind sink.Kind, writerName, fieldName string, msg 
 		g.dropFenced(seq, track)
 		return
 	}
+	live := g.live && kind == sink.KindData
 	for _, q := range queues {
-		if r, ok := q.(sink.RoomWaiter); ok {
+		if r, ok := q.(sink.RoomWaiter); ok && !live {
 			r.WaitRoom(len(msg))
 		}
 	}
 	m := sink.NewMessage(len(msg))
 	m.SetPayload(msg)
 	m.Kind = kind
+	m.Live = live
 	m.Addr = sink.Addr{Publisher: g.publisher, Group: g.name, Writer: writerName, Field: fieldName}
 	m.Retained = retained
 	m.Samples = g.samples && kind == sink.KindData
@@ -748,13 +750,14 @@ func (g *WriterGroup) keepAlives(now time.Time) {
 		}
 		if !open {
 			g.beginCycle(0, false)
-			open = true
+			g.live, open = true, true
 		}
 		g.beginDSM(w, jsonenc.KeepAlive)
 		g.endDSM(w)
 	}
 	if open {
 		g.endCycle()
+		g.live = false
 	}
 }
 

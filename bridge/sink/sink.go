@@ -115,6 +115,11 @@ type Message struct {
 	// Samples: the payload is OPC Publisher's legacy samples format, not
 	// Part 14 (the MQTT 5 sink says which in the message's properties).
 	Samples bool
+	// Live: the message says something about now only (a NetworkMessage of
+	// ua-keepalive DataSetMessages) and is worth nothing later. A durable
+	// log does not keep it: it hands it to the consumers that have had
+	// everything before it and drops it for the others.
+	Live bool
 	// Tracker and Token, when Tracker is set, are told the outcome once the
 	// last holder is done.
 	Tracker Tracker

@@ -644,6 +644,7 @@ func (l *Log) applyRounds(rounds []round) {
 		rd := &rounds[i]
 		s := rd.s
 		s.mu.Lock()
+		s.committing = false
 		s.last, s.cum = rd.last, rd.cum
 		s.upTo, s.upKnown = rd.upTo, rd.upKnown
 		s.upSaved = s.upSaved || rd.upKnown

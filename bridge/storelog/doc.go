@@ -91,6 +91,18 @@
 // does; with drop-oldest the oldest records are removed instead, counted
 // per stream and logged.
 //
+// # Keep-alives are not logged
+//
+// A message marked sink.Message.Live (a NetworkMessage of ua-keepalive
+// DataSetMessages) says only that the publisher is alive now: delivered
+// after an outage or a restart it says nothing true, and logging it would
+// cost a commit and an fdatasync of its own every keep-alive period of an
+// idle group. Enqueue hands it to the readers whose consumers have had
+// every record before it (nothing pending or being committed, the reader
+// has handed the last record) and drops it for the others, which get the
+// records instead. The reader's goroutine hands it after the records it
+// is handing, and drops it if a record came after it meanwhile.
+//
 // # Read: a cursor per consumer
 //
 // Reader feeds one sink.Queue (a sink's Output) from one stream: records

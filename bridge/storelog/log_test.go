@@ -608,3 +608,109 @@ func TestStreamMaxAge(t *testing.T) {
 		t.Error("a negative bound accepted")
 	}
 }
+
+func keepAlive(i int) *sink.Message {
+	p := fmt.Appendf(nil, `{"MessageId":"k%d","Messages":[{"MessageType":"ua-keepalive"}]}`, i)
+	m := sink.NewMessage(len(p))
+	m.SetPayload(p)
+	m.Kind, m.Live = sink.KindData, true
+	m.Addr = sink.Addr{Publisher: "pub", Group: "g", Writer: "w"}
+	return m
+}
+
+// A keep-alive (a Live message) is not logged: a consumer that had every
+// record before it gets it at once, after those records; one that is
+// behind gets the records, not the stale keep-alive; and nothing of it is
+// in the file, so a restart hands none out again.
+func TestKeepAlivesPassTheLog(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{ClaimWindow: 4})
+	s, err := l.Stream("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := &testQueue{name: "fast", auto: true}
+	stuck := &testQueue{name: "stuck", guarantee: config.AtLeastOnce}
+	rf := startReader(t, s, fast)
+	rs := startReader(t, s, stuck)
+	up := newUpstream()
+	for i := range 8 {
+		s.Enqueue(message(up, i, "w"))
+	}
+	testutil.WaitFor(t, 10*time.Second, "the fast consumer has the records", func() bool { return fast.count() == 8 })
+	testutil.WaitFor(t, 10*time.Second, "the stuck consumer has its window", func() bool { return stuck.count() == 4 })
+	s.Enqueue(keepAlive(1))
+	testutil.WaitFor(t, 10*time.Second, "the fast consumer has the keep-alive", func() bool { return fast.count() == 9 })
+	if p := fast.payloads()[8]; !strings.Contains(p, `"k1"`) {
+		t.Fatalf("the fast consumer's 9th message is %s", p)
+	}
+	// The stuck consumer had 4 of 8: it gets the other records as it
+	// settles, and never the keep-alive.
+	for n := stuck.count(); n < 8; n = stuck.count() {
+		stuck.settle(-1, true)
+		testutil.WaitFor(t, 10*time.Second, "more", func() bool { return stuck.count() > n })
+	}
+	stuck.settle(-1, true)
+	for i, p := range stuck.payloads() {
+		if c := counterOf(t, p); c != i {
+			t.Fatalf("stuck consumer: message %d is %s", i, p)
+		}
+	}
+	// Now caught up, it gets the next keep-alive too.
+	s.Enqueue(keepAlive(2))
+	testutil.WaitFor(t, 10*time.Second, "both have the second keep-alive", func() bool {
+		return fast.count() == 10 && stuck.count() == 9
+	})
+	if p := stuck.payloads()[8]; !strings.Contains(p, `"k2"`) {
+		t.Fatalf("the stuck consumer's last message is %s", p)
+	}
+	if st := rs.Stats(); st.KeepAlives != 1 || st.KeepAlivesDropped != 1 {
+		t.Fatalf("stuck reader's keep-alives: %+v", st)
+	}
+	if st := rf.Stats(); st.KeepAlives != 2 || st.KeepAlivesDropped != 0 {
+		t.Fatalf("fast reader's keep-alives: %+v", st)
+	}
+	if st := s.Stats(); st.Appended != 8 {
+		t.Fatalf("appended %d, want the 8 records only", st.Appended)
+	}
+	// A keep-alive behind data that is not committed yet is dropped for
+	// everyone: the data says more and comes first.
+	stuck.auto = true
+	fast.mu.Lock()
+	fast.seen = nil
+	fast.mu.Unlock()
+	s.mu.Lock()
+	s.committing = true // as while a commit runs
+	s.mu.Unlock()
+	s.Enqueue(keepAlive(3))
+	s.mu.Lock()
+	s.committing = false
+	s.mu.Unlock()
+	s.Enqueue(message(up, 8, "w"))
+	testutil.WaitFor(t, 10*time.Second, "the record", func() bool { return fast.count() == 1 })
+	if p := fast.payloads(); strings.Contains(p[0], `"k3"`) {
+		t.Fatalf("the keep-alive came: %q", p)
+	}
+	closeReader(t, rf)
+	closeReader(t, rs)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// After a restart the consumers continue with the next record: no
+	// keep-alive is in the file.
+	l = openLog(t, dir, Options{})
+	defer l.Close()
+	s, err = l.Stream("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &testQueue{name: "fast", auto: true}
+	startReader(t, s, again)
+	s.Enqueue(message(up, 9, "w"))
+	testutil.WaitFor(t, 10*time.Second, "the next record", func() bool { return again.count() >= 1 })
+	for _, p := range again.payloads() {
+		if strings.Contains(p, "keepalive") {
+			t.Fatalf("a keep-alive came out of the file: %s", p)
+		}
+	}
+}

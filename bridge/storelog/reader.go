@@ -59,6 +59,8 @@ type Reader struct {
 	cumKnown    bool
 	started     bool
 	closed      bool
+	live        *sink.Message // a Live message to hand after record liveAt (see offerLive)
+	liveAt      uint64
 	names       map[string]string // interned writer and field names of records read from the file
 	scratch     []byte            // a redelivered payload being marked
 	record      []byte            // a record read from the file, its parts put together
@@ -75,6 +77,7 @@ const (
 
 type readerCounters struct {
 	delivered, skipped, redelivered, passed, abandoned atomic.Uint64
+	live, liveDropped                                  atomic.Uint64
 }
 
 // NewReader makes the reader of consumer on s feeding q; Start starts it.
@@ -193,9 +196,16 @@ func (r *Reader) Close(ctx context.Context) error {
 	r.mu.Lock()
 	started := r.started
 	r.closed = true
+	var live *sink.Message
+	if !started {
+		live, r.live = r.live, nil // run releases it otherwise
+	}
 	r.mu.Unlock()
 	r.cancel()
 	if !started {
+		if live != nil {
+			live.Done(true)
+		}
 		return nil
 	}
 	select {
@@ -230,6 +240,15 @@ func (r *Reader) signal() {
 // run hands records to the queue as the claim allows.
 func (r *Reader) run() {
 	defer close(r.done)
+	defer func() {
+		r.mu.Lock()
+		live := r.live
+		r.live = nil
+		r.mu.Unlock()
+		if live != nil {
+			live.Done(true)
+		}
+	}()
 	s, w := r.s, uint64(len(r.flight))
 	var recs [readBatch]record
 	for {
@@ -266,6 +285,10 @@ func (r *Reader) run() {
 			s.l.signal()
 		}
 		if n == 0 {
+			if live := r.takeLive(last); live != nil {
+				r.q.Enqueue(live)
+				continue
+			}
 			select {
 			case <-r.wake:
 			case <-r.ctx.Done():
@@ -306,6 +329,57 @@ func (r *Reader) run() {
 			r.q.Enqueue(rc.m)
 		}
 	}
+}
+
+// offerLive gives the reader a Live message (a keep-alive) that the stream
+// did not log, made when the stream's last record was at and nothing was
+// pending: the reader's goroutine hands it to the queue once it has handed
+// every record up to at, and drops it if a record came after it meanwhile
+// (the consumer is behind, or data followed: either way the keep-alive is
+// stale). A newer one replaces one not handed yet. Pull readers and
+// consumers that do not accept its kind get none. It takes a reference of
+// its own.
+func (r *Reader) offerLive(m *sink.Message, at uint64) {
+	if r.q == nil || (r.accept != nil && !r.accept(m.Kind)) {
+		return
+	}
+	m.Retain(1)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		m.Done(true)
+		return
+	}
+	old := r.live
+	r.live, r.liveAt = m, at
+	r.mu.Unlock()
+	if old != nil {
+		r.stats.liveDropped.Add(1)
+		old.Done(true)
+	}
+	r.signal()
+}
+
+// takeLive returns the Live message to hand now, if the reader has handed
+// every record (last is the stream's) and none came after the message;
+// one that is stale is dropped.
+func (r *Reader) takeLive(last uint64) *sink.Message {
+	r.mu.Lock()
+	m, at := r.live, r.liveAt
+	if m == nil {
+		r.mu.Unlock()
+		return nil
+	}
+	r.live = nil
+	fresh := at == last && r.next == last+1
+	r.mu.Unlock()
+	if !fresh {
+		r.stats.liveDropped.Add(1)
+		m.Done(true)
+		return nil
+	}
+	r.stats.live.Add(1)
+	return m
 }
 
 // ErrNotPull is returned by Pull on a reader that feeds a queue.
@@ -601,6 +675,11 @@ type ReaderStats struct {
 	// handed and not written before a restart.
 	Skipped   uint64 `json:"skipped"`
 	Abandoned uint64 `json:"abandoned"`
+	// KeepAlives counts the keep-alives (Live messages, not logged) handed
+	// to the queue; KeepAlivesDropped those not handed because records
+	// came before or after them.
+	KeepAlives        uint64 `json:"keepAlives"`
+	KeepAlivesDropped uint64 `json:"keepAlivesDropped"`
 	// Backlog is what the consumer has not settled: records, their payload
 	// bytes (once the reader read one: 0 before), and when the oldest of
 	// those handed to its queue was appended (zero when none is out).
@@ -638,5 +717,6 @@ func (r *Reader) Stats() ReaderStats {
 	st.Redelivered = r.stats.redelivered.Load()
 	st.Skipped = r.stats.skipped.Load()
 	st.Abandoned = r.stats.abandoned.Load()
+	st.KeepAlives, st.KeepAlivesDropped = r.stats.live.Load(), r.stats.liveDropped.Load()
 	return st
 }

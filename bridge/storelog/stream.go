@@ -22,6 +22,7 @@ type Stream struct {
 	pending      []*sink.Message // enqueued, not yet committed; each holds one reference
 	spare        []*sink.Message // the slice the committer gave back, reused
 	pendingBytes int
+	committing   bool // the committer took pending messages it has not applied yet
 	// handed: every message of a token up to it was enqueued (Handed).
 	handed   uint32
 	handedOK bool
@@ -87,6 +88,10 @@ func (s *Stream) fullLocked(n int) bool {
 // settled delivered at once and not appended again (counted as a
 // duplicate): what the previous process appended reaches no sink twice.
 func (s *Stream) Enqueue(m *sink.Message) {
+	if m.Live {
+		s.enqueueLive(m)
+		return
+	}
 	if s.already(m) {
 		s.stats.duplicates.Add(1)
 		m.Done(true)
@@ -119,6 +124,27 @@ func (s *Stream) Enqueue(m *sink.Message) {
 		// round it runs): one wake-up per batch, not per message.
 		s.l.signal()
 	}
+}
+
+// enqueueLive passes a Live message (a keep-alive) to the readers without
+// logging it: it is worth nothing after an outage or a restart, and
+// logging it would cost a commit (and an fdatasync) of its own at idle. It
+// reaches only consumers that have had every record before it (none are
+// pending or being committed, and the reader handed the last one); a
+// consumer that is behind gets the records instead, which say more.
+func (s *Stream) enqueueLive(m *sink.Message) {
+	var buf [8]*Reader
+	s.mu.Lock()
+	caughtUp := !s.removed && !s.closed && !s.l.broken.Load() && len(s.pending) == 0 && !s.committing
+	last := s.last
+	readers := append(buf[:0], s.readers...)
+	s.mu.Unlock()
+	if caughtUp {
+		for _, r := range readers {
+			r.offerLive(m, last)
+		}
+	}
+	m.Done(true)
 }
 
 // Handed implements sink.TokenWatcher: every message of token was
@@ -222,6 +248,7 @@ func (s *Stream) take(budget int) (batch []*sink.Message, bytes int, whole uint3
 		n++
 	}
 	batch = s.pending[:n:n]
+	s.committing = true
 	if n == len(s.pending) {
 		s.pending = s.spare[:0]
 		s.spare = nil
