@@ -863,7 +863,7 @@ func (p *publisher) reportLost(s *Subscription) {
 // closed; it returns why.
 func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 	tick := min(m.cfg.KeepAliveGrace/2, 250*time.Millisecond)
-	t := time.NewTicker(tick)
+	t := time.NewTimer(tick)
 	defer t.Stop()
 	var statusAt time.Time
 	if m.cfg.KeepAliveInterval > 0 {
@@ -916,7 +916,8 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 			if status == nil && !statusAt.IsZero() && !now.Before(statusAt) {
 				status = m.readStatus(c)
 			}
-			if m.pub.needsMaintenance(now) && m.retrying.CompareAndSwap(false, true) {
+			maintain := m.pub.needsMaintenance(now)
+			if maintain && m.retrying.CompareAndSwap(false, true) {
 				m.retryWG.Add(1)
 				go func() {
 					defer m.retryWG.Done()
@@ -925,8 +926,43 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 					m.pub.retryItems(c, now)
 				}()
 			}
+			t.Reset(m.nextCheck(now, tick, maintain, status == nil, statusAt))
 		}
 	}
+}
+
+// superviseIdle bounds supervise's sleep while nothing is due: what
+// changes without telling it (a subscription or items added that need
+// creating) waits no longer than this.
+const superviseIdle = time.Second
+
+// nextCheck returns how long supervise may sleep after its check at now:
+// tick while something needs it soon (maintenance, a recovery being
+// verified, a handler running), else until the first subscription would
+// fall silent or the next status read is due, at most superviseIdle. A
+// session at rest is then looked at once a second, not four times, and a
+// silence is still seen when it begins.
+func (m *ManagedSession) nextCheck(now time.Time, tick time.Duration, maintain, statusIdle bool, statusAt time.Time) time.Duration {
+	if maintain || m.verifying {
+		return tick
+	}
+	next := now.Add(superviseIdle)
+	if at, ok := m.pub.silentAt(); ok {
+		next = minTime(next, at.Add(time.Millisecond)) // past the bound: silent compares with >
+	} else if m.pub.busySince.Load() != 0 {
+		return tick
+	}
+	if statusIdle && !statusAt.IsZero() {
+		next = minTime(next, statusAt)
+	}
+	return max(next.Sub(now), tick)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // createMissingQuick creates subscriptions that are missing on the server

@@ -1037,6 +1037,27 @@ func (p *publisher) silent(now time.Time) []*Subscription {
 	return out
 }
 
+// silentAt returns when the first subscription would become silent (see
+// silent) if nothing is heard meanwhile; ok is false when none can, or when
+// a handler runs (silent looks again at the next check).
+func (p *publisher) silentAt() (at time.Time, ok bool) {
+	if p.busySince.Load() != 0 {
+		return time.Time{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.subs {
+		if s.id.Load() == 0 || s.held() {
+			continue
+		}
+		t := s.lastHeard(p.bound).Add(s.keepAliveWindow() + p.grace)
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
+}
+
 // lastHeard is when s was last heard from, or was created, released or
 // bound to the session's current channel (bound), whichever came last: its
 // keep-alive window runs from there.
