@@ -81,6 +81,15 @@ func (l *Log) committer() {
 			// cursors: they set moved again (Reader.Settled).
 			l.moved.Store(false)
 		}
+		// What signalled before now is in what this round takes: a signal
+		// left in the channel (Handed after the first message's wake-up, a
+		// claim asked during the wait) would wake the committer again for
+		// nothing, and a group-commit wait after it (a sleep and a wake-up
+		// per publish response at ordinary rates).
+		select {
+		case <-l.wake:
+		default:
+		}
 		closing := l.isClosing()
 		did := false
 		for {
