@@ -291,6 +291,8 @@ func readerSeries(c *collector, labels ...string) []series[storelog.ReaderStats]
 		n("redelivered_messages_total", "Records handed to the sink again after a restart (marked redelivered-).", func(r *R) uint64 { return r.Redelivered }),
 		n("skipped_messages_total", "Records removed (drop-oldest, maxAge) before the sink had them.", func(r *R) uint64 { return r.Skipped }),
 		n("abandoned_messages_total", "Records an at-most-once sink had been handed and not written before a restart (not sent again).", func(r *R) uint64 { return r.Abandoned }),
+		n("keepalives_total", "Keep-alives (not logged) handed to the sink once it had every record before them.", func(r *R) uint64 { return r.KeepAlives }),
+		n("keepalives_dropped_total", "Keep-alives not handed to the sink because records came before or after them.", func(r *R) uint64 { return r.KeepAlivesDropped }),
 		g("backlog_messages", "Records the sink has not settled.", func(r *R) float64 { return float64(r.BacklogMessages) }),
 		g("backlog_bytes", "Payload bytes of the records the sink has not settled.", func(r *R) float64 { return float64(r.BacklogBytes) }),
 		g("backlog_oldest_timestamp_seconds", "When the oldest record handed to the sink and not settled was appended (0: none).", func(r *R) float64 { return unixSeconds(r.BacklogSince) }),
