@@ -311,3 +311,63 @@ func TestE2EGroupStoreBound(t *testing.T) {
 		return uint64(hi) >= sn
 	})
 }
+
+// TestE2EKeepAlivesPassTheLog: with the store-and-forward log on, a writer
+// whose value does not change sends ua-keepalive DataSetMessages that reach
+// a NATS subscriber (nats-server) without being logged: the stream's
+// appended records stop growing once the first value is in, while the
+// keep-alives go on arriving and the sink's reader counts them handed.
+func TestE2EKeepAlivesPassTheLog(t *testing.T) {
+	sim := startSim(t, time.Hour) // the counter keeps its first value
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{})
+	onNATS := subscribeNATS(t, ns.URL(), "opcua.json.>")
+	g := startGateway(t, "gateway.yaml", marshalConfig(t, &config.Config{
+		Gateway:   config.Gateway{PublisherID: "e2e"},
+		Endpoints: []config.Endpoint{simEndpoint("sim", sim.url())},
+		WriterGroups: []config.WriterGroup{{
+			Name: "quiet", Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond), KeepAlive: dur(300 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("counter", field("Counter", server.NodeCounter))},
+		}},
+		Sinks: config.Sinks{NATS: []config.NATSSink{{Name: "nats", URL: ns.URL()}}},
+	}))
+	keepAlives := func() int {
+		n := 0
+		for _, m := range onNATS.all(t) {
+			for _, d := range m.dsms {
+				if m.WriterGroupName == "quiet" && d.MessageType == "ua-keepalive" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	onNATS.waitCount(t, g, "quiet", "counter", 1)
+	waitUntil(t, g, e2eWait, "a first keep-alive", func() bool { return keepAlives() >= 1 })
+	stream := func() storelog.StreamStats {
+		for _, s := range g.gw.StoreStats().Streams {
+			if s.Name == "quiet" {
+				return s
+			}
+		}
+		t.Fatalf("no stream quiet in %+v", g.gw.StoreStats())
+		return storelog.StreamStats{}
+	}
+	appended, seen := stream().Appended, keepAlives()
+	waitUntil(t, g, e2eWait, "three more keep-alives", func() bool { return keepAlives() >= seen+3 })
+	if got := onNATS.count("quiet", "counter"); got != 1 {
+		t.Fatalf("%d data DataSetMessages of an unchanging counter, want its first value only", got)
+	}
+	s := stream()
+	if s.Appended != appended {
+		t.Fatalf("the stream appended %d records while keep-alives went on (%d before): keep-alives were logged", s.Appended, appended)
+	}
+	var handed uint64
+	for _, r := range s.Readers {
+		if r.Consumer == "nats" {
+			handed = r.KeepAlives
+		}
+	}
+	if handed < uint64(seen+3) {
+		t.Fatalf("the NATS sink's reader handed %d keep-alives, the subscriber got %d", handed, keepAlives())
+	}
+}
