@@ -263,15 +263,7 @@ func TestE2EGroupStoreBound(t *testing.T) {
 	}))
 	onMQTT.waitCount(t, g, "small", "counter", 10)
 	onMQTT.waitCount(t, g, "big", "counter", 10)
-	stream := func(name string) storelog.StreamStats {
-		for _, s := range g.gw.StoreStats().Streams {
-			if s.Name == name {
-				return s
-			}
-		}
-		t.Fatalf("no stream %s in %+v", name, g.gw.StoreStats())
-		return storelog.StreamStats{}
-	}
+	stream := func(name string) storelog.StreamStats { return g.storeStream(name) }
 	if s := stream("small"); s.MaxBytes != bound {
 		t.Fatalf("small's stream %+v: want its maxBytes %d", s, bound)
 	}
@@ -343,15 +335,7 @@ func TestE2EKeepAlivesPassTheLog(t *testing.T) {
 	}
 	onNATS.waitCount(t, g, "quiet", "counter", 1)
 	waitUntil(t, g, e2eWait, "a first keep-alive", func() bool { return keepAlives() >= 1 })
-	stream := func() storelog.StreamStats {
-		for _, s := range g.gw.StoreStats().Streams {
-			if s.Name == "quiet" {
-				return s
-			}
-		}
-		t.Fatalf("no stream quiet in %+v", g.gw.StoreStats())
-		return storelog.StreamStats{}
-	}
+	stream := func() storelog.StreamStats { return g.storeStream("quiet") }
 	appended, seen := stream().Appended, keepAlives()
 	waitUntil(t, g, e2eWait, "three more keep-alives", func() bool { return keepAlives() >= seen+3 })
 	if got := onNATS.count("quiet", "counter"); got != 1 {
@@ -370,4 +354,18 @@ func TestE2EKeepAlivesPassTheLog(t *testing.T) {
 	if handed < uint64(seen+3) {
 		t.Fatalf("the NATS sink's reader handed %d keep-alives, the subscriber got %d", handed, keepAlives())
 	}
+}
+
+// storeStream returns the counters of the log's stream of a writer group;
+// the test fails if there is none.
+func (g *e2eGateway) storeStream(name string) storelog.StreamStats {
+	g.t.Helper()
+	st := g.gw.StoreStats()
+	for _, s := range st.Streams {
+		if s.Name == name {
+			return s
+		}
+	}
+	g.t.Fatalf("no stream %s in %+v", name, st)
+	return storelog.StreamStats{}
 }

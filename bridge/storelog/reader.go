@@ -196,16 +196,10 @@ func (r *Reader) Close(ctx context.Context) error {
 	r.mu.Lock()
 	started := r.started
 	r.closed = true
-	var live *sink.Message
-	if !started {
-		live, r.live = r.live, nil // run releases it otherwise
-	}
 	r.mu.Unlock()
 	r.cancel()
 	if !started {
-		if live != nil {
-			live.Done(true)
-		}
+		r.releaseLive() // run's, once started
 		return nil
 	}
 	select {
@@ -240,15 +234,7 @@ func (r *Reader) signal() {
 // run hands records to the queue as the claim allows.
 func (r *Reader) run() {
 	defer close(r.done)
-	defer func() {
-		r.mu.Lock()
-		live := r.live
-		r.live = nil
-		r.mu.Unlock()
-		if live != nil {
-			live.Done(true)
-		}
-	}()
+	defer r.releaseLive()
 	s, w := r.s, uint64(len(r.flight))
 	var recs [readBatch]record
 	for {
@@ -358,6 +344,18 @@ func (r *Reader) offerLive(m *sink.Message, at uint64) {
 		old.Done(true)
 	}
 	r.signal()
+}
+
+// releaseLive lets go of a Live message not handed (the reader ends; a
+// closed reader is offered none after).
+func (r *Reader) releaseLive() {
+	r.mu.Lock()
+	m := r.live
+	r.live = nil
+	r.mu.Unlock()
+	if m != nil {
+		m.Done(true)
+	}
 }
 
 // takeLive returns the Live message to hand now, if the reader has handed
