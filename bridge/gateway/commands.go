@@ -47,6 +47,12 @@ func (gw *Gateway) startCommands(cfg *config.Config) error {
 		return nil
 	}
 	pub := cfg.Gateway.PublisherID
+	// Under scale-out every replica connects as itself, as its sinks do:
+	// MQTT closes the older of two connections with one client id.
+	replica := ""
+	if so := cfg.ScaleOut; so.Enabled {
+		replica = so.ReplicaID
+	}
 	subject := strings.ReplaceAll(cfg.Commands.Subject, "{PublisherId}", pub)
 	for _, n := range cfg.Sinks.NATS {
 		if !cfg.Commands.CarriedBy(n.Name) {
@@ -54,7 +60,8 @@ func (gw *Gateway) startCommands(cfg *config.Config) error {
 		}
 		nc := natssink.FromConfig(n, n.Password.Reveal(), n.Token.Reveal())
 		nc.URL = gw.url(nc.URL)
-		t, err := natscmd.Start(e, natscmd.Config{Sink: nc, Subject: subject, Queue: pub + "-commands", Logger: gw.log})
+		t, err := natscmd.Start(e, natscmd.Config{Sink: nc, Subject: subject, Queue: pub + "-commands",
+			Name: replicaName("uagate commands "+n.Name, " ", replica), Logger: gw.log})
 		if err != nil {
 			return fmt.Errorf("commands on sinks.nats %s: %w", n.Name, err)
 		}
@@ -66,7 +73,7 @@ func (gw *Gateway) startCommands(cfg *config.Config) error {
 			continue
 		}
 		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
-		tc := mqttcmd.Config{SinkName: m.Name, URL: gw.url(mc.URL), ClientID: mc.ClientID, Username: mc.Username,
+		tc := mqttcmd.Config{SinkName: m.Name, URL: gw.url(mc.URL), ClientID: replicaName(mc.ClientID, "-", replica), Username: mc.Username,
 			Password: mc.Password, TLS: mc.TLS, Topic: topic}
 		if cfg.ScaleOut.Enabled {
 			tc.Share = pub + "-commands" // one replica runs each request

@@ -674,6 +674,9 @@ func TestScaleOutClientIDs(t *testing.T) {
 		MQTT: []config.MQTTSink{{Name: "m", URL: mosq.URL(), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
 		NATS: []config.NATSSink{{Name: "n", URL: url}},
 	}
+	// Commands have connections of their own, also one per replica.
+	c.Commands = config.Commands{Rules: []config.CommandRule{{Callers: []string{"mqtt:*", "nats:*"},
+		Read: []config.CommandTarget{{Group: "g0"}}}}}
 	for _, g := range []string{"g0", "g1"} {
 		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
 			Name: g, Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond),
@@ -697,7 +700,7 @@ func TestScaleOutClientIDs(t *testing.T) {
 		return onMQTT.count("g0", "w")+onMQTT.count("g1", "w") > before+40
 	})
 	mlog := mosq.Log()
-	for _, id := range []string{"gw-m-gw0", "gw-m-gw1"} {
+	for _, id := range []string{"gw-m-gw0", "gw-m-gw1", "gw-m-gw0-commands", "gw-m-gw1-commands"} {
 		if !strings.Contains(mlog, " as "+id+" ") {
 			t.Errorf("no MQTT client %s:\n%s", id, mlog)
 		}

@@ -21,7 +21,10 @@ type Config struct {
 	// (placeholders filled in).
 	Subject string
 	// Queue is the queue group; default "uagate-commands".
-	Queue  string
+	Queue string
+	// Name is the connection's name at the server (nats.Name); default
+	// "uagate commands <sink>". Under scale-out the replica id ends it.
+	Name   string
 	Logger *slog.Logger
 }
 
@@ -44,13 +47,16 @@ func Start(e *command.Engine, cfg Config) (*Transport, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Name == "" {
+		cfg.Name = "uagate commands " + cfg.Sink.Name
+	}
 	t := &Transport{cfg: cfg, e: e, log: cfg.Logger.With("commands", "nats", "sink", cfg.Sink.Name), pref: cfg.Subject + "."}
 	auth, err := natssink.AuthOptions(&cfg.Sink)
 	if err != nil {
 		return nil, err
 	}
 	opts := append([]nats.Option{
-		nats.Name("uagate commands " + cfg.Sink.Name),
+		nats.Name(cfg.Name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
