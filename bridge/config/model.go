@@ -413,7 +413,11 @@ type MQTTSink struct {
 	ClientID string `yaml:"clientId"`
 	// QoS 0, 1 or 2; nil (unset) means 1. A pointer because 0 is a valid
 	// choice that must not be mistaken for "unset".
-	QoS          *int     `yaml:"qos"`
+	QoS *int `yaml:"qos"`
+	// CleanSession false keeps the broker's session across connections;
+	// under scale-out it is then the writer group's: a connection per group
+	// as <clientId>-<group>, moving with the group (package gateway,
+	// groupsink.go). Default true.
 	CleanSession *bool    `yaml:"cleanSession"`
 	Username     string   `yaml:"username"`
 	Password     Secret   `yaml:"password"`

@@ -266,7 +266,7 @@ func (gw *Gateway) Stats() api.Stats {
 			st.Groups = append(st.Groups, g.Stats())
 		}
 	}
-	for _, o := range gw.outputs {
+	for _, o := range gw.allOutputs() {
 		st.Sinks = append(st.Sinks, api.SinkStats{OutputStats: o.Stats(), Kind: o.kind})
 		if o.node != nil {
 			st.Sparkplug = append(st.Sparkplug, o.node.Stats())

@@ -67,6 +67,10 @@ type Gateway struct {
 	nats *embedded.NATS
 
 	outputs []*runOutput // made by Start, never changed after
+	// groupSinks are the sinks with an Output per writer group (a
+	// persistent MQTT session under scale-out: groupsink.go); made by
+	// Start, never changed after.
+	groupSinks []groupSink
 	hub     *wssink.Hub
 	httpLn  net.Listener
 
@@ -142,6 +146,8 @@ type runGroup struct {
 	g      atomic.Pointer[bridge.WriterGroup] // nil until built (browse selections wait for the server)
 	ss     *sharedSession                     // its session (ss.m) and the other groups on it
 	cancel context.CancelFunc                 // ends a Start still waiting for the session
+	// outs are the group's own Outputs (groupSinks), set once it is built.
+	outs atomic.Pointer[[]*runOutput]
 }
 
 // runOutput is a sink's Output and what the writer groups need to know of it.
@@ -422,30 +428,48 @@ func listenError(what, addr, setting string, err error) error {
 	return fmt.Errorf("%s: listen %s: %w (set %s)", what, addr, err, setting)
 }
 
+// newOutput makes and starts the Output of sink s; latency names its
+// latency histogram.
+func (gw *Gateway) newOutput(kind string, s sink.Sink, latency string, d config.Delivery, pf *config.PerField) (*runOutput, error) {
+	node, _ := s.(*sparkplug.Node)
+	opts, err := sink.OutputOptionsFromConfig(d)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", s.Name(), err)
+	}
+	if gw.opts.WrapSink != nil {
+		s = gw.opts.WrapSink(s)
+	}
+	opts.Logger = gw.log
+	opts.Latency = gw.hist.SourceToSink(latency)
+	if gw.deadLetters != nil {
+		opts.DeadLetters = gw.deadLetters
+	}
+	o, err := sink.NewOutput(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	o.Start()
+	return &runOutput{Output: o, kind: kind, perField: pf, node: node}, nil
+}
+
+// newMQTTSink makes the MQTT sink of mc's protocol version.
+func newMQTTSink(mc mqttsink.Config) (sink.Sink, error) {
+	if mc.ProtocolVersion == config.MQTTv5 {
+		return mqtt5sink.New(mc)
+	}
+	return mqttsink.New(mc)
+}
+
 // startSinks makes and starts one Output per configured sink and the
 // WebSocket hub.
 func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 	pub := cfg.Gateway.PublisherID
 	add := func(kind string, s sink.Sink, d config.Delivery, pf *config.PerField) error {
-		node, _ := s.(*sparkplug.Node)
-		opts, err := sink.OutputOptionsFromConfig(d)
-		if err != nil {
-			return fmt.Errorf("sink %s: %w", s.Name(), err)
-		}
-		if gw.opts.WrapSink != nil {
-			s = gw.opts.WrapSink(s)
-		}
-		opts.Logger = gw.log
-		opts.Latency = gw.hist.SourceToSink(s.Name())
-		if gw.deadLetters != nil {
-			opts.DeadLetters = gw.deadLetters
-		}
-		o, err := sink.NewOutput(s, opts)
+		o, err := gw.newOutput(kind, s, s.Name(), d, pf)
 		if err != nil {
 			return err
 		}
-		o.Start()
-		gw.outputs = append(gw.outputs, &runOutput{Output: o, kind: kind, perField: pf, node: node})
+		gw.outputs = append(gw.outputs, o)
 		return nil
 	}
 	// Under scale-out the replicas run the same sinks: each connects as
@@ -483,16 +507,15 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 			continue
 		}
 		mc := mqttsink.FromConfig(m, pub, m.Password.Reveal())
-		mc.ClientID = replicaName(mc.ClientID, "-", replica)
 		mc.URL = gw.url(mc.URL)
 		mc.Logger = gw.log
-		var s sink.Sink
-		var err error
-		if mc.ProtocolVersion == config.MQTTv5 {
-			s, err = mqtt5sink.New(mc)
-		} else {
-			s, err = mqttsink.New(mc)
+		if replica != "" && !mc.CleanSession {
+			// Its persistent session moves with each writer group.
+			gw.groupSinks = append(gw.groupSinks, mqttGroupSink(mc, m))
+			continue
 		}
+		mc.ClientID = replicaName(mc.ClientID, "-", replica)
+		s, err := newMQTTSink(mc)
 		if err != nil {
 			return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
 		}

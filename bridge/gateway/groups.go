@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uagate/gateway/bridge"
@@ -17,10 +18,12 @@ import (
 // for a restart or another replica).
 
 // queues returns writer group name's queues of ua-data/metadata messages
-// and of per-field messages, with the options per-field publishing takes.
-// With the log they are the group's stream (the readers feed the sinks from
-// it) and the WebSocket hub.
-func (gw *Gateway) queues(name string) (data, fields []sink.Queue, pf *config.PerField, err error) {
+// and of per-field messages, with the options per-field publishing takes:
+// the sinks' Outputs and the group's own (own: groupsink.go). With the log
+// they are the group's stream (the readers feed the sinks from it) and the
+// WebSocket hub; the log is not run with sinks of the group's own (not
+// under scale-out).
+func (gw *Gateway) queues(name string, own []*runOutput) (data, fields []sink.Queue, pf *config.PerField, err error) {
 	if gw.store != nil {
 		s, err := gw.stream(name)
 		if err != nil {
@@ -40,7 +43,7 @@ func (gw *Gateway) queues(name string) (data, fields []sink.Queue, pf *config.Pe
 		}
 		return data, fields, pf, nil
 	}
-	for _, o := range gw.outputs {
+	for _, o := range append(slices.Clip(gw.outputs), own...) {
 		if o.node != nil {
 			continue // fed by the groups' ValueSinks (valueSinks)
 		}
@@ -91,7 +94,7 @@ func (gw *Gateway) addGroup(cfg *config.Config, wg *config.WriterGroup, ccfg *cl
 	m, url := ss.m, gw.url(ep.URL)
 	if !hasBrowse(wg) {
 		// Built outside gw.mu: a group of a million fields takes a while.
-		g, err := gw.newGroup(wg, m, url)
+		g, err := gw.newGroup(rg, wg, m, url)
 		if err != nil {
 			cancel()
 			gw.mu.Lock()
@@ -129,7 +132,7 @@ func (gw *Gateway) addGroup(cfg *config.Config, wg *config.WriterGroup, ccfg *cl
 				expanded, err = config.ExpandWriterGroup(gctx, c, &wcfg, gw.log)
 			}
 			if err == nil {
-				g, err = gw.newGroup(expanded, m, url)
+				g, err = gw.newGroup(rg, expanded, m, url)
 			}
 			if err != nil {
 				if gctx.Err() == nil {
@@ -141,6 +144,9 @@ func (gw *Gateway) addGroup(cfg *config.Config, wg *config.WriterGroup, ccfg *cl
 			if gctx.Err() != nil { // removed meanwhile
 				gw.mu.Unlock()
 				_ = g.Stop(context.Background())
+				if p := rg.outs.Swap(nil); p != nil {
+					gw.closeUnused(*p)
+				}
 				return
 			}
 			rg.g.Store(g)
@@ -164,9 +170,36 @@ func hasBrowse(wg *config.WriterGroup) bool {
 	return false
 }
 
-// newGroup makes the bridge's writer group of wg on session m.
-func (gw *Gateway) newGroup(wg *config.WriterGroup, m *client.ManagedSession, url string) (*bridge.WriterGroup, error) {
-	data, fields, pf, err := gw.queues(wg.Name)
+// newGroup makes the bridge's writer group of wg on session m, and its own
+// Outputs (rg.outs).
+func (gw *Gateway) newGroup(rg *runGroup, wg *config.WriterGroup, m *client.ManagedSession, url string) (*bridge.WriterGroup, error) {
+	own, err := gw.groupOutputs(wg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
+	}
+	g, err := gw.buildGroup(wg, m, url, own)
+	if err != nil {
+		gw.closeUnused(own)
+		return nil, err
+	}
+	if len(own) > 0 {
+		rg.outs.Store(&own)
+	}
+	return g, nil
+}
+
+// closeUnused closes a writer group's own Outputs that never got a
+// message (the group was not built, or removed before it started).
+func (gw *Gateway) closeUnused(outs []*runOutput) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	closeOutputs(ctx, gw, outs)
+}
+
+// buildGroup makes the bridge's writer group of wg on session m, with its
+// own Outputs own.
+func (gw *Gateway) buildGroup(wg *config.WriterGroup, m *client.ManagedSession, url string, own []*runOutput) (*bridge.WriterGroup, error) {
+	data, fields, pf, err := gw.queues(wg.Name, own)
 	if err != nil {
 		return nil, fmt.Errorf("writer group %s: %w", wg.Name, err)
 	}
@@ -287,6 +320,7 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 			gw.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
+	gw.closeGroupOutputs(ctx, rg)
 	gw.drainStream(ctx, name)
 	gw.mu.Lock()
 	m := gw.releaseSessionLocked(rg.ss)
@@ -332,6 +366,9 @@ func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup, s
 			gw.log.Warn("writer group stop", "group", name, "err", err)
 		}
 	}
+	// What the group handed its own Outputs is delivered before the next
+	// holder's connection takes the session over.
+	gw.closeGroupOutputs(ctx, rg)
 	gw.drainStream(ctx, name)
 	gw.mu.Lock()
 	m := gw.releaseSessionLocked(rg.ss)

@@ -23,9 +23,10 @@ func (gw *Gateway) GroupStats(name string) (bridge.GroupStats, bool) {
 }
 
 // SinkStats returns the counters of the sink name's Output (false: no such
-// sink; the WebSocket stream's are HubStats).
+// sink; the WebSocket stream's are HubStats). A writer group's own Output
+// is named <sink>/<group> (groupsink.go).
 func (gw *Gateway) SinkStats(name string) (sink.OutputStats, bool) {
-	for _, o := range gw.outputs {
+	for _, o := range gw.allOutputs() {
 		if o.Name() == name {
 			return o.Stats(), true
 		}

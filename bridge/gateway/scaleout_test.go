@@ -662,38 +662,15 @@ func TestScaleOutReload(t *testing.T) {
 // closed one replica's connection whenever the other connected (57 "mqtt
 // connection lost" on each in 16 s).
 func TestScaleOutClientIDs(t *testing.T) {
-	nodes := startNATSCluster(t, 1)
-	url := nodes[0].URL()
-	mosq := brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
-	srv := startCounterSim(t, "", 50*time.Millisecond)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "gateway.yaml")
-	c := standalone(srv.URL())
-	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(5 * time.Second)}
-	c.Sinks = config.Sinks{
-		MQTT: []config.MQTTSink{{Name: "m", URL: mosq.URL(), Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
-		NATS: []config.NATSSink{{Name: "n", URL: url}},
-	}
-	// Commands have connections of their own, also one per replica.
-	c.Commands = config.Commands{Rules: []config.CommandRule{{Callers: []string{"mqtt:*", "nats:*"},
-		Read: []config.CommandTarget{{Group: "g0"}}}}}
-	for _, g := range []string{"g0", "g1"} {
-		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
-			Name: g, Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond),
-			Writers: []config.DataSetWriter{writer("w", field("Counter", "ns=1;s=Demo.Counter"))},
-		})
-	}
-	if err := os.WriteFile(cfgPath, []byte(marshalConfig(t, c)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	onMQTT := subscribeMQTT(t, mosq.URL(), "", "", "", "opcua/json/data/#")
-	gws, logs := startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
-	if !testutil.Eventually(45*time.Second, func() bool {
-		h := holders(t, url, 2)
-		return len(h) == 2 && h["g0"].Replica != h["g1"].Replica && onMQTT.count("g0", "w") > 10 && onMQTT.count("g1", "w") > 10
-	}) {
-		t.Fatalf("the groups are not shared and streaming: %v\n%s", holders(t, url, 2), logs())
-	}
+	_, mosq, onMQTT, gws, logs := startSharedGroups(t, func(c *config.Config, mqttURL, natsURL string) {
+		c.Sinks = config.Sinks{
+			MQTT: []config.MQTTSink{{Name: "m", URL: mqttURL, Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}},
+			NATS: []config.NATSSink{{Name: "n", URL: natsURL}},
+		}
+		// Commands have connections of their own, also one per replica.
+		c.Commands = config.Commands{Rules: []config.CommandRule{{Callers: []string{"mqtt:*", "nats:*"},
+			Read: []config.CommandTarget{{Group: "g0"}}}}}
+	})
 	// Both replicas stay connected: the broker never closes one for the other.
 	before := onMQTT.count("g0", "w") + onMQTT.count("g1", "w")
 	testutil.WaitFor(t, 20*time.Second, "more messages", func() bool {
@@ -713,4 +690,86 @@ func TestScaleOutClientIDs(t *testing.T) {
 			t.Errorf("%s lost its broker connection %d times:\n%s", id, n, logs())
 		}
 	}
+}
+
+// TestScaleOutSessionMovesWithGroup: under scale-out an MQTT sink with a
+// persistent session connects once per writer group, as
+// <clientId>-<group> without the replica id, so that the broker's session
+// is the group's: when the group moves to another replica, that replica
+// connects with the same client id and the session goes on; no replica
+// leaves a session of its own at the broker.
+func TestScaleOutSessionMovesWithGroup(t *testing.T) {
+	url, mosq, onMQTT, gws, logs := startSharedGroups(t, func(c *config.Config, mqttURL, _ string) {
+		c.Sinks = config.Sinks{MQTT: []config.MQTTSink{{Name: "m", URL: mqttURL, CleanSession: ptr(false),
+			Delivery: config.Delivery{Guarantee: config.AtLeastOnce}}}}
+	})
+	// connects counts the broker's "New client connected … as <id> (p2, c0"
+	// lines: persistent-session connections of client id.
+	connects := func(id string) int { return strings.Count(mosq.Log(), " as "+id+" (p2, c0,") }
+	for _, id := range []string{"gw-m-g0", "gw-m-g1"} {
+		if n := connects(id); n != 1 {
+			t.Errorf("%d persistent-session connections as %s, want 1:\n%s", n, id, mosq.Log())
+		}
+	}
+	// The group moves: its holder stops, the other replica takes it over
+	// and connects as the group's client id.
+	from := holders(t, url, 2)["g0"].Replica
+	to := map[string]string{"gw0": "gw1", "gw1": "gw0"}[from]
+	gws[from].stop(t)
+	before := onMQTT.count("g0", "w")
+	if !testutil.Eventually(45*time.Second, func() bool {
+		return holders(t, url, 2)["g0"].Replica == to && connects("gw-m-g0") == 2 && onMQTT.count("g0", "w") > before+10
+	}) {
+		t.Fatalf("g0 did not move to %s with its session (%d connections as gw-m-g0, %d → %d messages):\n%s\n%s",
+			to, connects("gw-m-g0"), before, onMQTT.count("g0", "w"), mosq.Log(), logs())
+	}
+	mlog := mosq.Log()
+	for _, id := range []string{"gw-m-gw0", "gw-m-gw1", "gw-m"} {
+		if strings.Contains(mlog, " as "+id+" ") {
+			t.Errorf("a replica connected with a session of its own (%s):\n%s", id, mlog)
+		}
+	}
+	// The group's connection ended with the group at the old holder: the
+	// broker did not have to close it for the new one.
+	if strings.Contains(mlog, "already connected") {
+		t.Errorf("two holders' connections as one group's client id:\n%s", mlog)
+	}
+	if connects("gw-m-g1") != 1 {
+		t.Errorf("g1's connection was made again: %d connections as gw-m-g1:\n%s", connects("gw-m-g1"), mlog)
+	}
+}
+
+// startSharedGroups starts NATS (the leases), mosquitto, a counter
+// simulation server and two replicas gw0 and gw1 of a gateway (publisher
+// gw) with writer groups g0 and g1 of writer w, its sinks set by sinks; it
+// returns once each replica holds one group and both stream to MQTT.
+func startSharedGroups(t *testing.T, sinks func(c *config.Config, mqttURL, natsURL string)) (url string, mosq *brokertest.Mosquitto, onMQTT *collector, gws map[string]*gatewayChild, logs func() string) {
+	t.Helper()
+	nodes := startNATSCluster(t, 1)
+	url = nodes[0].URL()
+	mosq = brokertest.StartMosquitto(t, brokertest.MosquittoOptions{})
+	srv := startCounterSim(t, "", 50*time.Millisecond)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gateway.yaml")
+	c := standalone(srv.URL())
+	c.Gateway = config.Gateway{PublisherID: "gw", ShutdownTimeout: dur(5 * time.Second)}
+	sinks(c, mosq.URL(), url)
+	for _, g := range []string{"g0", "g1"} {
+		c.WriterGroups = append(c.WriterGroups, config.WriterGroup{
+			Name: g, Endpoint: "sim", PublishingInterval: dur(100 * time.Millisecond),
+			Writers: []config.DataSetWriter{writer("w", field("Counter", "ns=1;s=Demo.Counter"))},
+		})
+	}
+	if err := os.WriteFile(cfgPath, []byte(marshalConfig(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	onMQTT = subscribeMQTT(t, mosq.URL(), "", "", "", "opcua/json/data/#")
+	gws, logs = startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
+	if !testutil.Eventually(45*time.Second, func() bool {
+		h := holders(t, url, 2)
+		return len(h) == 2 && h["g0"].Replica != h["g1"].Replica && onMQTT.count("g0", "w") > 10 && onMQTT.count("g1", "w") > 10
+	}) {
+		t.Fatalf("the groups are not shared and streaming: %v\n%s", holders(t, url, 2), logs())
+	}
+	return url, mosq, onMQTT, gws, logs
 }

@@ -102,6 +102,15 @@ func (gw *Gateway) Stop(ctx context.Context) error {
 	// their queues; the log closes after both, its last commit saving the
 	// cursors the drain moved (a restart continues from them).
 	gw.stopReaders(ctx, &wg)
+	for _, rg := range groups {
+		// A group's own Outputs closed as it stopped, unless ctx ended
+		// first (its handler waiting for a full queue of a dead broker).
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gw.closeGroupOutputs(ctx, rg)
+		}()
+	}
 	for _, o := range gw.outputs {
 		wg.Add(1)
 		go func() {
