@@ -71,8 +71,8 @@ type Gateway struct {
 	// persistent MQTT session under scale-out: groupsink.go); made by
 	// Start, never changed after.
 	groupSinks []groupSink
-	hub     *wssink.Hub
-	httpLn  net.Listener
+	hub        *wssink.Hub
+	httpLn     net.Listener
 
 	pool *client.Pool
 	api  *api.Server
