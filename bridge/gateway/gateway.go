@@ -511,7 +511,11 @@ func (gw *Gateway) startSinks(cfg *config.Config, extra []sink.Sink) error {
 		mc.Logger = gw.log
 		if replica != "" && !mc.CleanSession {
 			// Its persistent session moves with each writer group.
-			gw.groupSinks = append(gw.groupSinks, mqttGroupSink(mc, m))
+			gs := mqttGroupSink(mc, m)
+			if err := gs.check(); err != nil {
+				return fmt.Errorf("sinks.mqtt %s: %w", m.Name, err)
+			}
+			gw.groupSinks = append(gw.groupSinks, gs)
 			continue
 		}
 		mc.ClientID = replicaName(mc.ClientID, "-", replica)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/sink"
@@ -51,6 +52,19 @@ func mqttGroupSink(mc mqttsink.Config, m config.MQTTSink) groupSink {
 			c.PublisherID = "" // no ua-status, no will
 			return newMQTTSink(c)
 		}}
+}
+
+// check makes a sink of gs and closes it unused: what its configuration
+// gets wrong is reported at start, not when a writer group comes.
+func (gs groupSink) check() error {
+	s, err := gs.make("check")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.Close(ctx)
+	return nil
 }
 
 // groupOutputName names writer group group's Output of sink name.
