@@ -333,11 +333,12 @@ func (gw *Gateway) removeGroup(ctx context.Context, name string) {
 
 // detachGroup stops a writer group keeping its subscription at the server
 // and returns the subscription's final resume state (nil when it has none).
-// rg is no longer in gw.groups. For this process's restart (suspend) the
-// session stays at the server too (client.ManagedSession.Suspend): the next
-// run activates it again and the subscription goes on; for another replica
-// to take the group over, the session is closed keeping the subscription
-// (Detach), which the other transfers.
+// rg is no longer in gw.groups. With suspend the session stays at the
+// server too (client.ManagedSession.Suspend): the next run of this process,
+// or under scale-out the next holder that got its state with the lease
+// (shareSession), activates it again and the subscription goes on;
+// otherwise the session is closed keeping the subscription (Detach), which
+// the next holder transfers.
 func (gw *Gateway) detachGroup(ctx context.Context, name string, rg *runGroup, suspend bool) *client.ResumeState {
 	rg.cancel() // a Start still waiting for the session ends
 	if g := rg.g.Load(); g != nil {

@@ -63,7 +63,10 @@ func (h scaleHandler) Halt(ctx context.Context, name string) *client.ResumeState
 	if rg == nil {
 		return nil
 	}
-	return gw.detachGroup(ctx, name, rg, false)
+	// A session whose state goes with the lease stays at the server for
+	// the next holder to activate (Suspend); another is closed keeping its
+	// subscription, which the next holder transfers (Detach).
+	return gw.detachGroup(ctx, name, rg, gw.sharedSessionKept(name))
 }
 
 // startScaleOut connects to the lease bucket's NATS and starts the KV over

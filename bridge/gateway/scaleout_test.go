@@ -308,6 +308,16 @@ type leaseView struct {
 // holders reads who holds each group's lease.
 func holders(t *testing.T, url string, groups int) map[string]leaseView {
 	t.Helper()
+	names := make([]string, groups)
+	for g := range groups {
+		names[g] = "g" + strconv.Itoa(g)
+	}
+	return holdersOf(t, url, names...)
+}
+
+// holdersOf reads who holds the leases of the writer groups named.
+func holdersOf(t *testing.T, url string, names ...string) map[string]leaseView {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -321,8 +331,7 @@ func holders(t *testing.T, url string, groups int) map[string]leaseView {
 	if err != nil {
 		return out
 	}
-	for g := range groups {
-		name := "g" + strconv.Itoa(g)
+	for _, name := range names {
 		e, err := kv.Get(ctx, "group."+name)
 		if err != nil {
 			continue

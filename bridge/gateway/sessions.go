@@ -10,6 +10,7 @@ import (
 	"github.com/uagate/gateway/bridge/config"
 	"github.com/uagate/gateway/bridge/resume"
 	"github.com/uagate/gateway/uastack/client"
+	"github.com/uagate/gateway/uastack/ua"
 )
 
 // Sessions of the writer groups.
@@ -174,6 +175,10 @@ func (gw *Gateway) sessionsDir() string {
 // one and transfer them. The files are read and written by the session's
 // worker, never under gw.mu.
 func (gw *Gateway) keepSession(mc *client.ManagedConfig, label string) {
+	if gw.scale != nil {
+		gw.shareSession(mc, label)
+		return
+	}
 	dir := gw.sessionsDir()
 	mc.SavedSession = func() *client.SessionState {
 		st, err := resume.LoadSession(dir, label)
@@ -188,6 +193,37 @@ func (gw *Gateway) keepSession(mc *client.ManagedConfig, label string) {
 			gw.log.Warn("saving the session's state failed; a restart creates a new session", "session", label, "err", err)
 		}
 	}
+}
+
+// shareSession is keepSession under scale-out, where the session labelled
+// label is writer group label's own: its state goes with the group's lease
+// (lease.KV.SaveSession), so that whichever replica holds the group next —
+// after a handover or a kill -9 — activates the same session on its own
+// channel and the subscription goes on without a transfer, which servers
+// refuse for an anonymous user on an unsecured channel (node-opcua, our
+// simulation server: Part 4 §5.13.7). Only a session over SecurityMode None
+// is shared: its authentication token travels unencrypted anyway, while a
+// secured session's token stays with its replica (its next holder
+// transfers the subscription, as servers allow a user's).
+func (gw *Gateway) shareSession(mc *client.ManagedConfig, label string) {
+	kv := gw.scale
+	mc.SavedSession = func() *client.SessionState { return kv.LoadSession(label) }
+	mc.OnSession = func(_ *client.ManagedSession, st client.SessionState) {
+		if st.SecurityMode != ua.MessageSecurityModeNone {
+			return
+		}
+		if err := kv.SaveSession(label, st); err != nil {
+			gw.log.Debug("the session's state not kept with the lease", "group", label, "err", err)
+		}
+	}
+}
+
+// sharedSessionKept reports whether writer group name's session state
+// goes with its lease (shareSession): a handover then keeps the session at
+// the server for the next holder to activate.
+func (gw *Gateway) sharedSessionKept(name string) bool {
+	st := gw.scale.LoadSession(name)
+	return st != nil && st.SecurityMode == ua.MessageSecurityModeNone
 }
 
 // forgetSession deletes the saved state of a session closed for good.

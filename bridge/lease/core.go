@@ -87,8 +87,11 @@ type unit struct {
 	lastWrite  time.Time // when the last write was decided
 	deadline   time.Time // fenced: Halt's deadline
 	rec        *resume.Record
-	recGen     uint64 // bumped by saveResume
-	wroteGen   uint64 // recGen of the last successful write
+	sess       *client.SessionState // the holder's OPC UA session (saveSession)
+	recGen     uint64               // bumped by saveResume
+	sessGen    uint64               // bumped by saveSession
+	wroteGen   uint64               // recGen of the last successful write
+	wroteSess  uint64               // sessGen of the last successful write
 	freeSince  time.Time
 	// releasedAt: when this replica gave it up to balance; it does not take
 	// it back for a TTL (unless nobody else does).
@@ -139,6 +142,11 @@ type leaseValue struct {
 	// one refuses to serve.
 	Since  uint64         `json:"since,omitempty"`
 	Resume *resume.Record `json:"resume,omitempty"`
+	// Session is what the holder's OPC UA session needs to be activated by
+	// the next holder on its own channel (client.SessionState): kept only
+	// for sessions over SecurityMode None, whose authentication token
+	// travels unencrypted anyway.
+	Session *client.SessionState `json:"session,omitempty"`
 }
 
 // actionKind says what an action asks the KV to do.
@@ -175,6 +183,7 @@ type action struct {
 	remove   bool
 	term     uint64
 	gen      uint64 // actRenew: the resume record's generation written
+	sessGen  uint64 // actRenew: the session state's generation written
 	value    leaseValue
 	at       time.Time // when decided: t0 if the write succeeds
 	why      string    // actHalt: why; actAcquire: the previous holder
@@ -387,9 +396,11 @@ func (c *core) decide(now time.Time, acquire bool) []action {
 			// The first resume record of a holding goes out at once: a
 			// replica that dies in its first second must leave a record
 			// to resume from.
-			if since >= renewEvery(c.ttl) || (u.recGen != u.wroteGen && (u.wroteGen == 0 || since >= saveEvery)) {
+			// A new session state goes out at once too: the next holder
+			// activates the session it names (activations are rare).
+			if since >= renewEvery(c.ttl) || (u.recGen != u.wroteGen && (u.wroteGen == 0 || since >= saveEvery)) || u.sessGen != u.wroteSess {
 				u.lastWrite = now
-				out = append(out, action{kind: actRenew, unit: u.name, key: u.key, rev: u.rev, term: u.term, gen: u.recGen, value: c.value(u, now), at: now})
+				out = append(out, action{kind: actRenew, unit: u.name, key: u.key, rev: u.rev, term: u.term, gen: u.recGen, sessGen: u.sessGen, value: c.value(u, now), at: now})
 			}
 		case u.phase == unitReleasing && u.halted && !u.releaseOut:
 			u.releaseOut = true
@@ -523,7 +534,7 @@ func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 		u.phase, u.rev = unitHeld, rev
 		u.acquired, u.lastOK, u.lastWrite = a.at, a.at, a.at
 		u.fence = fence.New(rev, a.at.Add(stopAfter(c.ttl)))
-		u.rec, u.recGen, u.wroteGen = a.value.Resume, 0, 0
+		u.rec, u.sess, u.recGen, u.wroteGen, u.sessGen, u.wroteSess = a.value.Resume, a.value.Session, 0, 0, 0, 0
 		u.freeSince = time.Time{}
 		if c.closing {
 			// Close began meanwhile: give it back at once, unserved.
@@ -536,7 +547,7 @@ func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 		}
 		switch o {
 		case written:
-			u.rev, u.lastOK, u.wroteGen = rev, a.at, a.gen
+			u.rev, u.lastOK, u.wroteGen, u.wroteSess = rev, a.at, a.gen, a.sessGen
 			if u.fence != nil {
 				u.fence.Extend(a.at.Add(stopAfter(c.ttl)))
 			}
@@ -585,7 +596,7 @@ func (c *core) value(u *unit, now time.Time) leaseValue {
 	return leaseValue{
 		Replica: c.id, Instance: c.instance, Term: u.term, Unit: u.name,
 		Acquired: u.acquired, Renewed: now, Expires: now.Add(c.ttl), TTLms: c.ttl.Milliseconds(),
-		Resume: u.rec, Since: c.firstPres,
+		Resume: u.rec, Session: u.sess, Since: c.firstPres,
 	}
 }
 
@@ -806,6 +817,10 @@ func (c *core) acquire(now time.Time, out []action) []action {
 				r := *s.val.Resume
 				a.value.Resume = &r
 			}
+			if !s.bad && s.val.Session != nil {
+				st := *s.val.Session
+				a.value.Session = &st
+			}
 		}
 		out = append(out, a)
 	}
@@ -870,6 +885,29 @@ func (c *core) saveResume(name string, rec resume.Record) (ok, due bool) {
 	}
 	u.rec = &rec // kept as it is: a writer group saves only when its state changed (client.ResumeMark)
 	u.recGen++
+	return true, u.phase == unitHeld
+}
+
+// loadSession is the OPC UA session state that came with the lease or
+// saved since (nil: none).
+func (c *core) loadSession(name string) *client.SessionState {
+	u := c.units[name]
+	if u == nil || u.phase == unitFree || u.phase == unitAcquiring || u.sess == nil {
+		return nil
+	}
+	st := *u.sess
+	return &st
+}
+
+// saveSession keeps the holder's OPC UA session state for the next write
+// of the lease, as saveResume does a record.
+func (c *core) saveSession(name string, st client.SessionState) (ok, due bool) {
+	u := c.units[name]
+	if u == nil || u.phase == unitFree || u.phase == unitAcquiring {
+		return false, false
+	}
+	u.sess = &st
+	u.sessGen++
 	return true, u.phase == unitHeld
 }
 

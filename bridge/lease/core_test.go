@@ -85,8 +85,11 @@ func describe(acts []action, kinds ...actionKind) []string {
 
 // startedCore is replica a (instance i1) with units, its first presence
 // written at revision 10 and the bucket's content seen at t0.
-func startedCore(units ...string) *core {
-	c := newCore("a", "i1", simTTL)
+func startedCore(units ...string) *core { return startedCoreOf("a", "i1", units...) }
+
+// startedCoreOf is startedCore as replica id, instance instance.
+func startedCoreOf(id, instance string, units ...string) *core {
+	c := newCore(id, instance, simTTL)
 	c.setUnits(units)
 	for _, a := range c.decide(t0, false) {
 		if a.kind == actPresence {
@@ -245,6 +248,56 @@ func TestCoreRenewal(t *testing.T) {
 	}
 	if ok, _ := k.saveResume("nope", resume.Record{}); ok {
 		t.Error("saved the record of a unit not held")
+	}
+}
+
+// TestCoreSession: the holder's OPC UA session state goes out with the
+// next write at once, without taking the first resume record's turn (that
+// one still goes out at once after it), and comes to the next holder with
+// the released lease.
+func TestCoreSession(t *testing.T) {
+	T := simTTL
+	k := startedCore("u0")
+	t1 := t0.Add(T)
+	held(t, k, "u0", t1, 20)
+	k.decide(t1, true) // serve
+	st := client.SessionState{SessionID: "ns=1;i=7", AuthenticationToken: "b=AQ==", SecurityMode: 1}
+	if ok, _ := k.saveSession("u0", st); !ok {
+		t.Fatal("session of a held unit not saved")
+	}
+	acts := k.decide(t1, true)
+	if got := describe(acts, actRenew); !slices.Equal(got, []string{"renew u0 @20"}) || acts[0].value.Session == nil || acts[0].value.Session.SessionID != st.SessionID {
+		t.Fatalf("session state: %v", got)
+	}
+	k.result(acts[0], written, 21, t1)
+	if got := describe(k.decide(t1, true), actRenew); len(got) != 0 {
+		t.Fatalf("written again with nothing new: %v", got)
+	}
+	k.saveResume("u0", resume.Record{Fingerprint: "fp"})
+	acts = k.decide(t1, true)
+	if got := describe(acts, actRenew); !slices.Equal(got, []string{"renew u0 @21"}) || acts[0].value.Resume == nil || acts[0].value.Session == nil {
+		t.Fatalf("the first record after the session's write: %v", got)
+	}
+	k.result(acts[0], written, 22, t1)
+	if got := k.loadSession("u0"); got == nil || got.AuthenticationToken != st.AuthenticationToken {
+		t.Errorf("loadSession %+v", got)
+	}
+	if ok, _ := k.saveSession("nope", st); ok {
+		t.Error("saved the session of a unit not held")
+	}
+	// Another replica takes the released lease, and the session with it.
+	v := lease("a", "i1", true)
+	v.Session = &st
+	b := startedCoreOf("b", "i2", "u0")
+	t2 := t1.Add(T / 3)
+	b.show(obs{key: unitKey("u0"), rev: 23, val: v, seen: t2.Sub(t0)})
+	for _, a := range b.decide(t2, true) {
+		if a.kind == actAcquire {
+			b.result(a, written, 24, t2)
+		}
+	}
+	if got := b.loadSession("u0"); !b.holds("u0") || got == nil || got.SessionID != st.SessionID {
+		t.Errorf("the next holder's session state: %+v (holds %v)", got, b.holds("u0"))
 	}
 }
 

@@ -14,7 +14,9 @@
 //     the fence timer) and the Handler calls. KV is also the resume.Store of
 //     the units it holds: the resume record travels in the lease's value, so
 //     a takeover resumes the upstream subscription exactly as a restart
-//     does. The protocol is described at the top of kv.go. KV.Fence is the
+//     does; with it, when the holder saved it (SaveSession), the state of
+//     the unit's OPC UA session, which the next holder activates again. The
+//     protocol is described at the top of kv.go. KV.Fence is the
 //     publishing deadline of a holding (bridge/fence), which the core
 //     opens at acquisition, moves with each renewal and closes when the
 //     holding ends; a process whose replica id another live one had first

@@ -319,8 +319,14 @@ func (l *KV) LoadResume(name string) (resume.Record, bool, error) {
 // SaveResume implements resume.Store: the record is written with the next
 // renewal (within a second).
 func (l *KV) SaveResume(name string, rec resume.Record) error {
+	return l.save(name, func() (bool, bool) { return l.c.saveResume(name, rec) })
+}
+
+// save runs a core's save under l.mu (ok: the unit is held; due: written
+// by the next decision, which it asks for).
+func (l *KV) save(name string, save func() (ok, due bool)) error {
 	l.mu.Lock()
-	ok, due := l.c.saveResume(name, rec)
+	ok, due := save()
 	l.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNotHeld, name)
@@ -329,6 +335,24 @@ func (l *KV) SaveResume(name string, rec resume.Record) error {
 		l.poke()
 	}
 	return nil
+}
+
+// LoadSession returns the OPC UA session state that came with the lease
+// (the previous holder's) or saved since; nil without one.
+func (l *KV) LoadSession(name string) *client.SessionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c.loadSession(name)
+}
+
+// SaveSession keeps the holder's OPC UA session state with the lease, so
+// that the next holder activates the same session (client.ResumeSession)
+// rather than transfer its subscriptions; it is written with the next
+// renewal (within a second). Keep only a session over SecurityMode None
+// there: the bucket is no place for secrets, and over None the
+// authentication token is not one.
+func (l *KV) SaveSession(name string, st client.SessionState) error {
+	return l.save(name, func() (bool, bool) { return l.c.saveSession(name, st) })
 }
 
 // Close stops taking leases, halts every unit this replica serves and

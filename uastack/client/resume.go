@@ -401,8 +401,9 @@ func (m *ManagedSession) Detach(ctx context.Context) error {
 // process that kept its SessionState (ManagedConfig.OnSession) activates it
 // again (SavedSession) and its subscriptions go on without a transfer,
 // which a server may refuse (node-opcua does for an anonymous user on an
-// unsecured channel). It is for a restart of this process; to hand the
-// work to another one, Detach. When no process comes back, the server ends
+// unsecured channel). It is for a restart of this process, or for another
+// that was given the SessionState; to hand the work to one that was not,
+// Detach. When no process comes back, the server ends
 // the session at its timeout and keeps the subscriptions until their
 // lifetime runs out.
 func (m *ManagedSession) Suspend(ctx context.Context) error {
