@@ -189,7 +189,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 	if h := g.handedAt.Load(); g.resumeShared && uint32(h>>32) == st.SubscriptionID {
 		rec.Handed = uint32(h)
 	}
-	if err := g.resume.SaveResume(g.name, rec); err != nil {
+	if err := g.storeResume(rec, force); err != nil {
 		if time.Since(time.Unix(0, g.lastLog.Load())) > 10*time.Second {
 			g.lastLog.Store(time.Now().UnixNano())
 			g.log.Warn("bridge: saving the resume state failed", "group", g.name, "err", err)
@@ -303,6 +303,29 @@ func (g *WriterGroup) markWriter(w *writer) {
 	w.hi, w.framesHi = w.seq, w.frames
 	g.marks.SetWriter(i, resume.WriterMark{Seq: w.hi, Frames: w.framesHi})
 }
+
+// storeResume saves rec. Forced (the writers' reservation before they use
+// it, the first record of a start) into a DurableStore, it returns once the
+// record is where a successor reads it, within durableWait or until Stop.
+func (g *WriterGroup) storeResume(rec resume.Record, force bool) error {
+	if ds, ok := g.resume.(resume.DurableStore); ok && force {
+		ctx, cancel := context.WithTimeout(context.Background(), durableWait)
+		defer cancel()
+		go func() { // Stop does not wait for it
+			select {
+			case <-g.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		return ds.SaveResumeNow(ctx, g.name, rec)
+	}
+	return g.resume.SaveResume(g.name, rec)
+}
+
+// durableWait bounds a forced save into a DurableStore; reserve tries again
+// (the messages wait) until it succeeds or the group stops.
+const durableWait = 5 * time.Second
 
 // reservedWriters are the writers' continuation points for a shared
 // record (Options.ResumeShared; nil otherwise), and the writers they are

@@ -89,6 +89,7 @@ type unit struct {
 	rec        *resume.Record
 	sess       *client.SessionState // the holder's OPC UA session (saveSession)
 	recGen     uint64               // bumped by saveResume
+	urgentGen  uint64               // a record to write at once (saveResumeNow)
 	sessGen    uint64               // bumped by saveSession
 	wroteGen   uint64               // recGen of the last successful write
 	wroteSess  uint64               // sessGen of the last successful write
@@ -398,7 +399,8 @@ func (c *core) decide(now time.Time, acquire bool) []action {
 			// to resume from.
 			// A new session state goes out at once too: the next holder
 			// activates the session it names (activations are rare).
-			if since >= renewEvery(c.ttl) || (u.recGen != u.wroteGen && (u.wroteGen == 0 || since >= saveEvery)) || u.sessGen != u.wroteSess {
+			urgent := u.urgentGen > u.wroteGen
+			if since >= renewEvery(c.ttl) || (u.recGen != u.wroteGen && (u.wroteGen == 0 || since >= saveEvery)) || urgent || u.sessGen != u.wroteSess {
 				u.lastWrite = now
 				out = append(out, action{kind: actRenew, unit: u.name, key: u.key, rev: u.rev, term: u.term, gen: u.recGen, sessGen: u.sessGen, value: c.value(u, now), at: now})
 			}
@@ -535,6 +537,7 @@ func (c *core) result(a action, o outcome, rev uint64, now time.Time) bool {
 		u.acquired, u.lastOK, u.lastWrite = a.at, a.at, a.at
 		u.fence = fence.New(rev, a.at.Add(stopAfter(c.ttl)))
 		u.rec, u.sess, u.recGen, u.wroteGen, u.sessGen, u.wroteSess = a.value.Resume, a.value.Session, 0, 0, 0, 0
+		u.urgentGen = 0
 		u.freeSince = time.Time{}
 		if c.closing {
 			// Close began meanwhile: give it back at once, unserved.
@@ -886,6 +889,27 @@ func (c *core) saveResume(name string, rec resume.Record) (ok, due bool) {
 	u.rec = &rec // kept as it is: a writer group saves only when its state changed (client.ResumeMark)
 	u.recGen++
 	return true, u.phase == unitHeld
+}
+
+// saveResumeNow is saveResume for a record to be written at once, however
+// recently the last one was; gen is its generation (recordWritten).
+func (c *core) saveResumeNow(name string, rec resume.Record) (gen uint64, ok bool) {
+	if ok, _ := c.saveResume(name, rec); !ok {
+		return 0, false
+	}
+	u := c.units[name]
+	u.urgentGen = u.recGen
+	return u.recGen, true
+}
+
+// recordWritten reports whether unit name's record of generation gen (or a
+// later one) is in the bucket, and whether this replica still holds it.
+func (c *core) recordWritten(name string, gen uint64) (written, held bool) {
+	u := c.units[name]
+	if u == nil || (u.phase != unitHeld && u.phase != unitReleasing) {
+		return false, false
+	}
+	return u.wroteGen >= gen, true
 }
 
 // loadSession is the OPC UA session state that came with the lease or

@@ -181,6 +181,9 @@ type KV struct {
 	warned   map[string]time.Time          // throttled warnings by kind
 	calls    map[string]*calls             // Handler calls by unit, while a goroutine runs them
 	serving  map[string]context.CancelFunc // Serve's context by unit, until its Halt
+	// reported is closed (and replaced) when a write's answer was taken:
+	// SaveResumeNow waits on it.
+	reported chan struct{}
 }
 
 // calls is a unit's queue of Handler calls, run in order by one goroutine.
@@ -320,6 +323,42 @@ func (l *KV) LoadResume(name string) (resume.Record, bool, error) {
 // renewal (within a second).
 func (l *KV) SaveResume(name string, rec resume.Record) error {
 	return l.save(name, func() (bool, bool) { return l.c.saveResume(name, rec) })
+}
+
+// SaveResumeNow saves a record as SaveResume does, writes it at once and
+// returns once it is in the bucket: a successor that takes the unit over
+// after a crash finds it. An error when ctx ends first or the unit is no
+// longer held here (the record may or may not have been written). A writer
+// group saves its reservation of SequenceNumbers this way before it uses
+// them (bridge: resume.DurableStore).
+func (l *KV) SaveResumeNow(ctx context.Context, name string, rec resume.Record) error {
+	l.mu.Lock()
+	gen, ok := l.c.saveResumeNow(name, rec)
+	l.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNotHeld, name)
+	}
+	l.poke()
+	for {
+		l.mu.Lock()
+		written, held := l.c.recordWritten(name, gen)
+		if l.reported == nil {
+			l.reported = make(chan struct{})
+		}
+		next := l.reported
+		l.mu.Unlock()
+		switch {
+		case written:
+			return nil
+		case !held:
+			return fmt.Errorf("%w: %s", ErrNotHeld, name)
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return fmt.Errorf("lease: the resume record of %s not written: %w", name, ctx.Err())
+		}
+	}
 }
 
 // save runs a core's save under l.mu (ok: the unit is held; due: written
@@ -660,6 +699,10 @@ func (l *KV) write(kv jetstream.KeyValue, acts []action) {
 func (l *KV) report(a action, o outcome, rev uint64) {
 	l.mu.Lock()
 	again := l.c.result(a, o, rev, time.Now())
+	if l.reported != nil {
+		close(l.reported)
+		l.reported = nil
+	}
 	l.mu.Unlock()
 	if again {
 		l.poke()

@@ -294,6 +294,47 @@ func TestKVGracefulHandover(t *testing.T) {
 	g.check(t)
 }
 
+// TestKVSaveResumeNow: a record saved with SaveResumeNow is in the bucket
+// when the call returns, however recently the last one was written (a
+// record saved with SaveResume then waits up to saveEvery for the next
+// write); a replica that does not hold the unit is refused.
+func TestKVSaveResumeNow(t *testing.T) {
+	ns := brokertest.StartNATS(t, brokertest.NATSOptions{JetStream: true})
+	g := newLedger()
+	a := startReplica(t, ns.URL(), "a", g, []string{"u"})
+	testutil.WaitFor(t, 10*time.Second, "a serves u", func() bool { return g.owners()["u"] == "a" })
+	inBucket := func(fp string) bool {
+		a.kv.mu.Lock()
+		kv := a.kv.kv
+		a.kv.mu.Unlock()
+		e, err := kv.Get(context.Background(), unitKey("u"))
+		if err != nil {
+			return false
+		}
+		var v leaseValue
+		return json.Unmarshal(e.Value(), &v) == nil && v.Resume != nil && v.Resume.Fingerprint == fp
+	}
+	if err := a.kv.SaveResume("u", resume.Record{Fingerprint: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the first record written", func() bool { return inBucket("first") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range 5 {
+		fp := fmt.Sprint("now", i)
+		if err := a.kv.SaveResumeNow(ctx, "u", resume.Record{Fingerprint: fp}); err != nil {
+			t.Fatal(err)
+		}
+		if !inBucket(fp) {
+			t.Fatalf("SaveResumeNow returned before %s was in the bucket", fp)
+		}
+	}
+	if err := a.kv.SaveResumeNow(ctx, "nope", resume.Record{}); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("a unit not held: %v", err)
+	}
+	g.check(t)
+}
+
 // TestKVRebalanceAndRestart: one replica takes every unit; a second one
 // makes it release half, one every TTL/3 (bounded); the second restarts
 // under the same id and takes its leases back at once, before they expire.

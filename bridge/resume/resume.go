@@ -1,6 +1,7 @@
 package resume
 
 import (
+	"context"
 	"time"
 
 	"github.com/uagate/gateway/uastack/client"
@@ -49,4 +50,14 @@ type WriterSeq struct {
 type Store interface {
 	LoadResume(group string) (Record, bool, error)
 	SaveResume(group string, r Record) error
+}
+
+// DurableStore is a Store whose SaveResume keeps a record before it is
+// where a successor reads it (a lease written with its next renewal):
+// SaveResumeNow returns once it is. A writer group saves its reservation of
+// SequenceNumbers this way before it uses them, so that a successor after
+// a crash never goes on from an older reservation.
+type DurableStore interface {
+	Store
+	SaveResumeNow(ctx context.Context, group string, r Record) error
 }
