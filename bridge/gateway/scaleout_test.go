@@ -610,8 +610,20 @@ func TestScaleOutReload(t *testing.T) {
 		}
 	}
 	write("g0", "g1")
-	_, logs := startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
+	gws, logs := startReplicas(t, cfgPath, url, dir, []string{"gw0", "gw1"})
 	sr := newStreamReader(t, url)
+	// applied reports whether every replica applied n configuration changes:
+	// each reloads the file on its own, and one that has not yet still
+	// serves the groups of the old one (it may take a removed group's free
+	// lease until it reloads).
+	applied := func(n int) bool {
+		for _, g := range gws {
+			if strings.Count(g.stderr.String(), "configuration change applied") < n {
+				return false
+			}
+		}
+		return true
+	}
 	// count is the number of g's data messages in the stream so far.
 	count := func(g string) int {
 		n := 0
@@ -641,9 +653,9 @@ func TestScaleOutReload(t *testing.T) {
 
 	// Removed: its lease goes, its messages stop, the others go on.
 	write("g1", "g2")
-	waitReplica("g0's lease deleted", func() bool {
+	waitReplica("g0's lease deleted once every replica applied the change", func() bool {
 		_, held := holders(t, url, 3)["g0"]
-		return !held
+		return applied(2) && !held
 	})
 	if v, ok := holders(t, url, 3)["g0"]; ok {
 		t.Fatalf("g0 still leased to %s", v.Replica)
