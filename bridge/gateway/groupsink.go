@@ -61,10 +61,15 @@ func (gs groupSink) check() error {
 	if err != nil {
 		return err
 	}
+	closeSink(s)
+	return nil
+}
+
+// closeSink closes a sink that never connected.
+func closeSink(s sink.Sink) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = s.Close(ctx)
-	return nil
 }
 
 // groupOutputName names writer group group's Output of sink name.
@@ -83,6 +88,7 @@ func (gw *Gateway) groupOutputs(group string) ([]*runOutput, error) {
 				outs = append(outs, o)
 				continue
 			}
+			closeSink(s) // made, but no Output owns it
 		}
 		gw.closeUnused(outs)
 		return nil, fmt.Errorf("sinks.mqtt %s: %w", gs.name, err)

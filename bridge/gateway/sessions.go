@@ -209,7 +209,7 @@ func (gw *Gateway) shareSession(mc *client.ManagedConfig, label string) {
 	kv := gw.scale
 	mc.SavedSession = func() *client.SessionState { return kv.LoadSession(label) }
 	mc.OnSession = func(_ *client.ManagedSession, st client.SessionState) {
-		if st.SecurityMode != ua.MessageSecurityModeNone {
+		if !sessionShared(&st) {
 			return
 		}
 		if err := kv.SaveSession(label, st); err != nil {
@@ -222,7 +222,12 @@ func (gw *Gateway) shareSession(mc *client.ManagedConfig, label string) {
 // goes with its lease (shareSession): a handover then keeps the session at
 // the server for the next holder to activate.
 func (gw *Gateway) sharedSessionKept(name string) bool {
-	st := gw.scale.LoadSession(name)
+	return sessionShared(gw.scale.LoadSession(name))
+}
+
+// sessionShared reports whether st may go with a lease: a session over
+// SecurityMode None, whose token is no secret.
+func sessionShared(st *client.SessionState) bool {
 	return st != nil && st.SecurityMode == ua.MessageSecurityModeNone
 }
 
