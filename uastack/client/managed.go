@@ -946,16 +946,33 @@ func (m *ManagedSession) nextCheck(now time.Time, tick time.Duration, maintain, 
 	if maintain || m.verifying {
 		return tick
 	}
-	next := now.Add(superviseIdle)
-	if at, ok := m.pub.silentAt(); ok {
-		next = minTime(next, at.Add(time.Millisecond)) // past the bound: silent compares with >
-	} else if m.pub.busySince.Load() != 0 {
+	next, ok := m.pub.restUntil(now)
+	if !ok {
 		return tick
 	}
 	if statusIdle && !statusAt.IsZero() {
 		next = minTime(next, statusAt)
 	}
 	return max(next.Sub(now), tick)
+}
+
+// restUntil returns until when a supervisor with nothing to maintain may
+// sleep after its check at now: until the first subscription would fall
+// silent or failed items are to be tried again, at most superviseIdle. ok is
+// false while a handler runs (silence is not counted then, and the
+// supervisor keeps its tick).
+func (p *publisher) restUntil(now time.Time) (next time.Time, ok bool) {
+	next = now.Add(superviseIdle)
+	if at, ok := p.itemRetryAt(); ok {
+		next = minTime(next, at)
+	}
+	if at, ok := p.silentAt(); ok {
+		return minTime(next, at.Add(time.Millisecond)), true // past the bound: silent compares with >
+	}
+	if p.busySince.Load() != 0 {
+		return time.Time{}, false
+	}
+	return next, true
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -858,6 +858,25 @@ func (p *publisher) needsMaintenance(now time.Time) bool {
 	return false
 }
 
+// itemRetryAt returns when the first subscription's failed items are to be
+// tried again (see retryItems); ok is false when none has any.
+func (p *publisher) itemRetryAt() (at time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.subs {
+		if s.id.Load() == 0 || s.cfg.ItemRetryInterval <= 0 {
+			continue
+		}
+		t := &s.items
+		t.mu.Lock()
+		if t.failed > 0 && (!ok || t.retryAt.Before(at)) {
+			at, ok = t.retryAt, true
+		}
+		t.mu.Unlock()
+	}
+	return at, ok
+}
+
 // handlesOnServer splits handles into the server ids of the items that exist
 // there (ids[i] belongs to on[i]); unknown and deleted handles are skipped.
 func (t *itemTable) handlesOnServer(handles []uint32) (on, ids []uint32) {

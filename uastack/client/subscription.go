@@ -594,9 +594,13 @@ func (c *Client) subscriptions() *publisher {
 }
 
 // maintainSubscriptions retries failed items of a bare Client's subscriptions
-// and reports silent ones, until the channel ends.
+// and reports silent ones, until the channel ends. Like a managed session's
+// supervisor it ticks only while items need creating or a handler runs; at
+// rest it sleeps until the first subscription could fall silent, at most a
+// second.
 func (c *Client) maintainSubscriptions(p *publisher) {
-	t := time.NewTicker(250 * time.Millisecond)
+	const tick = 250 * time.Millisecond
+	t := time.NewTimer(tick)
 	defer t.Stop()
 	for {
 		select {
@@ -609,8 +613,22 @@ func (c *Client) maintainSubscriptions(p *publisher) {
 				}
 			}
 			p.retryItems(c, now)
+			t.Reset(p.maintainAfter(now, tick))
 		}
 	}
+}
+
+// maintainAfter returns how long a bare Client's maintenance may sleep after
+// its check at now.
+func (p *publisher) maintainAfter(now time.Time, tick time.Duration) time.Duration {
+	if p.needsMaintenance(now) {
+		return tick
+	}
+	next, ok := p.restUntil(now)
+	if !ok {
+		return tick
+	}
+	return max(next.Sub(now), tick)
 }
 
 // CreateSubscription creates a subscription on the session. Its handlers
