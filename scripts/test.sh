@@ -10,9 +10,10 @@ step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "tools"
 make -s tools
-step "brokers for the sink tests (Debian's mosquitto and nats-server), chromium for the dashboard's, protoc for the Sparkplug B code's freshness"
+step "brokers for the sink tests (Debian's mosquitto, its mosquitto_sub client, and nats-server), chromium for the dashboard's, protoc for the Sparkplug B code's freshness"
 need=()
 command -v mosquitto >/dev/null || need+=(mosquitto)
+command -v mosquitto_sub >/dev/null || need+=(mosquitto-clients)
 command -v nats-server >/dev/null || need+=(nats-server)
 command -v chromium >/dev/null || need+=(chromium)
 command -v protoc >/dev/null || need+=(protobuf-compiler)

@@ -48,8 +48,21 @@ func binary(t testing.TB, name string) string {
 			return p
 		}
 	}
-	t.Fatalf("brokertest: %s not found (scripts/test.sh installs it: apt-get install -y %s)", name, name)
+	pkg := name
+	if p, ok := debianPackage[name]; ok {
+		pkg = p
+	}
+	t.Fatalf("brokertest: %s not found (scripts/test.sh installs it: apt-get install -y %s)", name, pkg)
 	return ""
+}
+
+// debianPackage names the Debian package of a program whose package is
+// named otherwise.
+var debianPackage = map[string]string{
+	"mosquitto_sub":    "mosquitto-clients",
+	"mosquitto_pub":    "mosquitto-clients",
+	"mosquitto_passwd": "mosquitto",
+	"stdbuf":           "coreutils",
 }
 
 // freePort returns a loopback port the OS just handed out.

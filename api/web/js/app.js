@@ -41,7 +41,7 @@ function askKey() {
         toast(e.message, "err");
       }
       resolve();
-      stream?.ws?.close();
+      stream?.restart();
       poll();
     };
     d.showModal();

@@ -261,6 +261,16 @@ export class Stream {
     };
     ws.onclose = (ev) => { this.onState("down", ev.reason || (ev.code === 1006 ? "" : "closed " + ev.code)); this.retry(); };
   }
+  // restart connects anew (the credentials changed): an open socket is
+  // closed, and its onclose connects again; one still in its handshake is
+  // closed once it opens (closing it mid-handshake is an error in the
+  // browser's console, and its request may predate the new credentials).
+  restart() {
+    const ws = this.ws;
+    this.delay = 1000;
+    if (ws?.readyState === WebSocket.OPEN) ws.close();
+    else if (ws?.readyState === WebSocket.CONNECTING) ws.addEventListener("open", () => ws.close(), { once: true });
+  }
   retry() {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.connect(), this.delay);
