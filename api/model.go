@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,7 @@ type WriterGroup struct {
 	MaxMessageSize             int             `json:"maxMessageSize,omitempty" doc:"bytes; larger NetworkMessages are split; default 256 KiB"`
 	MessageShape               string          `json:"messageShape,omitempty" doc:"single (default) or batched"`
 	FieldEncoding              string          `json:"fieldEncoding,omitempty" doc:"variant (default), dataValue or raw"`
+	FieldContent               []string        `json:"fieldContent,omitempty" doc:"members of a dataValue field beside its Value: statusCode, sourceTimestamp, serverTimestamp, sourcePicoSeconds, serverPicoSeconds; default the first three"`
 	Encoding                   string          `json:"encoding,omitempty" doc:"compact (default) or verbose"`
 	Format                     string          `json:"format,omitempty" doc:"part14 (default) or samples"`
 	MaxUnacked                 int             `json:"maxUnacked,omitempty" doc:"notification messages not yet confirmed by at-least-once sinks before Publish stops; default 64"`
@@ -178,7 +180,7 @@ func groupOf(g *config.WriterGroup) WriterGroup {
 	out := WriterGroup{
 		Name: g.Name, Endpoint: g.Endpoint, PublishingInterval: durPtr(g.PublishingInterval),
 		KeyFrameCount: g.KeyFrameCount, KeepAlive: durPtr(g.KeepAlive), MaxMessageSize: g.MaxMessageSize,
-		MessageShape: g.MessageShape, FieldEncoding: g.FieldEncoding, Encoding: g.Encoding, Format: g.Format,
+		MessageShape: g.MessageShape, FieldEncoding: g.FieldEncoding, FieldContent: slices.Clone(g.FieldContent), Encoding: g.Encoding, Format: g.Format,
 		MaxUnacked: g.MaxUnacked, MaxNotificationsPerPublish: g.MaxNotificationsPerPublish, Writers: make([]DataSetWriter, len(g.Writers)),
 	}
 	n := g.Nodes
@@ -197,7 +199,7 @@ func (g *WriterGroup) config() config.WriterGroup {
 	out := config.WriterGroup{
 		Name: g.Name, Endpoint: g.Endpoint, PublishingInterval: cfgDur(g.PublishingInterval),
 		KeyFrameCount: g.KeyFrameCount, KeepAlive: cfgDur(g.KeepAlive), MaxMessageSize: g.MaxMessageSize,
-		MessageShape: g.MessageShape, FieldEncoding: g.FieldEncoding, Encoding: g.Encoding, Format: g.Format,
+		MessageShape: g.MessageShape, FieldEncoding: g.FieldEncoding, FieldContent: slices.Clone(g.FieldContent), Encoding: g.Encoding, Format: g.Format,
 		MaxUnacked: g.MaxUnacked, MaxNotificationsPerPublish: g.MaxNotificationsPerPublish, Writers: make([]config.DataSetWriter, len(g.Writers)),
 	}
 	if n := g.Nodes; n != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ func TestWriterGroupLifecycle(t *testing.T) {
 
 	// Add a group with one writer and two fields.
 	r := do(t, ts, "POST", "/api/v1/writer-groups", "", `{"name":"line2","endpoint":"plc1","publishingInterval":"500ms",
-		"messageShape":"batched","nodes":{"samplingInterval":100,"deadband":{"type":"absolute","value":0.5}},
+		"messageShape":"batched","fieldEncoding":"dataValue","fieldContent":["sourceTimestamp","statusCode"],
+		"nodes":{"samplingInterval":100,"deadband":{"type":"absolute","value":0.5}},
 		"writers":[{"name":"pumps","fields":[{"name":"flow","node":"ns=1;s=Demo.Sine"},{"node":"nsu=urn:x;s=Pressure","queueSize":5}]}]}`)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
@@ -35,6 +37,7 @@ func TestWriterGroupLifecycle(t *testing.T) {
 	}
 	cg := b.Config().WriterGroups[1]
 	if cg.PublishingInterval.D() != 500*time.Millisecond || cg.MessageShape != "batched" ||
+		!slices.Equal(cg.FieldContent, []string{"sourceTimestamp", "statusCode"}) ||
 		cg.Nodes.SamplingInterval.D() != 100*time.Millisecond || cg.Nodes.Deadband != (config.Deadband{Type: "absolute", Value: 0.5}) ||
 		cg.Writers[0].Fields[1].Node != "nsu=urn:x;s=Pressure" || cg.Writers[0].Fields[1].QueueSize != 5 {
 		t.Fatalf("configured %+v", cg)

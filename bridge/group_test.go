@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -308,6 +309,50 @@ func TestWriterGroupBatched(t *testing.T) {
 	}
 	if _, ok := raw["Messages"].([]any); !ok {
 		t.Fatalf("batched Messages is not an array: %v", raw)
+	}
+}
+
+// TestWriterGroupFieldContent: fieldContent picks the members of dataValue
+// fields: with sourceTimestamp alone the fields carry their Value and
+// SourceTimestamp, and no ServerTimestamp.
+func TestWriterGroupFieldContent(t *testing.T) {
+	srv := startSim(t, 50*time.Millisecond, 0)
+	m := startSession(t, srv.URL())
+	q := newTestQueue(t, "q")
+	cfg := config.WriterGroup{
+		Name:               "wgc",
+		PublishingInterval: config.Duration(100 * time.Millisecond),
+		FieldEncoding:      config.FieldDataValue,
+		FieldContent:       []string{config.ContentSourceTimestamp},
+		Writers: []config.DataSetWriter{
+			{Name: "a", Fields: []config.Field{{Name: "Counter", Node: server.NodeCounter}, {Name: "Step", Node: server.NodeStep}}},
+		},
+	}
+	q.types = jsonenc.FieldTypes{"Counter": ua.TypeDouble, "Step": ua.TypeInt32}
+	g := startGroup(t, m, cfg, Options{Queues: []sink.Queue{q}})
+	testutil.WaitFor(t, 20*time.Second, "5 DataSetMessages", func() bool {
+		st := g.Stats()
+		return len(st.Writers) == 1 && st.Writers[0].DataSetMessages >= 5
+	})
+	fields := 0
+	for i, r := range q.all() {
+		if r.kind != sink.KindData {
+			continue
+		}
+		if bytes.Contains(r.payload, []byte("ServerTimestamp")) {
+			t.Fatalf("message %d carries a ServerTimestamp: %s", i, r.payload)
+		}
+		for _, d := range r.nm.Messages {
+			for _, f := range d.Fields {
+				if f.Value.SourceTimestamp == 0 || f.Value.ServerTimestamp != 0 {
+					t.Fatalf("message %d: field %s: %+v, want a SourceTimestamp and no ServerTimestamp", i, f.Name, f.Value)
+				}
+				fields++
+			}
+		}
+	}
+	if fields == 0 {
+		t.Fatal("no field written")
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
@@ -95,6 +97,16 @@ func compile(cfg *config.WriterGroup, opts *Options) (plan, error) {
 	switch cfg.FieldEncoding {
 	case config.FieldDataValue:
 		p.fieldMask = jsonenc.FieldMaskStatusCode | jsonenc.FieldMaskSourceTimestamp | jsonenc.FieldMaskServerTimestamp
+		if len(cfg.FieldContent) > 0 {
+			p.fieldMask = 0
+			for _, m := range cfg.FieldContent {
+				i := slices.Index(config.FieldContents, m)
+				if i < 0 {
+					return plan{}, fmt.Errorf("bridge: writer group %s: field content %q: want %s", cfg.Name, m, strings.Join(config.FieldContents, ", "))
+				}
+				p.fieldMask |= 1 << i
+			}
+		}
 	case config.FieldRaw:
 		// RawData is an option of VerboseEncoding (Part 6 §5.4.1): bare values.
 		p.fieldMask = jsonenc.FieldMaskRawData

@@ -267,6 +267,20 @@ const (
 	FieldRaw       = "raw"       // RawData: the value without type information
 )
 
+// Members of a dataValue field (FieldContent), in the order of their
+// DataSetFieldContentMask bits.
+const (
+	ContentStatusCode        = "statusCode"
+	ContentSourceTimestamp   = "sourceTimestamp"
+	ContentServerTimestamp   = "serverTimestamp"
+	ContentSourcePicoSeconds = "sourcePicoSeconds"
+	ContentServerPicoSeconds = "serverPicoSeconds"
+)
+
+// FieldContents lists what FieldContent may name, in the order of their
+// DataSetFieldContentMask bits (0x01, 0x02, …).
+var FieldContents = []string{ContentStatusCode, ContentSourceTimestamp, ContentServerTimestamp, ContentSourcePicoSeconds, ContentServerPicoSeconds}
+
 // Message formats.
 const (
 	FormatPart14  = "part14"  // OPC UA Part 14 JSON (default)
@@ -291,8 +305,13 @@ type WriterGroup struct {
 	MaxMessageSize int    `yaml:"maxMessageSize"`
 	MessageShape   string `yaml:"messageShape"`  // single (default) or batched
 	FieldEncoding  string `yaml:"fieldEncoding"` // variant (default), dataValue or raw
-	Encoding       string `yaml:"encoding"`      // compact (default) or verbose: Part 6 JSON mode
-	Format         string `yaml:"format"`        // part14 (default) or samples
+	// FieldContent picks the members of a dataValue field beside its Value
+	// (Part 14 DataSetFieldContentMask): statusCode, sourceTimestamp,
+	// serverTimestamp, sourcePicoSeconds, serverPicoSeconds. Unset: the
+	// first three.
+	FieldContent []string `yaml:"fieldContent"`
+	Encoding     string   `yaml:"encoding"` // compact (default) or verbose: Part 6 JSON mode
+	Format       string   `yaml:"format"`   // part14 (default) or samples
 	// MaxUnacked bounds the notification messages of the subscription not yet
 	// confirmed by every at-least-once sink; at the limit Publish requests
 	// stop (backpressure). Default 64.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -448,6 +449,15 @@ func (wg *WriterGroup) validate(v *validator, p string) {
 	}
 	oneOf(v, p+".messageShape", wg.MessageShape, ShapeSingle, ShapeBatched)
 	oneOf(v, p+".fieldEncoding", wg.FieldEncoding, FieldVariant, FieldDataValue, FieldRaw)
+	if len(wg.FieldContent) > 0 && wg.FieldEncoding != FieldDataValue {
+		v.errorf(p+".fieldContent", "applies to fieldEncoding %s, not %s", FieldDataValue, wg.FieldEncoding)
+	}
+	for i, m := range wg.FieldContent {
+		oneOf(v, fmt.Sprintf("%s.fieldContent[%d]", p, i), m, FieldContents...)
+		if slices.Contains(wg.FieldContent[:i], m) {
+			v.errorf(fmt.Sprintf("%s.fieldContent[%d]", p, i), "%s named twice", m)
+		}
+	}
 	oneOf(v, p+".encoding", wg.Encoding, EncodingCompact, EncodingVerbose)
 	oneOf(v, p+".format", wg.Format, FormatPart14, FormatSamples)
 	if wg.Backfill != "" {

@@ -103,6 +103,13 @@ func TestValidateRules(t *testing.T) {
 		{"group message size", func(c *Config) { c.WriterGroups[0].MaxMessageSize = 10 }, "writerGroups[0].maxMessageSize: 10: want 1024 to 67108864 bytes"},
 		{"shape", func(c *Config) { c.WriterGroups[0].MessageShape = "flat" }, `writerGroups[0].messageShape: "flat": want single or batched`},
 		{"field encoding", func(c *Config) { c.WriterGroups[0].FieldEncoding = "x" }, `writerGroups[0].fieldEncoding: "x": want variant, dataValue or raw`},
+		{"field content without dataValue", func(c *Config) { c.WriterGroups[0].FieldContent = []string{"sourceTimestamp"} }, `writerGroups[0].fieldContent: applies to fieldEncoding dataValue, not variant`},
+		{"field content name", func(c *Config) {
+			c.WriterGroups[0].FieldEncoding, c.WriterGroups[0].FieldContent = FieldDataValue, []string{"sourceTimestamp", "sourceTime"}
+		}, `writerGroups[0].fieldContent[1]: "sourceTime": want statusCode, sourceTimestamp, serverTimestamp, sourcePicoSeconds or serverPicoSeconds`},
+		{"field content twice", func(c *Config) {
+			c.WriterGroups[0].FieldEncoding, c.WriterGroups[0].FieldContent = FieldDataValue, []string{"sourceTimestamp", "statusCode", "sourceTimestamp"}
+		}, `writerGroups[0].fieldContent[2]: sourceTimestamp named twice`},
 		{"encoding", func(c *Config) { c.WriterGroups[0].Encoding = "x" }, `writerGroups[0].encoding: "x": want compact or verbose`},
 		{"format", func(c *Config) { c.WriterGroups[0].Format = "x" }, `writerGroups[0].format: "x": want part14 or samples`},
 		{"max unacked", func(c *Config) { c.WriterGroups[0].MaxUnacked = 0 }, "writerGroups[0].maxUnacked: 0: want 1 to 65536"},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,7 @@ type options struct {
 	cpuProfile       string
 	traceFile        string
 	shape            string // the writer groups' messageShape
+	fieldContent     string // the writer groups' fieldContent, comma-separated; "": the default
 	samplingZero     bool   // -sampling 0 means 0 (node-opcua: every change)
 }
 
@@ -174,6 +176,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.maxP99, "max-p99", 0, "the latency bound of a sustained rate (p99, source → subscriber; default: 2 × publishing + sampling, at least 100ms)")
 	fs.BoolVar(&o.idle, "idle", false, "measure the gateway at rest (see above)")
 	fs.StringVar(&o.shape, "shape", config.ShapeSingle, "the gateway's message shape: single (a NetworkMessage per DataSetMessage, the default) or batched")
+	fs.StringVar(&o.fieldContent, "field-content", "", "the gateway's fieldContent, comma-separated (default: statusCode,sourceTimestamp,serverTimestamp; sourceTimestamp writes what the baseline writes, without the latency's sample_ stage)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the gateway's CPU profile of the window to `file` (through UAGATE_DEBUG_PPROF)")
 	fs.StringVar(&o.traceFile, "trace", "", "write the gateway's execution trace of the window's first 5 s to `file` (go tool trace; through UAGATE_DEBUG_PPROF)")
 	fs.StringVar(&o.log, "log", "on", "the gateway's store-and-forward log (storeAndForward.enabled): on, off, or both (two runs)")
@@ -557,6 +560,11 @@ func (o *options) resolve(bridge string) error {
 	if o.shape != config.ShapeSingle && o.shape != config.ShapeBatched {
 		return fmt.Errorf("%w: -shape: %q is not single or batched", ErrUsage, o.shape)
 	}
+	for _, m := range fieldContent(o.fieldContent) {
+		if !slices.Contains(config.FieldContents, m) {
+			return fmt.Errorf("%w: -field-content: %q is not one of %s", ErrUsage, m, strings.Join(config.FieldContents, ", "))
+		}
+	}
 	if o.fields != "list" && o.fields != "browse" {
 		return fmt.Errorf("%w: -fields: %q is not browse or list", ErrUsage, o.fields)
 	}
@@ -657,7 +665,8 @@ func gatewayConfig(o *options, upURL, stateDir, httpAddr string, log bool) []byt
 		wg := config.WriterGroup{
 			Name: fmt.Sprintf("g%03d", g), Endpoint: "up",
 			PublishingInterval: config.Duration(o.publishing), FieldEncoding: config.FieldDataValue, MessageShape: o.shape,
-			Nodes: config.NodeDefaults{SamplingInterval: &sampling, QueueSize: uint32(o.queue)},
+			FieldContent: fieldContent(o.fieldContent),
+			Nodes:        config.NodeDefaults{SamplingInterval: &sampling, QueueSize: uint32(o.queue)},
 		}
 		for f := g * per; f < min((g+1)*per, o.folders()); f++ {
 			w := config.DataSetWriter{ID: uint16(f + 1), Name: fmt.Sprintf("F%03d", f)}
@@ -674,6 +683,14 @@ func gatewayConfig(o *options, upURL, stateDir, httpAddr string, log bool) []byt
 		c.WriterGroups = append(c.WriterGroups, wg)
 	}
 	return []byte(fmt.Sprintf("# gateway bench: %d items in %d folders\n%s", o.items, o.folders(), c.String()))
+}
+
+// fieldContent splits -field-content.
+func fieldContent(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // buildBaseline builds the gopcua baseline into dir with the go tool (from
