@@ -449,8 +449,12 @@ func (wg *WriterGroup) validate(v *validator, p string) {
 	}
 	oneOf(v, p+".messageShape", wg.MessageShape, ShapeSingle, ShapeBatched)
 	oneOf(v, p+".fieldEncoding", wg.FieldEncoding, FieldVariant, FieldDataValue, FieldRaw)
-	if len(wg.FieldContent) > 0 && wg.FieldEncoding != FieldDataValue {
+	switch {
+	case len(wg.FieldContent) == 0:
+	case wg.FieldEncoding != FieldDataValue:
 		v.errorf(p+".fieldContent", "applies to fieldEncoding %s, not %s", FieldDataValue, wg.FieldEncoding)
+	case wg.Format == FormatSamples:
+		v.errorf(p+".fieldContent", "applies to format %s: %s messages carry OPC Publisher's fixed members", FormatPart14, FormatSamples)
 	}
 	for i, m := range wg.FieldContent {
 		oneOf(v, fmt.Sprintf("%s.fieldContent[%d]", p, i), m, FieldContents...)

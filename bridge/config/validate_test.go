@@ -104,6 +104,9 @@ func TestValidateRules(t *testing.T) {
 		{"shape", func(c *Config) { c.WriterGroups[0].MessageShape = "flat" }, `writerGroups[0].messageShape: "flat": want single or batched`},
 		{"field encoding", func(c *Config) { c.WriterGroups[0].FieldEncoding = "x" }, `writerGroups[0].fieldEncoding: "x": want variant, dataValue or raw`},
 		{"field content without dataValue", func(c *Config) { c.WriterGroups[0].FieldContent = []string{"sourceTimestamp"} }, `writerGroups[0].fieldContent: applies to fieldEncoding dataValue, not variant`},
+		{"field content with samples", func(c *Config) {
+			c.WriterGroups[0].FieldEncoding, c.WriterGroups[0].Format, c.WriterGroups[0].FieldContent = FieldDataValue, FormatSamples, []string{"sourceTimestamp"}
+		}, `writerGroups[0].fieldContent: applies to format part14: samples messages carry OPC Publisher's fixed members`},
 		{"field content name", func(c *Config) {
 			c.WriterGroups[0].FieldEncoding, c.WriterGroups[0].FieldContent = FieldDataValue, []string{"sourceTimestamp", "sourceTime"}
 		}, `writerGroups[0].fieldContent[1]: "sourceTime": want statusCode, sourceTimestamp, serverTimestamp, sourcePicoSeconds or serverPicoSeconds`},
