@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -100,11 +99,11 @@ func compile(cfg *config.WriterGroup, opts *Options) (plan, error) {
 		if len(cfg.FieldContent) > 0 {
 			p.fieldMask = 0
 			for _, m := range cfg.FieldContent {
-				i := slices.Index(config.FieldContents, m)
-				if i < 0 {
+				bit, ok := fieldContentMasks[m]
+				if !ok {
 					return plan{}, fmt.Errorf("bridge: writer group %s: field content %q: want %s", cfg.Name, m, strings.Join(config.FieldContents, ", "))
 				}
-				p.fieldMask |= 1 << i
+				p.fieldMask |= bit
 			}
 		}
 	case config.FieldRaw:
@@ -120,6 +119,16 @@ func compile(cfg *config.WriterGroup, opts *Options) (plan, error) {
 		return plan{}, fmt.Errorf("bridge: writer group %s: per-field payload %q: want %s or %s", cfg.Name, opts.FieldPayload, config.PayloadValue, config.PayloadDataValue)
 	}
 	return p, nil
+}
+
+// fieldContentMasks maps the names of config.FieldContents to their
+// DataSetFieldContentMask bits.
+var fieldContentMasks = map[string]jsonenc.DataSetFieldContentMask{
+	config.ContentStatusCode:        jsonenc.FieldMaskStatusCode,
+	config.ContentSourceTimestamp:   jsonenc.FieldMaskSourceTimestamp,
+	config.ContentServerTimestamp:   jsonenc.FieldMaskServerTimestamp,
+	config.ContentSourcePicoSeconds: jsonenc.FieldMaskSourcePicoSeconds,
+	config.ContentServerPicoSeconds: jsonenc.FieldMaskServerPicoSeconds,
 }
 
 // keepAliveCount is the subscription's KeepAliveCount: the server's

@@ -267,7 +267,7 @@ const (
 	FieldRaw       = "raw"       // RawData: the value without type information
 )
 
-// Members of a dataValue field (FieldContent), in the order of their
+// Members of a dataValue field (FieldContent): Part 14
 // DataSetFieldContentMask bits.
 const (
 	ContentStatusCode        = "statusCode"
@@ -277,8 +277,7 @@ const (
 	ContentServerPicoSeconds = "serverPicoSeconds"
 )
 
-// FieldContents lists what FieldContent may name, in the order of their
-// DataSetFieldContentMask bits (0x01, 0x02, …).
+// FieldContents lists what FieldContent may name.
 var FieldContents = []string{ContentStatusCode, ContentSourceTimestamp, ContentServerTimestamp, ContentSourcePicoSeconds, ContentServerPicoSeconds}
 
 // Message formats.

@@ -956,25 +956,6 @@ func (m *ManagedSession) nextCheck(now time.Time, tick time.Duration, maintain, 
 	return max(next.Sub(now), tick)
 }
 
-// restUntil returns until when a supervisor with nothing to maintain may
-// sleep after its check at now: until the first subscription would fall
-// silent or failed items are to be tried again, at most superviseIdle. ok is
-// false while a handler runs (silence is not counted then, and the
-// supervisor keeps its tick).
-func (p *publisher) restUntil(now time.Time) (next time.Time, ok bool) {
-	next = now.Add(superviseIdle)
-	if at, ok := p.itemRetryAt(); ok {
-		next = minTime(next, at)
-	}
-	if at, ok := p.silentAt(); ok {
-		return minTime(next, at.Add(time.Millisecond)), true // past the bound: silent compares with >
-	}
-	if p.busySince.Load() != 0 {
-		return time.Time{}, false
-	}
-	return next, true
-}
-
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b

@@ -1058,6 +1058,25 @@ func (p *publisher) silentAt() (at time.Time, ok bool) {
 	return at, ok
 }
 
+// restUntil returns until when a supervisor with nothing to maintain may
+// sleep after its check at now: until the first subscription would fall
+// silent or failed items are to be tried again, at most superviseIdle. ok is
+// false while a handler runs (silence is not counted then, and the
+// supervisor keeps its tick).
+func (p *publisher) restUntil(now time.Time) (next time.Time, ok bool) {
+	next = now.Add(superviseIdle)
+	if at, ok := p.itemRetryAt(); ok {
+		next = minTime(next, at)
+	}
+	if at, ok := p.silentAt(); ok {
+		return minTime(next, at.Add(time.Millisecond)), true // past the bound: silent compares with >
+	}
+	if p.busySince.Load() != 0 {
+		return time.Time{}, false
+	}
+	return next, true
+}
+
 // lastHeard is when s was last heard from, or was created, released or
 // bound to the session's current channel (bound), whichever came last: its
 // keep-alive window runs from there.
