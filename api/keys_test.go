@@ -86,8 +86,13 @@ func (rc *realClient) send(method, path, token, body string, headers ...string) 
 // metric returns the value of a metric line of /metrics ("" when absent).
 func (rc *realClient) metric(token, series string) string {
 	rc.t.Helper()
-	r := rc.send("GET", "/metrics", token, "")
-	for _, l := range strings.Split(string(r.body), "\n") {
+	return metricIn(rc.send("GET", "/metrics", token, "").body, series)
+}
+
+// metricIn returns the value of a metric line of a /metrics body ("" when
+// absent).
+func metricIn(body []byte, series string) string {
+	for _, l := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(l, series+" "); ok {
 			return v
 		}
