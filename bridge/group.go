@@ -95,9 +95,12 @@ type WriterGroup struct {
 	saved        client.ResumeMark   // of the last record saved; resume loop (or Start before it runs)
 	savedItems   []client.ResumeItem // its list, kept only at least once (saveResume)
 	savedDSMs    uint64              // DataSetMessages written at the last save
-	recordAt     time.Time           // when the record was saved last (lastAckedEvery)
+	recordAt     time.Time           // when the record was saved last (ackedEvery)
+	ackedEvery   time.Duration       // lastAckedEvery (a test's shorter)
 	savedAt      time.Time           // of the last shared record
 	saveMu       sync.Mutex          // one saveResume at a time (resume loop, Start, a handler short of numbers)
+	resumeRest   atomic.Bool         // the resume loop sleeps until kickResume (resumeLoop)
+	resumeKick   chan struct{}       // wakes it; room for one
 	quit         chan struct{}       // closed when Stop begins
 	reserveNeed  atomic.Uint32       // the most numbers a writer asked to have reserved at once (reserve)
 	abandoned    atomic.Bool         // a message was left unwritten at Stop: no more acknowledgements
@@ -199,14 +202,16 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 		return nil, err
 	}
 	g := &WriterGroup{
-		plan:    p,
-		session: opts.Session,
-		queues:  slices.Clone(opts.Queues),
-		fqueues: slices.Clone(opts.FieldQueues),
-		vsinks:  slices.Clone(opts.ValueSinks),
-		resume:  opts.Resume,
-		fence:   opts.Fence,
-		quit:    make(chan struct{}),
+		plan:       p,
+		session:    opts.Session,
+		queues:     slices.Clone(opts.Queues),
+		fqueues:    slices.Clone(opts.FieldQueues),
+		vsinks:     slices.Clone(opts.ValueSinks),
+		resume:     opts.Resume,
+		fence:      opts.Fence,
+		quit:       make(chan struct{}),
+		resumeKick: make(chan struct{}, 1),
+		ackedEvery: lastAckedEvery,
 	}
 	g.resumeShared, g.resumeHorizon = opts.ResumeShared, opts.ResumeHorizon
 	g.instance = randomMark()
@@ -222,6 +227,7 @@ func NewWriterGroup(cfg config.WriterGroup, opts Options) (*WriterGroup, error) 
 	}
 	if len(g.aloQueues)+len(g.aloFQueues) > 0 {
 		g.tr = newAckTracker(nil, g.maxUnacked+8, g.log)
+		g.tr.onAcked = g.kickResume // LastAcked moved: the resume record is to be saved
 	}
 	if cfg.Backfill == config.BackfillHistory {
 		g.bf = newBackfiller(g)

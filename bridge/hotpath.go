@@ -91,6 +91,7 @@ func (e *entry) silent() bool { return e.item < 0 }
 
 // onDataChange is the subscription's DataChangeHandler.
 func (g *WriterGroup) onDataChange(sub *client.Subscription, seq uint32, items []ua.MonitoredItemNotification) {
+	g.kickResume() // resume.go: the record may be behind now
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -377,6 +378,7 @@ func (g *WriterGroup) learnTypes(w *writer, ents []entry, items []ua.MonitoredIt
 // ua-event DataSetMessage of its field's writer, its payload the selected
 // event fields.
 func (g *WriterGroup) onEvent(sub *client.Subscription, seq uint32, events []ua.EventFieldList) {
+	g.kickResume() // resume.go: the record may be behind now
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -764,6 +766,7 @@ func (g *WriterGroup) keepAlives(now time.Time) {
 // onItemStatus records a monitored item's status (a refusal, or its
 // creation on a retry) for the API, and logs it.
 func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.StatusCode) {
+	g.kickResume() // resume.go: the record may be behind now
 	g.vmu.Lock()
 	idx := handle - g.base
 	if idx >= uint32(len(g.fields)) || g.fields[idx].flags&fieldRemoved != 0 {
@@ -785,6 +788,7 @@ func (g *WriterGroup) onItemStatus(_ *client.Subscription, handle uint32, st ua.
 // onGap: notification messages were lost for good; the next DataSetMessage
 // of every writer is a key frame so that subscribers resynchronise.
 func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
+	g.kickResume() // resume.go: the record may be behind now
 	g.stats.gaps.Add(1)
 	if to == 0 {
 		// A new subscription numbers its messages from 1 again: none is a
@@ -810,5 +814,6 @@ func (g *WriterGroup) onGap(_ *client.Subscription, from, to uint32) {
 }
 
 func (g *WriterGroup) onStatusChange(_ *client.Subscription, st ua.StatusCode) {
+	g.kickResume() // resume.go: the record may be behind now
 	g.subState.Store(uint32(st))
 }

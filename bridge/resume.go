@@ -161,7 +161,7 @@ func (g *WriterGroup) saveResume(sub *client.Subscription, force bool) bool {
 		return false
 	}
 	if !force && !g.resumeShared && !g.recordAt.IsZero() && mark.SubscriptionID == g.saved.SubscriptionID &&
-		mark.Items == g.saved.Items && time.Since(g.recordAt) < lastAckedEvery {
+		mark.Items == g.saved.Items && time.Since(g.recordAt) < g.ackedEvery {
 		// Only LastAcked moved (every publish response, at least once):
 		// the record written at most every lastAckedEvery is enough, since
 		// a resume reads what was acknowledged from the server's first
@@ -228,18 +228,62 @@ func (g *WriterGroup) syncMarks() {
 
 // resumeLoop saves the resume record every interval while it changes; at
 // the end once more, so a graceful stop leaves the latest state.
+//
+// A group at rest changes nothing the record holds, and the loop then
+// sleeps without a timer until kickResume: a notification message, an
+// item's status, a gap or the subscription's status (onDataChange …), or
+// an acknowledgement upstream (ackTracker.onAcked); each costs the hot path
+// one atomic load while the loop is awake. A shared record (scale-out)
+// reserves SequenceNumbers for the time until its next save: it is saved
+// every interval, rest or not.
 func (g *WriterGroup) resumeLoop(ctx context.Context, sub *client.Subscription, every time.Duration) {
 	defer g.wg.Done()
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.saveResume(sub, false)
+		}
+		g.saveResume(sub, false)
+		if !g.resumeShared {
+			// Rest first, then look: a change after the look kicks.
+			g.resumeRest.Store(true)
+			if g.resumeDue(sub) {
+				g.resumeRest.Store(false)
+			} else {
+				select {
+				case <-ctx.Done():
+					return
+				case <-g.resumeKick:
+				}
+			}
+		}
+		t.Reset(every)
+	}
+}
+
+// kickResume wakes the resume loop if it rests (resumeLoop).
+func (g *WriterGroup) kickResume() {
+	if g.resumeRest.Load() && g.resumeRest.CompareAndSwap(true, false) {
+		select {
+		case g.resumeKick <- struct{}{}:
+		default:
 		}
 	}
+}
+
+// resumeDue reports whether the record saved last is behind the
+// subscription's state (a save was put off: lastAckedEvery).
+func (g *WriterGroup) resumeDue(sub *client.Subscription) bool {
+	mark, ok := sub.ResumeMark()
+	if !ok {
+		return false
+	}
+	g.saveMu.Lock()
+	defer g.saveMu.Unlock()
+	return mark != g.saved
 }
 
 // Marks (Options.MarksDir, resume.Marks): the record above is written once

@@ -43,6 +43,7 @@ type ackTracker struct {
 	acked       atomic.Uint64 // sequence numbers acknowledged upstream
 	undelivered atomic.Uint64 // sequence numbers left unacknowledged: a message was not delivered
 	ackErrors   atomic.Uint64 // Ack returned an error
+	onAcked     func()        // after each acknowledgement upstream; nil: none
 	strays      atomic.Uint64 // settlements or hand-overs of unknown sequence numbers
 	log         *slog.Logger
 }
@@ -213,6 +214,9 @@ func (t *ackTracker) upstream(a acker, seq uint32) {
 		return
 	}
 	t.acked.Add(1)
+	if t.onAcked != nil {
+		t.onAcked()
+	}
 }
 
 // unacked returns the sequence numbers waiting for their messages.

@@ -23,13 +23,19 @@ import (
 // GOMAXPROCS to 1; above procsBusy in one period it restores the runtime's
 // default (runtime.SetDefaultGOMAXPROCS: the machine's or the container's
 // CPUs). A burst (a large configuration subscribing, a backlog draining)
-// thus runs on one P for at most procsEvery. GOMAXPROCS in the environment
-// turns it off (the operator chose), and so does a default of one P.
+// thus runs on one P for at most procsEvery. A gateway at rest (below
+// procsRest on one P) is sampled every procsRestEvery instead: a wake-up a
+// second is the largest part of what it costs at rest then, and a burst
+// out of that rest may run on one P for that long. GOMAXPROCS in the
+// environment turns it off (the operator chose), and so does a default of
+// one P.
 const (
-	procsEvery    = time.Second
-	procsQuiet    = 0.15 // cores
-	procsBusy     = 0.5  // cores, of the one P's at most one
-	procsQuietFor = 3
+	procsEvery     = time.Second
+	procsRestEvery = 5 * time.Second
+	procsQuiet     = 0.15  // cores
+	procsBusy      = 0.5   // cores, of the one P's at most one
+	procsRest      = 0.005 // cores
+	procsQuietFor  = 3
 )
 
 // procsGovernor is GovernProcs' decision, apart from the clock, the CPU
@@ -76,6 +82,14 @@ func (g *procsGovernor) step(now time.Time) (usage float64, changed bool) {
 	return usage, false
 }
 
+// next is how long after a sample of usage (cores) the next is taken.
+func (g *procsGovernor) next(usage float64) time.Duration {
+	if g.one && usage < procsRest {
+		return procsRestEvery
+	}
+	return procsEvery
+}
+
 // processCPU is the process's user and system CPU time (getrusage; no
 // allocation).
 func processCPU() time.Duration {
@@ -101,7 +115,7 @@ func GovernProcs(ctx context.Context, getenv func(string) string, logf func(msg 
 		restore: goruntime.SetDefaultGOMAXPROCS,
 	}
 	go func() {
-		t := time.NewTicker(procsEvery)
+		t := time.NewTimer(procsEvery)
 		defer t.Stop()
 		g.step(time.Now())
 		for {
@@ -112,9 +126,11 @@ func GovernProcs(ctx context.Context, getenv func(string) string, logf func(msg 
 				}
 				return
 			case now := <-t.C:
-				if usage, changed := g.step(now); changed {
+				usage, changed := g.step(now)
+				if changed {
 					logf("scheduler processors changed", "gomaxprocs", goruntime.GOMAXPROCS(0), "cores", usage)
 				}
+				t.Reset(g.next(usage))
 			}
 		}
 	}()

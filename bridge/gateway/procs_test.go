@@ -59,6 +59,17 @@ func TestProcsGovernor(t *testing.T) {
 	if singles != 2 {
 		t.Fatalf("singles %d, want 2", singles)
 	}
+	// Sampled every procsEvery, every procsRestEvery only at rest on one P.
+	for _, c := range []struct {
+		one   bool
+		usage float64
+		want  time.Duration
+	}{{true, 0.001, procsRestEvery}, {true, 0.01, procsEvery}, {false, 0.001, procsEvery}} {
+		g.one = c.one
+		if got := g.next(c.usage); got != c.want {
+			t.Errorf("next after %.3f cores (one P %v): %v, want %v", c.usage, c.one, got, c.want)
+		}
+	}
 }
 
 // TestGovernProcsHonoursEnv: GOMAXPROCS in the environment leaves the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/uagate/gateway/api"
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/embedded"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/bridge/sink/filesink"
@@ -143,6 +144,14 @@ Flags:
 	}
 	if *publisher != "" {
 		cfg.Gateway.PublisherID = *publisher
+	}
+	if !cfg.Embedded.NATS.On() && !testing.Testing() {
+		// No NATS server runs in this process (embedded parts start with
+		// it, never on a reload): nats-server's CPU sampler reads /proc
+		// each second for nobody.
+		if embedded.StopNATSSampler() {
+			logger.Debug("nats-server's CPU sampler stopped: no embedded NATS server")
+		}
 	}
 
 	if *duration > 0 {

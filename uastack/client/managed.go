@@ -250,6 +250,7 @@ type ManagedSession struct {
 	level       int       // recovery step to start from: 0 reactivate, 1 transfer, 2 recreate
 	permanent   Backoff   // the slow schedule after permanent failures
 	verifyFrom  time.Time
+	probe       *statusProbe // readStatus's, kept between reads (the run goroutine's)
 	verifying   bool
 	retrying    atomic.Bool
 	retryWG     sync.WaitGroup
@@ -869,13 +870,15 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 	if m.cfg.KeepAliveInterval > 0 {
 		statusAt = time.Now().Add(m.cfg.KeepAliveInterval)
 	}
-	var status chan error // the answer of the status read out, nil when none is
+	var probe *statusProbe // the status read out, nil when none is
+	var status chan error  // its answer's channel
+	defer func() { m.dropStatus(probe) }()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return nil
 		case err := <-status:
-			status = nil
+			probe, status = nil, nil
 			if err != nil {
 				m.level = 0
 				return err
@@ -894,6 +897,8 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 			}
 			m.level = 0
 			return f.err
+		case <-m.pub.maintain:
+			t.Reset(0) // look now
 		case now := <-t.C:
 			if silent := m.pub.silent(now); len(silent) > 0 {
 				for _, s := range silent {
@@ -914,7 +919,8 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 				bo.Reset()
 			}
 			if status == nil && !statusAt.IsZero() && !now.Before(statusAt) {
-				status = m.readStatus(c)
+				probe = m.readStatus(c)
+				status = probe.out
 			}
 			maintain := m.pub.needsMaintenance(now)
 			if maintain && m.retrying.CompareAndSwap(false, true) {
@@ -931,17 +937,19 @@ func (m *ManagedSession) supervise(c *Client, bo *Backoff) error {
 	}
 }
 
-// superviseIdle bounds supervise's sleep while nothing is due: what
-// changes without telling it (a subscription or items added that need
-// creating) waits no longer than this.
-const superviseIdle = time.Second
+// superviseIdle bounds supervise's sleep while nothing is due. What it
+// cannot see coming tells it (publisher.wakeMaintenance: a subscription
+// added or lost, items waiting to be created or refused, a revised
+// keep-alive window), so this is only a backstop.
+const superviseIdle = 10 * time.Second
 
 // nextCheck returns how long supervise may sleep after its check at now:
 // tick while something needs it soon (maintenance, a recovery being
 // verified, a handler running), else until the first subscription would
-// fall silent or the next status read is due, at most superviseIdle. A
-// session at rest is then looked at once a second, not four times, and a
-// silence is still seen when it begins.
+// fall silent, failed items are due or the next status read is, at most
+// superviseIdle. A session at rest is then looked at when the status read
+// is due (every KeepAliveInterval), not four times a second, and a silence
+// is still seen when it begins.
 func (m *ManagedSession) nextCheck(now time.Time, tick time.Duration, maintain, statusIdle bool, statusAt time.Time) time.Duration {
 	if maintain || m.verifying {
 		return tick
@@ -998,32 +1006,84 @@ func (m *ManagedSession) recoverSubscription(c *Client, s *Subscription, why err
 }
 
 // readStatus sends a Read of Server.ServerStatus.State (the session answers
-// and the server is running) and returns the channel its outcome arrives on:
-// nil, or why the session is to be recovered. It does not wait: the answer
-// comes on the channel's reader goroutine, and the channel has room for it, so
-// nobody needs to be listening when it does.
-func (m *ManagedSession) readStatus(c *Client) chan error {
-	out := make(chan error, 1)
+// and the server is running) and returns the probe whose out channel its
+// outcome arrives on: nil, or why the session is to be recovered. It does
+// not wait: the answer comes on the channel's reader goroutine, and out has
+// room for it, so nobody needs to be listening when it does.
+//
+// A session at rest does this every KeepAliveInterval for as long as it
+// runs, so the read is one kept statusProbe, not a request, a response, a
+// channel and two closures made each time: it allocates nothing. supervise
+// (the run goroutine alone) sends one read at a time, takes its answer
+// before the next, and forgets the probe (dropStatus) when it returns with
+// a read still out, whose answer may come later.
+func (m *ManagedSession) readStatus(c *Client) *statusProbe {
+	p := m.probe
+	if p == nil {
+		p = newStatusProbe(m.pub)
+		m.probe = p
+	}
 	timeout := min(c.cfg.RequestTimeout, max(m.cfg.KeepAliveInterval, time.Second))
-	req := &ua.ReadRequest{TimestampsToReturn: ua.TimestampsToReturnNeither, NodesToRead: []ua.ReadValueID{
+	c.fillHeader(&p.req.RequestHeader, c.session.authToken, timeout)
+	p.start = time.Now()
+	if c.closed.Load() {
+		p.finish(ErrClosed)
+	} else if err := c.conn.SendRequestAsync(&p.req, &p.resp, timeout, p.done); err != nil {
+		p.finish(err)
+	}
+	return p
+}
+
+// dropStatus forgets the probe of a read whose answer supervise will not
+// take.
+func (m *ManagedSession) dropStatus(p *statusProbe) {
+	if p != nil && m.probe == p {
+		m.probe = nil
+	}
+}
+
+// statusProbe is readStatus's request, kept for the next read.
+type statusProbe struct {
+	pub   *publisher
+	req   ua.ReadRequest
+	resp  ua.ReadResponse
+	start time.Time
+	out   chan error
+	done  func(ua.Structure, error) // p.answer, bound once
+}
+
+func newStatusProbe(pub *publisher) *statusProbe {
+	p := &statusProbe{pub: pub, out: make(chan error, 1)}
+	p.req = ua.ReadRequest{TimestampsToReturn: ua.TimestampsToReturnNeither, NodesToRead: []ua.ReadValueID{
 		{NodeID: ua.NewNumericNodeID(0, ua.ID_Server_ServerStatus_State), AttributeID: AttributeValue},
 	}}
-	resp := new(ua.ReadResponse)
-	start := time.Now()
-	err := c.SendAsync(req, resp, timeout, func(_ ua.Structure, err error) {
-		if err == nil {
-			m.pub.observeRTT(time.Since(start))
+	p.done = p.answer
+	return p
+}
+
+// answer is the channel's callback (on its reader goroutine).
+func (p *statusProbe) answer(r ua.Structure, err error) {
+	if err == nil {
+		if err = checkServiceResult(&p.req, r); err == nil {
+			p.pub.observeRTT(time.Since(p.start))
 		}
-		// The reader goroutine must never block here.
-		select {
-		case out <- checkStatus(resp, err):
-		default:
-		}
-	})
-	if err != nil {
-		out <- checkStatus(nil, err)
+	} else {
+		err = fmt.Errorf("client: %s: %w", serviceName(&p.req), err)
 	}
-	return out
+	p.finish(err)
+}
+
+// finish hands the outcome over to out.
+func (p *statusProbe) finish(err error) {
+	var resp *ua.ReadResponse
+	if err == nil {
+		resp = &p.resp
+	}
+	// The reader goroutine must never block here.
+	select {
+	case p.out <- checkStatus(resp, err):
+	default:
+	}
 }
 
 // checkStatus judges the answer to readStatus.

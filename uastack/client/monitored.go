@@ -277,6 +277,7 @@ type itemTable struct {
 	created  int               // items that exist on the server
 	failed   int               // items the server refused
 	pending  int               // items not yet (or no longer) on the server, not refused
+	onNeed   func()            // an item became pending or failed (publisher.wakeMaintenance); nil: none
 	ranges   map[uint32]string // index ranges by handle (itemHasRange)
 	attrs    map[uint32]uint32 // attribute ids above 254 by handle (attrOther)
 	uris     []string          // namespace URIs of the items' nodes (item.nsu - 1 indexes it)
@@ -377,6 +378,9 @@ func (t *itemTable) count(it *item, d int) {
 		t.failed += d
 	default:
 		t.pending += d
+	}
+	if d > 0 && it.id == 0 && !it.deleted() && t.onNeed != nil {
+		t.onNeed()
 	}
 }
 

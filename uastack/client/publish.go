@@ -122,6 +122,7 @@ type publisher struct {
 	ctl      chan func()
 	kick     chan struct{}
 	ackKick  chan struct{}
+	maintain chan struct{} // wakeMaintenance: the supervisor's schedule may be stale
 	gapc     chan gapEvent
 	stop     chan struct{}
 	done     chan struct{}
@@ -187,6 +188,7 @@ func newPublisher(log *slog.Logger, maxRequests int, grace time.Duration, reqTim
 		ctl:        make(chan func()),
 		kick:       make(chan struct{}, 1),
 		ackKick:    make(chan struct{}, 1),
+		maintain:   make(chan struct{}, 1),
 		gapc:       make(chan gapEvent),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -412,6 +414,18 @@ func (p *publisher) wake() {
 	}
 }
 
+// wakeMaintenance tells the supervisor (ManagedSession.supervise, or a bare
+// Client's maintainSubscriptions), which at rest sleeps until the first
+// thing it knows to be due, that something changed it cannot see by
+// itself: a subscription added, registered under a new id or without one,
+// revised, or items waiting to be created or refused. It looks again now.
+func (p *publisher) wakeMaintenance() {
+	select {
+	case p.maintain <- struct{}{}:
+	default:
+	}
+}
+
 // bind makes c the session Publish requests go to (nil: none).
 func (p *publisher) bind(c *Client) {
 	p.mu.Lock()
@@ -454,6 +468,7 @@ func (p *publisher) register(s *Subscription, id uint32) {
 	p.mu.Unlock()
 	p.updateTimeout()
 	p.wake()
+	p.wakeMaintenance()
 }
 
 // unregister forgets s's server id (deleted, or lost with its session).
@@ -468,6 +483,7 @@ func (p *publisher) unregister(s *Subscription) {
 	}
 	p.mu.Unlock()
 	p.updateTimeout()
+	p.wakeMaintenance()
 }
 
 // add keeps s in the publisher's list of subscriptions.
@@ -478,6 +494,7 @@ func (p *publisher) add(s *Subscription) {
 		p.manual.Add(1)
 	}
 	p.mu.Unlock()
+	p.wakeMaintenance()
 }
 
 // remove drops s from the list and the ids.

@@ -564,6 +564,7 @@ func newSubscription(p *publisher, cfg *SubscriptionConfig) (*Subscription, erro
 	s.revLifetime.Store(c.LifetimeCount)
 	s.publishing.Store(!c.PublishingDisabled)
 	s.items.defaults = newTemplate(&s.cfg.Items)
+	s.items.onNeed = p.wakeMaintenance
 	return s, nil
 }
 
@@ -596,8 +597,8 @@ func (c *Client) subscriptions() *publisher {
 // maintainSubscriptions retries failed items of a bare Client's subscriptions
 // and reports silent ones, until the channel ends. Like a managed session's
 // supervisor it ticks only while items need creating or a handler runs; at
-// rest it sleeps until the first subscription could fall silent, at most a
-// second.
+// rest it sleeps until the first subscription could fall silent or failed
+// items are due, at most superviseIdle, or until wakeMaintenance.
 func (c *Client) maintainSubscriptions(p *publisher) {
 	const tick = 250 * time.Millisecond
 	t := time.NewTimer(tick)
@@ -606,6 +607,8 @@ func (c *Client) maintainSubscriptions(p *publisher) {
 		select {
 		case <-p.done:
 			return
+		case <-p.maintain:
+			t.Reset(0) // look now
 		case now := <-t.C:
 			for _, s := range p.silent(now) {
 				if s.silent.CompareAndSwap(false, true) && s.cfg.OnStatusChange != nil {
@@ -697,6 +700,7 @@ func (s *Subscription) revise(intervalMS float64, keepAlive, lifetime uint32) {
 	if lifetime > 0 {
 		s.revLifetime.Store(lifetime)
 	}
+	s.pub.wakeMaintenance() // a shorter keep-alive window
 }
 
 // client returns the session to send the subscription's requests on, or
