@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,14 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %s", want)
 		}
+	}
+	// The allocations counted as a scrape begins: the next scrape's count
+	// holds this one's allocations (a few thousand objects: at least one).
+	a1, err1 := strconv.ParseFloat(metricIn(r.body, "uagate_process_allocs_at_scrape_total"), 64)
+	r2 := do(t, ts, "GET", "/metrics", "", nil)
+	a2, err2 := strconv.ParseFloat(metricIn(r2.body, "uagate_process_allocs_at_scrape_total"), 64)
+	if err1 != nil || err2 != nil || a1 <= 0 || a2 <= a1 {
+		t.Errorf("uagate_process_allocs_at_scrape_total: %v (%v), then %v (%v); want a count that grows by a scrape's allocations", a1, err1, a2, err2)
 	}
 	// Data changes were counted (at least the two waited for).
 	if m := regexp.MustCompile(`uagate_subscription_data_changes_total\{endpoint="sim"\} (\d+)`).FindStringSubmatch(text); m == nil || m[1] == "0" || m[1] == "1" {

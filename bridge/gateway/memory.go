@@ -49,10 +49,26 @@ const (
 	idleReleaseShare = 32 // free pages above 1/32 of the heap in use
 )
 
+// memSamples are heapPages' and liveHeap's runtime/metrics samples, made
+// once: the trim reads them every trimInterval for as long as the gateway
+// runs, at rest too, where it should allocate nothing.
+var memSamples struct {
+	sync.Mutex
+	pages [2]metrics.Sample
+	live  [1]metrics.Sample
+}
+
+func init() {
+	memSamples.pages = [2]metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	memSamples.live = [1]metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+}
+
 // heapPages reads the heap's free pages still mapped and the bytes in use
 // by objects (runtime/metrics: no stop of the world).
 func heapPages() (free, inUse uint64) {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	memSamples.Lock()
+	defer memSamples.Unlock()
+	s := memSamples.pages[:]
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
 		return 0, 0
@@ -98,7 +114,9 @@ func steadyPercent(live uint64) int {
 // liveHeap reads the heap marked live by the last collection (runtime/metrics:
 // no stop of the world); 0 when unknown.
 func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	memSamples.Lock()
+	defer memSamples.Unlock()
+	s := memSamples.live[:]
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0

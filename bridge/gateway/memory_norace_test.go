@@ -3,12 +3,14 @@
 package gateway_test
 
 import (
+	"math"
 	goruntime "runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/uagate/gateway/bridge/config"
+	"github.com/uagate/gateway/bridge/embedded"
 	"github.com/uagate/gateway/bridge/gateway"
 	"github.com/uagate/gateway/bridge/sink"
 	"github.com/uagate/gateway/uastack/server"
@@ -112,12 +114,16 @@ func testSteadyStateAllocs(t *testing.T, log bool) {
 
 // TestGatewayIdleAllocs bounds what a gateway at rest allocates: one writer
 // group of four fields whose values do not change, publishing every second.
-// At rest it wakes for timers (the session's checks, the keep-alives, the
-// resume record), which allocate nothing per wake; what remains is the
-// session's status read every few seconds and, in any binary that links
-// nats-server (the embedded broker), its process sampler reading
-// /proc/self/stat every second: about 10 allocations a second in all.
+// At rest it wakes only for what is due (the session's status read every
+// few seconds, the keep-alives, the pools' trim), and none of it
+// allocates. nats-server's process sampler, which reads /proc/self/stat
+// every second in any binary that links the server, is stopped as
+// `gateway run` stops it without an embedded NATS server (8 allocations a
+// second).
 func TestGatewayIdleAllocs(t *testing.T) {
+	if !embedded.StopNATSSampler() {
+		t.Log("nats-server's sampler was stopped already")
+	}
 	url := startSimChild(t, server.SimConfig{Folders: 1, Variables: 4, Rates: []time.Duration{time.Hour},
 		Types: []ua.TypeID{ua.TypeInt32}, Generators: []server.Generator{server.GeneratorCounter}, AlarmSources: -1})
 	cfg := browseConfig(t, url, 1, 4, 1, config.WriterGroup{PublishingInterval: dur(time.Second)})
@@ -129,17 +135,27 @@ func TestGatewayIdleAllocs(t *testing.T) {
 	waitUntil(t, nil, time.Minute, "every item's initial value and the setup release", func() bool {
 		return runtimeNotifications(rt) >= 4 && released.Load()
 	})
-	var a, z goruntime.MemStats
-	goruntime.ReadMemStats(&a)
-	t0 := time.Now()
-	<-time.After(5 * time.Second) // a measuring window, not a wait for a condition
-	goruntime.ReadMemStats(&z)
-	s := time.Since(t0).Seconds()
-	perS := float64(z.Mallocs-a.Mallocs) / s
-	t.Logf("at rest: %.1f allocations/s, %.0f B/s", perS, float64(z.TotalAlloc-a.TotalAlloc)/s)
-	// Well above the status read's share and well below one allocation per
-	// timer wake of a ticking loop (hundreds a second).
-	if perS > 50 {
-		t.Errorf("%.1f allocations/s at rest, want ≤ 50", perS)
+	// What happens once after the start (the log's first idle save, the
+	// session's first status read, the resume record's save of the last
+	// acknowledgement 10 s after the one before) may fall in a window; what recurs at
+	// rest falls in every one: the lowest of four windows counts.
+	perS := math.Inf(1)
+	for range 4 {
+		var a, z goruntime.MemStats
+		goruntime.ReadMemStats(&a)
+		t0 := time.Now()
+		time.Sleep(5 * time.Second) // a measuring window, not a wait for a condition (Sleep allocates nothing)
+		goruntime.ReadMemStats(&z)
+		s := time.Since(t0).Seconds()
+		w := float64(z.Mallocs-a.Mallocs) / s
+		t.Logf("at rest: %.1f allocations/s, %.0f B/s", w, float64(z.TotalAlloc-a.TotalAlloc)/s)
+		if perS = min(perS, w); perS <= 1 {
+			break
+		}
+	}
+	// Nothing recurring allocates; the bound leaves room for a one-off (a
+	// keep-alive's decoder growing a slice) and none for anything a second.
+	if perS > 1 {
+		t.Errorf("%.1f allocations/s at rest, want ≤ 1", perS)
 	}
 }

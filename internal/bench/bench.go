@@ -304,7 +304,7 @@ func ratioLine(g, b *result, maxP99 time.Duration) string {
 // idleLine states the gateway's cost at rest.
 func (r *result) idleLine() string {
 	return fmt.Sprintf("idle bridge=%s cpu_percent_of_core=%.3f wakeups_per_s=%.1f allocs_per_s=%.1f (allocations in the window %.0f, of which one /metrics scrape's %.0f)",
-		r.bridge, 100*r.cores(r.bridgeP.cpu), float64(r.bridgeP.switches)/r.wall.Seconds(), r.allocsPerSecond(), r.gm["go_memstats_mallocs_total"], r.scrapeAlloc)
+		r.bridge, 100*r.cores(r.bridgeP.cpu), float64(r.bridgeP.switches)/r.wall.Seconds(), r.allocsPerSecond(), r.gm[allocsMetric], r.scrapeAlloc)
 }
 
 // findMax runs the steps of -find-max: o.items × 1, 2, 5, 10, … up to

@@ -100,8 +100,9 @@ func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, s
 	}
 	// The gateway's counters, scraped four times in a row: the median of
 	// the allocations between two scrapes is one scrape's, which the
-	// window's count includes (the counter is read in the middle of a
-	// scrape). The scrapes are outside the CPU window.
+	// window's count includes (the counter is read as a scrape begins: the
+	// window's holds the last of these scrapes). The scrapes are outside
+	// the CPU window.
 	var m0 metrics
 	if httpAddr != "" {
 		var costs []float64
@@ -111,7 +112,7 @@ func runBridge(ctx context.Context, o *options, procs *procSet, bridge string, s
 				return r, err
 			}
 			if i > 0 {
-				costs = append(costs, m["go_memstats_mallocs_total"]-m0["go_memstats_mallocs_total"])
+				costs = append(costs, m[allocsMetric]-m0[allocsMetric])
 			}
 			m0 = m
 		}
