@@ -36,10 +36,11 @@ var pseProcStatFile string
 // gateway's own with embedded.nats off: a server's /varz would report no
 // CPU or memory use afterwards.
 func StopNATSSampler() bool {
-	if pseProcStatFile != "/proc/"+strconv.Itoa(os.Getpid())+"/stat" {
+	pid := strconv.Itoa(os.Getpid())
+	if pseProcStatFile != "/proc/"+pid+"/stat" {
 		return false // stopped already, or not the layout this expects
 	}
 	// "/proc/123/stat" → "/proc/---/stat": no such directory.
-	pseProcStatFile = "/proc/" + strings.Repeat("-", len(strconv.Itoa(os.Getpid()))) + "/stat"
+	pseProcStatFile = "/proc/" + strings.Repeat("-", len(pid)) + "/stat"
 	return true
 }

@@ -52,15 +52,13 @@ const (
 // memSamples are heapPages' and liveHeap's runtime/metrics samples, made
 // once: the trim reads them every trimInterval for as long as the gateway
 // runs, at rest too, where it should allocate nothing.
-var memSamples struct {
+var memSamples = struct {
 	sync.Mutex
 	pages [2]metrics.Sample
 	live  [1]metrics.Sample
-}
-
-func init() {
-	memSamples.pages = [2]metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
-	memSamples.live = [1]metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+}{
+	pages: [2]metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}},
+	live:  [1]metrics.Sample{{Name: "/gc/heap/live:bytes"}},
 }
 
 // heapPages reads the heap's free pages still mapped and the bytes in use

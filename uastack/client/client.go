@@ -318,6 +318,15 @@ func (c *Client) Send(ctx context.Context, req, resp ua.Structure) (ua.Structure
 // response or the error when it arrives or the timeout passes. It is for requests
 // that stay with the server for long (Publish).
 func (c *Client) SendAsync(req, resp ua.Structure, timeout time.Duration, done func(ua.Structure, error)) error {
+	return c.sendAsync(req, resp, timeout, func(r ua.Structure, err error) {
+		done(r, serviceOutcome(req, r, err))
+	})
+}
+
+// sendAsync is SendAsync with done called with the channel's outcome as it
+// is (serviceOutcome judges it): a caller that keeps its done (and its
+// request and response) between requests allocates nothing per request.
+func (c *Client) sendAsync(req, resp ua.Structure, timeout time.Duration, done func(ua.Structure, error)) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -329,14 +338,16 @@ func (c *Client) SendAsync(req, resp ua.Structure, timeout time.Duration, done f
 		timeout = c.cfg.RequestTimeout
 	}
 	c.fillHeader(h, c.session.authToken, timeout)
-	return c.conn.SendRequestAsync(req, resp, timeout, func(r ua.Structure, err error) {
-		if err == nil {
-			err = checkServiceResult(req, r)
-		} else {
-			err = fmt.Errorf("client: %s: %w", serviceName(req), err)
-		}
-		done(r, err)
-	})
+	return c.conn.SendRequestAsync(req, resp, timeout, done)
+}
+
+// serviceOutcome is the outcome of req as Send and SendAsync report it: the
+// channel's error named by the service, or the response's service result.
+func serviceOutcome(req, resp ua.Structure, err error) error {
+	if err != nil {
+		return fmt.Errorf("client: %s: %w", serviceName(req), err)
+	}
+	return checkServiceResult(req, resp)
 }
 
 func (c *Client) send(ctx context.Context, req, resp ua.Structure, token ua.NodeID) (ua.Structure, error) {
@@ -355,10 +366,7 @@ func (c *Client) send(ctx context.Context, req, resp ua.Structure, token ua.Node
 	}
 	c.fillHeader(h, token, timeout)
 	r, err := c.conn.SendRequest(ctx, req, resp)
-	if err != nil {
-		return r, fmt.Errorf("client: %s: %w", serviceName(req), err)
-	}
-	return r, checkServiceResult(req, r)
+	return r, serviceOutcome(req, r, err)
 }
 
 // checkServiceResult turns a Bad ServiceResult into an error.

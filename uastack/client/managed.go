@@ -1024,11 +1024,8 @@ func (m *ManagedSession) readStatus(c *Client) *statusProbe {
 		m.probe = p
 	}
 	timeout := min(c.cfg.RequestTimeout, max(m.cfg.KeepAliveInterval, time.Second))
-	c.fillHeader(&p.req.RequestHeader, c.session.authToken, timeout)
 	p.start = time.Now()
-	if c.closed.Load() {
-		p.finish(ErrClosed)
-	} else if err := c.conn.SendRequestAsync(&p.req, &p.resp, timeout, p.done); err != nil {
+	if err := c.sendAsync(&p.req, &p.resp, timeout, p.done); err != nil {
 		p.finish(err)
 	}
 	return p
@@ -1063,12 +1060,8 @@ func newStatusProbe(pub *publisher) *statusProbe {
 
 // answer is the channel's callback (on its reader goroutine).
 func (p *statusProbe) answer(r ua.Structure, err error) {
-	if err == nil {
-		if err = checkServiceResult(&p.req, r); err == nil {
-			p.pub.observeRTT(time.Since(p.start))
-		}
-	} else {
-		err = fmt.Errorf("client: %s: %w", serviceName(&p.req), err)
+	if err = serviceOutcome(&p.req, r, err); err == nil {
+		p.pub.observeRTT(time.Since(p.start))
 	}
 	p.finish(err)
 }
