@@ -251,6 +251,7 @@ func storeSeries(c *collector) []series[storelog.Stats] {
 		counter(c, "uagate_store_syncs_total", "fdatasyncs of the log's commits.", func(s *S) uint64 { return s.Syncs }),
 		counter(c, "uagate_store_commit_errors_total", "Failed commits (the first stops the log).", func(s *S) uint64 { return s.CommitErrors }),
 		gauge(c, "uagate_store_commit_seconds_total", "Time spent committing.", func(s *S) float64 { return float64(s.CommitNanos) / 1e9 }),
+		counter(c, "uagate_store_written_bytes_total", "Bytes the log's commits wrote to its file.", func(s *S) uint64 { return s.WrittenBytes }),
 	}
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +37,27 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// measure runs body b.N times with CPU time reported per op.
+// written is what the process wrote so far (/proc/self/io's wchar: files
+// and sockets); -1 where it cannot be read.
+func written() int64 {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "wchar:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// measure runs body b.N times with CPU time and the bytes the process
+// wrote (the log's file: its write amplification) reported per op.
 func measure(b *testing.B, size int, body func(payload []byte)) {
 	payload := make([]byte, size)
 	for i := range payload {
@@ -42,11 +65,14 @@ func measure(b *testing.B, size int, body func(payload []byte)) {
 	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu, w := cpuTime(), written()
 	b.ResetTimer()
 	body(payload)
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	if w2 := written(); w >= 0 && w2 >= 0 {
+		b.ReportMetric(float64(w2-w)/float64(b.N), "written-B/op")
+	}
 }
 
 // BenchmarkEngineJetStream: an in-process nats-server with JetStream (no

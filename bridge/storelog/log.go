@@ -179,6 +179,7 @@ type Log struct {
 	roomWaiters                  atomic.Int32 // producers waiting for room (waitRoom)
 	broken                       atomic.Bool  // a commit failed
 	commits, commitErrors, syncs atomic.Uint64
+	written                      atomic.Uint64 // bytes written to the file (trimPageWrites)
 	commitNanos                  atomic.Int64
 	dropsLogged                  uint64
 	lastDropLog                  time.Time
@@ -222,6 +223,9 @@ func Open(opts Options) (*Log, error) {
 		streams:  map[string]*Stream{},
 	}
 	l.room.L = &l.mu
+	if !trimPageWrites(db, db.Info().PageSize, &l.written) {
+		l.log.Debug("bbolt's page writer is not where the log expects it: pages are written whole")
+	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketStreams, bucketState, bucketCursors} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {

@@ -12,11 +12,13 @@ type Stats struct {
 	FileBytes int64 `json:"fileBytes"`
 	// Commits counts the transactions committed, Syncs the fdatasyncs,
 	// CommitErrors the failed commits (the first stops the log);
-	// CommitNanos is the time spent committing.
+	// CommitNanos is the time spent committing; WrittenBytes what the
+	// commits wrote to the file (pages, as far as they are used).
 	Commits      uint64        `json:"commits"`
 	Syncs        uint64        `json:"syncs"`
 	CommitErrors uint64        `json:"commitErrors"`
 	CommitNanos  int64         `json:"commitNanos"`
+	WrittenBytes uint64        `json:"writtenBytes"`
 	Streams      []StreamStats `json:"streams"`
 }
 
@@ -26,7 +28,7 @@ func (l *Log) Stats() Stats {
 	st := Stats{Bytes: l.bytes, MaxBytes: l.opts.MaxBytes}
 	l.mu.Unlock()
 	st.Commits, st.Syncs, st.CommitErrors = l.commits.Load(), l.syncs.Load(), l.commitErrors.Load()
-	st.CommitNanos = l.commitNanos.Load()
+	st.CommitNanos, st.WrittenBytes = l.commitNanos.Load(), l.written.Load()
 	if fi, err := os.Stat(l.path); err == nil {
 		st.FileBytes = fi.Size()
 	}

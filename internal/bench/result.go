@@ -79,7 +79,8 @@ func (r *result) line() string {
 		fmt.Fprintf(&b, " bridge_allocs_per_s=%.1f bridge_publish_responses_per_s=%.1f",
 			r.allocsPerSecond(), r.gm["uagate_subscription_messages_total"]/r.wall.Seconds())
 		if c := r.gm["uagate_store_commits_total"]; c > 0 {
-			fmt.Fprintf(&b, " log_commits_per_s=%.1f log_syncs_per_s=%.1f", c/r.wall.Seconds(), r.gm["uagate_store_syncs_total"]/r.wall.Seconds())
+			fmt.Fprintf(&b, " log_commits_per_s=%.1f log_syncs_per_s=%.1f log_written_kb_per_s=%.1f", c/r.wall.Seconds(), r.gm["uagate_store_syncs_total"]/r.wall.Seconds(),
+				r.gm["uagate_store_written_bytes_total"]/1024/r.wall.Seconds())
 		}
 	}
 	fmt.Fprintf(&b, " sub_cores=%.2f sub_cpu_us_per_notification=%.3f %s_cores=%.2f",
