@@ -13,7 +13,8 @@ type Stats struct {
 	// Commits counts the transactions committed, Syncs the fdatasyncs,
 	// CommitErrors the failed commits (the first stops the log);
 	// CommitNanos is the time spent committing; WrittenBytes what the
-	// commits wrote to the file (pages, as far as they are used).
+	// commits wrote to the file (pages, as far as they are used; 0 when
+	// bbolt's page writer could not be wrapped, see pagewrite.go).
 	Commits      uint64        `json:"commits"`
 	Syncs        uint64        `json:"syncs"`
 	CommitErrors uint64        `json:"commitErrors"`
