@@ -186,6 +186,7 @@ func TestAckManualDeferred(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.wait(t, 3)
+	syncLoop(t, p) // OnMessageDone follows the handler on the dispatch goroutine
 	if got := done.list(); !slices.Equal(got, []uint32{1, 2, 3}) {
 		t.Fatalf("OnMessageDone %v", got)
 	}
